@@ -1,0 +1,5 @@
+"""``python -m ncclcheck``."""
+
+from ncclcheck.cli import entry
+
+entry()

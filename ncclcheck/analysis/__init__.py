@@ -1,0 +1,1 @@
+"""Pure analysis: frozen facts in, findings out. No I/O, no clock, no globals."""

@@ -1,0 +1,96 @@
+"""``gpus``: how many GPUs the driver sees, how many CUDA_VISIBLE_DEVICES leaves, and the ranks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ncclcheck.analysis.env.context import Context, to_int
+from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip
+from ncclcheck.model.checks import Check
+from ncclcheck.model.env import NodeSnapshot
+
+
+@dataclass(frozen=True)
+class Visible:
+    """What CUDA makes of CUDA_VISIBLE_DEVICES: the devices before the first invalid entry."""
+
+    count: int
+    problem: str | None
+
+
+def visible_devices(value: str | None, total: int) -> Visible:
+    """CUDA semantics: only entries before the first invalid one are visible; duplicates flagged."""
+    if value is None:
+        return Visible(total, None)
+    items = [item.strip() for item in value.split(",")] if value.strip() else []
+    if not items:
+        return Visible(0, "CUDA_VISIBLE_DEVICES is empty: CUDA sees no GPU")
+    seen: list[str] = []
+    for item in items:
+        if item.startswith(("GPU-", "MIG-")):
+            index_ok = True
+        else:
+            number = to_int(item)
+            index_ok = number is not None and 0 <= number < total
+        if not index_ok:
+            hidden = f"; the {len(items) - len(seen)} entries from it on are hidden" if seen else ""
+            return Visible(len(seen), f"CUDA_VISIBLE_DEVICES entry '{item}' is not a GPU of this node{hidden}")
+        if item in seen:
+            return Visible(len(seen), f"CUDA_VISIBLE_DEVICES lists '{item}' twice")
+        seen.append(item)
+    return Visible(len(seen), None)
+
+
+def check_gpus(snapshot: NodeSnapshot, ctx: Context) -> Check:
+    gpu = snapshot.gpu
+    details = [f"{g.bdf} {g.model or '(model unknown: driver not loaded)'}" for g in gpu.gpus]
+    if not gpu.gpus:
+        return skip("gpus", "no NVIDIA GPU on this node: use the gloo backend (ncclcheck smoke --backend gloo)")
+    if not gpu.driver_loaded:
+        fix = "install/load the NVIDIA kernel driver (nvidia-smi must work), or pass /proc/driver/nvidia into the container"
+        return conclude("gpus", "", [fail(f"{len(gpu.gpus)} NVIDIA GPU(s) on PCI but no driver loaded", fix)], details)
+    total = sum(1 for g in gpu.gpus if g.in_driver) or len(gpu.gpus)
+    cvd = ctx.env.get("CUDA_VISIBLE_DEVICES")
+    visible = visible_devices(cvd, total)
+    issues: list[Issue] = []
+    if visible.problem:
+        issues.append(
+            fail(visible.problem, f"set CUDA_VISIBLE_DEVICES to distinct indices 0..{total - 1} (or unset it)")
+        )
+    if ctx.env.get("NVIDIA_VISIBLE_DEVICES") in ("void", "none"):
+        issues.append(
+            fail("NVIDIA_VISIBLE_DEVICES hides every GPU from this container", "start the container with --gpus all")
+        )
+    issues += _rank_issues(ctx, visible.count)
+    summary = f"{total} GPU(s), {visible.count} visible" + (
+        f" via CUDA_VISIBLE_DEVICES={cvd}" if cvd is not None else ""
+    )
+    if ctx.local_ranks:
+        summary += f", {ctx.local_ranks} local rank(s)"
+        if ctx.local_ranks < visible.count:
+            details.append(f"{visible.count - ctx.local_ranks} visible GPU(s) stay idle")
+    return conclude("gpus", summary, issues, details)
+
+
+def _rank_issues(ctx: Context, visible: int) -> list[Issue]:
+    issues: list[Issue] = []
+    ranks = ctx.local_ranks
+    shared_ok = ctx.env.get("NCCL_MULTI_RANK_GPU_ENABLE") == "1" and (ctx.nccl or (0, 0, 0)) >= (2, 30, 0)
+    if ranks and ranks > visible and not shared_ok:
+        issues.append(
+            fail(
+                f"{ranks} local ranks but only {visible} visible GPU(s): ranks would share a GPU"
+                " ('Duplicate GPU detected' / 'Multiple Ranks are using the same GPU')",
+                f"run {visible} rank(s) per node (--nproc-per-node {visible}) or make more GPUs visible",
+            )
+        )
+    local_rank = to_int(ctx.env.get("LOCAL_RANK"))
+    if local_rank is not None and local_rank >= visible > 0:
+        issues.append(
+            fail(
+                f"LOCAL_RANK={local_rank} but only {visible} GPU(s) visible: set_device(LOCAL_RANK) raises"
+                " 'invalid device ordinal'",
+                "do not restrict CUDA_VISIBLE_DEVICES per rank when the script calls set_device(LOCAL_RANK)",
+            )
+        )
+    return issues

@@ -1,0 +1,261 @@
+"""NCCL's own selection rules, re-implemented as pure functions so ncclcheck predicts what NCCL does.
+
+Sources (NVIDIA/nccl 2.30.7 unless noted): ``parseStringList``/``matchIfList`` (src/misc/utils.cc),
+``ncclFindInterfaces`` (src/misc/socket.cc, src/os/linux.cc), ``ncclIbInitDevices``
+(src/transport/net_ib/init.cc) and ``ncclIbGetGidIndex`` (src/transport/net_ib/connect.cc).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ncclcheck.probes.ib import Hca, Port
+from ncclcheck.probes.net import IfAddr
+
+Version = tuple[int, int, int]
+MAX_IFS = 16
+ACTIVE = 4
+USABLE_LINK_LAYERS = ("InfiniBand", "Ethernet")
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+def decode_version(code: int) -> Version:
+    """``ncclGetVersion`` code to (major, minor, patch): X*10000+Y*100+Z since 2.9, X*1000+... before."""
+    if code >= 10000:
+        return code // 10000, code // 100 % 100, code % 100
+    return code // 1000, code // 100 % 10, code % 100
+
+
+def version_text(version: Version | None) -> str:
+    return ".".join(map(str, version)) if version else "unknown"
+
+
+@dataclass(frozen=True)
+class IfList:
+    """A parsed ``NCCL_SOCKET_IFNAME`` / ``NCCL_IB_HCA`` value."""
+
+    tokens: tuple[tuple[str, int], ...]
+    exclude: bool
+    exact: bool
+
+
+def parse_list(value: str) -> IfList:
+    """NCCL's syntax: leading ``^`` excludes, then leading ``=`` makes every token exact.
+
+    Tokens are ``name[:port]``; port -1 means any port.
+    """
+    exclude = value.startswith("^")
+    if exclude:
+        value = value[1:]
+    exact = value.startswith("=")
+    if exact:
+        value = value[1:]
+    tokens = []
+    for token in value.split(","):
+        if not token:
+            continue
+        name, _, rest = token.partition(":")
+        port_text = rest.split(":", 1)[0]
+        port = int(port_text) if port_text.isdigit() else -1
+        tokens.append((name, port))
+    return IfList(tuple(tokens), exclude, exact)
+
+
+def matches(name: str, port: int, iflist: IfList) -> bool:
+    """``matchIfList``: an empty list matches everything; otherwise any token (prefix or exact)."""
+    if not iflist.tokens:
+        return True
+    for token, token_port in iflist.tokens:
+        hit = name == token if iflist.exact else name.startswith(token)
+        if hit and (token_port == -1 or port == -1 or token_port == port):
+            return True
+    return False
+
+
+def selected(name: str, port: int, iflist: IfList) -> bool:
+    """Whether a list value selects ``name`` (inclusive list, or not excluded)."""
+    return matches(name, port, iflist) != iflist.exclude
+
+
+def find_interfaces(
+    addrs: Sequence[IfAddr], value: str, *, need_running: bool, family: str | None = None
+) -> tuple[IfAddr, ...]:
+    """``ncclFindInterfaces(prefixList)``: getifaddrs order, first address of each name wins."""
+    iflist = parse_list(value)
+    found: list[IfAddr] = []
+    for addr in addrs:
+        if need_running and "RUNNING" not in addr.flags:
+            continue
+        if family and addr.family != family:
+            continue
+        if addr.family == "AF_INET6" and addr.addr == "::1":
+            continue
+        if not selected(addr.name, -1, iflist) or any(f.name == addr.name for f in found):
+            continue
+        found.append(addr)
+    return tuple(found[:MAX_IFS])
+
+
+@dataclass(frozen=True)
+class SocketPick:
+    """The interfaces NCCL would use for sockets; the first one is the bootstrap interface."""
+
+    interfaces: tuple[IfAddr, ...]
+    rule: str
+    ignored_value: str | None
+
+
+def socket_interfaces(addrs: Sequence[IfAddr], env: Mapping[str, str], version: Version | None) -> SocketPick:
+    """What NCCL picks with the effective environment ``env`` (NCCL_SOCKET_IFNAME, _FAMILY)."""
+    new_rules = version is None or version >= (2, 28, 0)
+    family = env.get("NCCL_SOCKET_FAMILY")
+    family = family if family in ("AF_INET", "AF_INET6") else None
+    value = env.get("NCCL_SOCKET_IFNAME")
+    ignored = value if value is not None and len(value) <= 1 else None
+
+    def find(prefixes: str) -> tuple[IfAddr, ...]:
+        return find_interfaces(addrs, prefixes, need_running=new_rules, family=family)
+
+    if value is not None and len(value) > 1:
+        return SocketPick(find(value), f"NCCL_SOCKET_IFNAME={value}", None)
+    default = "^docker,lo,virbr" if new_rules else "^docker,lo"
+    fallbacks = ["ib", default, "docker", "lo"] + (["virbr"] if new_rules else [])
+    for prefixes in fallbacks:
+        found = find(prefixes)
+        if found:
+            return SocketPick(found, f"default ({prefixes})", ignored)
+    return SocketPick((), "default", ignored)
+
+
+def port_usable(port: Port) -> bool:
+    """NCCL skips ports that are not ACTIVE or whose link layer is neither IB nor Ethernet."""
+    return state_number(port.state) == ACTIVE and port.link_layer in USABLE_LINK_LAYERS
+
+
+def state_number(state: str | None) -> int | None:
+    """``"4: ACTIVE"`` -> 4."""
+    if not state:
+        return None
+    head = state.split(":", 1)[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+def ib_ports(hcas: Sequence[Hca], ib_hca: str | None, *, usable_only: bool = True) -> tuple[Port, ...]:
+    """The ports ``ncclIbInitDevices`` would open with ``NCCL_IB_HCA=ib_hca``."""
+    iflist = parse_list(ib_hca or "")
+    return tuple(
+        port
+        for hca in hcas
+        for port in hca.ports
+        if (port_usable(port) or not usable_only) and selected(hca.name, port.port, iflist)
+    )
+
+
+def gid_bytes(gid: str) -> bytes:
+    try:
+        return ipaddress.IPv6Address(gid).packed
+    except ValueError:
+        return bytes(16)
+
+
+def gid_family(gid: str) -> str:
+    """NCCL's ``getGidAddrFamily``: IPv4-mapped (or multicast-mapped) GIDs are AF_INET."""
+    raw = gid_bytes(gid)
+    v4_mapped = raw[:10] == bytes(10) and raw[10:12] == b"\xff\xff"
+    mc_mapped = raw[:2] == b"\xff\x0e" and raw[2:10] == bytes(8) and raw[10:12] == b"\xff\xff"
+    return "AF_INET" if v4_mapped or mc_mapped else "AF_INET6"
+
+
+def gid_link_local(gid: str) -> bool:
+    raw = gid_bytes(gid)
+    return raw[:4] == b"\xfe\x80\x00\x00" and raw[4:8] == bytes(4)
+
+
+def gid_configured(gid: str) -> bool:
+    raw = gid_bytes(gid)
+    return raw != bytes(16) and not (gid_link_local(gid) and raw[8:] == bytes(8))
+
+
+def gid_valid(gid: str) -> bool:
+    """``validGid``: configured and not link-local."""
+    return gid_configured(gid) and not gid_link_local(gid)
+
+
+def gid_ipv4(gid: str) -> str:
+    """The IPv4 address inside an IPv4-mapped GID, as show_gids prints it; "" otherwise."""
+    raw = gid_bytes(gid)
+    return ".".join(str(b) for b in raw[12:]) if gid.startswith("0000") and raw[10:12] == b"\xff\xff" else ""
+
+
+def roce_version(gid_type: str | None) -> int | None:
+    if not gid_type:
+        return None
+    if gid_type.startswith(("IB/RoCE v1", "RoCE v1")):
+        return 1
+    if gid_type.startswith("RoCE v2"):
+        return 2
+    return None
+
+
+def in_range(gid: str, addr_range: str | None) -> bool:
+    """``NCCL_IB_ADDR_RANGE``: ignored when unset or unparsable for the GID's family."""
+    if not addr_range or "/" not in addr_range:
+        return True
+    try:
+        network = ipaddress.ip_network(addr_range, strict=False)
+    except ValueError:
+        return True
+    raw = gid_bytes(gid)
+    if gid_family(gid) == "AF_INET":
+        if network.version != 4:
+            return True
+        return ipaddress.IPv4Address(raw[12:]) in network
+    return network.version != 6 or ipaddress.IPv6Address(raw) in network
+
+
+def nccl_gid_index(port: Port, env: Mapping[str, str], version: Version | None) -> int:
+    """The GID index NCCL uses on ``port`` (``ncclIbGetGidIndex``)."""
+    table = {g.index: g for g in port.gids}
+    if port.link_layer == "InfiniBand":
+        if version is not None and version < (2, 22, 0):
+            return 0
+        flid = _int(env.get("NCCL_IB_ROUTABLE_FLID_GID_INDEX"), 1)
+        gid = table.get(flid)
+        has_flid = gid is not None and gid_bytes(gid.gid)[4:6] != b"\x00\x00"
+        return flid if flid < port.gid_tbl_len and has_flid else 0
+    forced = _int(env.get("NCCL_IB_GID_INDEX"), 0 if version and version < (2, 21, 0) else -1)
+    if forced >= 0:
+        return forced
+    return auto_gid_index(port, env)
+
+
+def auto_gid_index(port: Port, env: Mapping[str, str]) -> int:
+    """NCCL >= 2.21's automatic RoCE GID choice for the configured family and RoCE version."""
+    family = "AF_INET6" if env.get("NCCL_IB_ADDR_FAMILY") == "AF_INET6" else "AF_INET"
+    want = _int(env.get("NCCL_IB_ROCE_VERSION_NUM"), 2)
+    addr_range = env.get("NCCL_IB_ADDR_RANGE")
+    gids = {g.index: g.gid for g in port.gids}
+    types = {g.index: roce_version(g.type) for g in port.gids}
+    idx = 0
+    for c in range(1, port.gid_tbl_len):
+        g, cg = gids.get(idx, ZERO_GID), gids.get(c, ZERO_GID)
+        if gid_family(cg) != gid_family(g) and gid_family(cg) == family and in_range(cg, addr_range):
+            idx = c
+            continue
+        if gid_family(cg) != family or not gid_valid(cg) or not in_range(cg, addr_range):
+            continue
+        if (types.get(idx) != types.get(c) or not gid_valid(g)) and types.get(c) == want:
+            idx = c
+    return idx
+
+
+def _int(text: str | None, default: int) -> int:
+    """``strtoll(text, 0)`` with NCCL's fallback to the default on garbage."""
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        return default

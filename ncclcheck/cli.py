@@ -1,0 +1,68 @@
+"""The ``ncclcheck`` command line: ``main(argv) -> exit code``; commands live in ncclcheck/commands/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from ncclcheck import __version__
+
+EXIT_USAGE = 2
+# Command name -> module in ncclcheck.commands; imported only when chosen, so --help stays fast.
+COMMANDS = {"env": "env"}
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line and exit 2, never a traceback or a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="ncclcheck", description=__doc_summary__())
+    parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(f"ncclcheck.commands.{module_name}")
+        doc = (module.__doc__ or "").strip()
+        command = sub.add_parser(
+            name, help=doc.splitlines()[0], description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        module.add_arguments(command)
+    return parser
+
+
+def __doc_summary__() -> str:
+    return "A doctor for PyTorch distributed jobs that hang or fail in NCCL or gloo."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ncclcheck with ``argv``; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if not args.command:
+            parser.print_help()
+            return EXIT_USAGE
+        module = importlib.import_module(f"ncclcheck.commands.{COMMANDS[args.command]}")
+        code: int = module.run(args)
+        return code
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ncclcheck: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> NoReturn:
+    sys.exit(main())

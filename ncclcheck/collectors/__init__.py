@@ -1,0 +1,1 @@
+"""Collectors: the only code that touches the outside world; each returns frozen facts."""

@@ -1,0 +1,1 @@
+"""One module per command: a docstring (its help), ``add_arguments(parser)`` and ``run(args) -> int``."""

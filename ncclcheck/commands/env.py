@@ -1,0 +1,70 @@
+"""Check this node for everything that makes NCCL or gloo fail or hang, with the fix.
+
+Reads sysfs, /dev and /proc, the network interfaces, the NCCL_*/TORCH_*/GLOO_* variables and
+NCCL's config files; never imports torch. Exit code: 0 nothing fails, 1 a check fails, 2 usage error.
+
+examples:
+  ncclcheck env
+  ncclcheck env --master-addr 10.0.0.1 --master-port 29500 --nproc 8 --nnodes 2 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from rich.console import Console
+
+from ncclcheck.analysis.env import analyze
+from ncclcheck.collectors.env import collect_snapshot, host_name
+from ncclcheck.model.env import EnvOptions
+from ncclcheck.views.env_report import render, to_json
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the ncclcheck.env/1 JSON report")
+    parser.add_argument(
+        "--root",
+        default="/",
+        metavar="DIR",
+        help="read sys/, dev/, proc/ and ifaddrs.json under DIR (a copied tree) instead of /",
+    )
+    parser.add_argument("--master-addr", metavar="A", help="rendezvous host to check (default: $MASTER_ADDR)")
+    parser.add_argument("--master-port", metavar="P", help="rendezvous port to check (default: $MASTER_PORT)")
+    parser.add_argument(
+        "--nproc", type=_positive, metavar="N", help="ranks this node will run (default: $LOCAL_WORLD_SIZE)"
+    )
+    parser.add_argument(
+        "--nnodes", type=_positive, metavar="N", help="nodes in the job (default: from launcher variables)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show the details of every check")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not os.path.isdir(args.root):
+        print(
+            f"ncclcheck env: --root {args.root} is not a directory (give a copied tree with sys/ and dev/)",
+            file=sys.stderr,
+        )
+        return 2
+    options = EnvOptions(
+        root=os.path.abspath(args.root) if args.root != "/" else "/",
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+    )
+    report = analyze(collect_snapshot(options), host_name())
+    if args.json:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        render(report, Console(), verbose=args.verbose)
+    return report.exit_code

@@ -1,0 +1,1 @@
+"""Frozen data shared by collectors, analysis and views."""

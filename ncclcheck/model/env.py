@@ -1,0 +1,38 @@
+"""The snapshot of one node that ``ncclcheck env`` analyses: every probe's facts plus the options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ncclcheck.probes.envvars import EnvFacts
+from ncclcheck.probes.gpu import GpuFacts
+from ncclcheck.probes.host import HostFacts
+from ncclcheck.probes.ib import IbFacts
+from ncclcheck.probes.net import NetFacts
+from ncclcheck.probes.rdzv import RdzvFacts
+from ncclcheck.probes.versions import VersionFacts
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    """What the user told ``ncclcheck env`` on the command line."""
+
+    root: str = "/"
+    master_addr: str | None = None
+    master_port: str | None = None
+    nproc: int | None = None
+    nnodes: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """Everything collected on one node; ``rdzv`` is None when no endpoint is known."""
+
+    options: EnvOptions
+    versions: VersionFacts
+    gpu: GpuFacts
+    ib: IbFacts
+    net: NetFacts
+    host: HostFacts
+    env: EnvFacts
+    rdzv: RdzvFacts | None

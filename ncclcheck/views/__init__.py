@@ -1,0 +1,1 @@
+"""Views only render frozen results: rich text, JSON, the Textual app."""
