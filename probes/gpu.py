@@ -35,7 +35,7 @@ class GpuFacts:
     """The GPUs of the node and the driver version, if a driver is loaded."""
 
     gpus: tuple[Gpu, ...]
-    driver_loaded: bool
+    driver_loaded: Optional[bool]
     driver_version: str | None
 
 
@@ -60,9 +60,16 @@ def collect(root: str = "/") -> GpuFacts:
     )
     return GpuFacts(
         gpus=gpus,
-        driver_loaded=os.path.isdir(_sysfs.path(root, "proc/driver/nvidia")),
+        driver_loaded=_driver_loaded(root),
         driver_version=driver_version(root),
     )
+
+
+def _driver_loaded(root: str) -> Optional[bool]:
+    """Whether the NVIDIA kernel driver is loaded; None when a copied tree has no proc/."""
+    if root != "/" and not os.path.isdir(_sysfs.path(root, "proc")):
+        return None
+    return os.path.isdir(_sysfs.path(root, "proc/driver/nvidia"))
 
 
 def _is_nvidia_gpu(device_dir: str) -> bool:

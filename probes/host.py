@@ -6,7 +6,6 @@ Run alone on a node: ``python3 probes/host.py [--root DIR]`` prints JSON. Stdlib
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import socket
 import sys
@@ -101,20 +100,26 @@ def collect(root: str = "/") -> HostFacts:
         ptrace=Ptrace(
             scope=_sysfs.read_int(_sysfs.path(root, "proc/sys/kernel/yama/ptrace_scope")),
             cap_sys_ptrace=bool(cap_eff >> CAP_SYS_PTRACE & 1),
-            uid=os.getuid(),
+            uid=int((_status_field(root, "Uid") or str(os.getuid())).split()[0]),
             py_spy=_find_py_spy(),
             container=_container(root),
         ),
-        memlock=_memlock(cap_eff),
+        memlock=_memlock(root, cap_eff),
     )
 
 
-def _cap_eff(root: str) -> int:
+def _status_field(root: str, field: str) -> Optional[str]:
+    """A field of /proc/self/status (the live process, or the one saved in a copied tree)."""
     status = _sysfs.read(_sysfs.path(root, "proc/self/status")) or ""
     for line in status.splitlines():
-        if line.startswith("CapEff:"):
-            return int(line.split()[1], 16)
-    return 0
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _cap_eff(root: str) -> int:
+    value = _status_field(root, "CapEff")
+    return int(value, 16) if value else 0
 
 
 def _shm(path: str, root: str) -> Shm:
@@ -205,16 +210,20 @@ def _container(root: str) -> str | None:
     return None
 
 
-def _memlock(cap_eff: int) -> Memlock:
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    except (OSError, ValueError):
-        return Memlock(None, None, bool(cap_eff >> CAP_IPC_LOCK & 1))
-    return Memlock(
-        soft=UNLIMITED if soft == resource.RLIM_INFINITY else soft,
-        hard=UNLIMITED if hard == resource.RLIM_INFINITY else hard,
-        cap_ipc_lock=bool(cap_eff >> CAP_IPC_LOCK & 1),
-    )
+def _memlock(root: str, cap_eff: int) -> Memlock:
+    """RLIMIT_MEMLOCK from /proc/self/limits ("Max locked memory  <soft> <hard> bytes")."""
+    limits = _sysfs.read(_sysfs.path(root, "proc/self/limits")) or ""
+    for line in limits.splitlines():
+        if line.startswith("Max locked memory"):
+            soft, hard = line.split()[3:5]
+            return Memlock(_limit(soft), _limit(hard), bool(cap_eff >> CAP_IPC_LOCK & 1))
+    return Memlock(None, None, bool(cap_eff >> CAP_IPC_LOCK & 1))
+
+
+def _limit(text: str) -> Optional[int]:
+    if text == "unlimited":
+        return UNLIMITED
+    return int(text) if text.isdigit() else None
 
 
 def main(argv: list[str] | None = None) -> int:

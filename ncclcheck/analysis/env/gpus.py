@@ -46,7 +46,7 @@ def check_gpus(snapshot: NodeSnapshot, ctx: Context) -> Check:
     details = [f"{g.bdf} {g.model or '(model unknown: driver not loaded)'}" for g in gpu.gpus]
     if not gpu.gpus:
         return skip("gpus", "no NVIDIA GPU on this node: use the gloo backend (ncclcheck smoke --backend gloo)")
-    if not gpu.driver_loaded:
+    if gpu.driver_loaded is False:
         fix = "install/load the NVIDIA kernel driver (nvidia-smi must work), or pass /proc/driver/nvidia into the container"
         return conclude("gpus", "", [fail(f"{len(gpu.gpus)} NVIDIA GPU(s) on PCI but no driver loaded", fix)], details)
     total = sum(1 for g in gpu.gpus if g.in_driver) or len(gpu.gpus)

@@ -59,7 +59,12 @@ def check_shm(snapshot: NodeSnapshot, ctx: Context) -> Check:
     return conclude("host.shm", f"/dev/shm {_mib(size)}, {_mib(free)} free", issues, details)
 
 
+LIVE_ONLY = "a live check of the machine running ncclcheck; not evaluated for a copied tree (--root)"
+
+
 def check_hostname(snapshot: NodeSnapshot, ctx: Context) -> Check:
+    if snapshot.options.root != "/":
+        return skip("host.hostname", LIVE_ONLY)
     host = snapshot.host.hostname
     details = [f"resolves to: {', '.join(a.addr for a in host.addrs) or 'nothing'}"] + [
         f"/etc/hosts: {line}" for line in host.hosts_lines
@@ -93,6 +98,8 @@ def check_hostname(snapshot: NodeSnapshot, ctx: Context) -> Check:
 
 
 def check_ptrace(snapshot: NodeSnapshot, ctx: Context) -> Check:
+    if snapshot.options.root != "/":
+        return skip("host.ptrace", LIVE_ONLY)
     pt = snapshot.host.ptrace
     details = [
         f"kernel.yama.ptrace_scope = {pt.scope if pt.scope is not None else 'absent (no Yama)'}",

@@ -137,7 +137,7 @@ def _hca_filter_issues(hcas: Sequence[Hca], ctx: Context) -> list[Issue]:
             issues.append(
                 warn(
                     f"NCCL_IB_HCA token '{token}' is a prefix and selects {', '.join(hits)}",
-                    f"use exact names: NCCL_IB_HCA={'^' if iflist.exclude else ''}={token}",
+                    f"use exact names: export NCCL_IB_HCA='{'^' if iflist.exclude else ''}={','.join(hits)}'",
                 )
             )
     requested = ib_ports(hcas, value, usable_only=False)
@@ -215,6 +215,8 @@ def check_memlock(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if not used_ports(snapshot, ctx):
         return skip("ib.memlock", "no RDMA port in use: the memlock limit only matters for RDMA")
     mem = snapshot.host.memlock
+    if mem.soft is None:
+        return skip("ib.memlock", "memlock limit unknown (no proc/self/limits in the copied tree)")
     shown = "unlimited" if mem.soft == -1 else f"{(mem.soft or 0) // KIB} KiB"
     details = [
         f"soft {shown}, hard {'unlimited' if mem.hard == -1 else f'{(mem.hard or 0) // KIB} KiB'}",

@@ -20,11 +20,14 @@ from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
 from ncclcheck.probes.ib import Gid, Port
 
+ROW = "{:<8} {:<4} {:<5} {:<39} {:<15} {:<3} {}"
+HEADER = ROW.format("DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV")
+
 
 def show_gids(port: Port) -> list[str]:
     """Rows in show_gids' columns: DEV PORT INDEX GID IPv4 VER DEV."""
     return [
-        f"{port.hca}\t{port.port}\t{g.index}\t{g.gid}\t{gid_ipv4(g.gid) or '-'}\t{_ver(g)}\t{g.ndev or '-'}"
+        ROW.format(port.hca, port.port, g.index, g.gid, gid_ipv4(g.gid) or "", _ver(g), g.ndev or "")
         for g in port.gids
         if gid_configured(g.gid)
     ]
@@ -46,7 +49,7 @@ def check_gid_index(snapshot: NodeSnapshot, ctx: Context) -> Check:
     roce = [p for p in used_ports(snapshot, ctx) if p.link_layer == "Ethernet"]
     if not roce:
         return skip("ib.gid_index", "no RoCE port in use: the GID index only matters for RoCE")
-    details = ["DEV\tPORT\tINDEX\tGID\tIPv4\tVER\tDEV"] + [row for p in roce for row in show_gids(p)]
+    details = [HEADER] + [row for p in roce for row in show_gids(p)]
     issues: list[Issue] = []
     picks = []
     for port in roce:

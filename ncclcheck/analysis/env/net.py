@@ -6,7 +6,7 @@ import re
 
 from ncclcheck.analysis.env.context import Context, is_link_local, is_loopback
 from ncclcheck.analysis.env.ib import used_ports
-from ncclcheck.analysis.env.verdict import Issue, conclude, fail, warn
+from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.analysis.nccl_rules import SocketPick, parse_list, socket_interfaces
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
@@ -202,6 +202,8 @@ def check_gloo(snapshot: NodeSnapshot, ctx: Context) -> Check:
     value = ctx.env.get("GLOO_SOCKET_IFNAME")
     if value is not None and len(value) > 1:
         return _gloo_named(snapshot, value)
+    if snapshot.options.root != "/":
+        return skip("net.gloo", "gloo's default binds what the live hostname resolves to; not evaluated for --root")
     issues: list[Issue] = []
     if value is not None:
         issues.append(warn(f"GLOO_SOCKET_IFNAME='{value}' is ignored (one character)", "give an exact interface name"))

@@ -38,8 +38,10 @@ def conclude(check_id: str, ok_summary: str, issues: Iterable[Issue], details: I
     for issue in found:
         if issue.fix and issue.fix not in fixes:
             fixes.append(issue.fix)
-    lines = tuple(f"{issue.status.value.upper()}: {issue.text}" for issue in found) if len(found) > 1 else ()
-    return Check(check_id, worst.status, summary, lines + tuple(details), "\n".join(fixes))
+    lines = [f"{issue.status.value.upper()}: {issue.text}" for issue in found] if len(found) > 1 else []
+    if ok_summary:
+        lines.append(ok_summary)
+    return Check(check_id, worst.status, summary, (*lines, *details), "\n".join(fixes))
 
 
 def skip(check_id: str, reason: str, details: Iterable[str] = ()) -> Check:
