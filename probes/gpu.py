@@ -35,7 +35,7 @@ class GpuFacts:
     """The GPUs of the node and the driver version, if a driver is loaded."""
 
     gpus: tuple[Gpu, ...]
-    driver_loaded: Optional[bool]
+    driver_loaded: bool | None
     driver_version: str | None
 
 
@@ -65,7 +65,7 @@ def collect(root: str = "/") -> GpuFacts:
     )
 
 
-def _driver_loaded(root: str) -> Optional[bool]:
+def _driver_loaded(root: str) -> bool | None:
     """Whether the NVIDIA kernel driver is loaded; None when a copied tree has no proc/."""
     if root != "/" and not os.path.isdir(_sysfs.path(root, "proc")):
         return None

@@ -108,7 +108,7 @@ def collect(root: str = "/") -> HostFacts:
     )
 
 
-def _status_field(root: str, field: str) -> Optional[str]:
+def _status_field(root: str, field: str) -> str | None:
     """A field of /proc/self/status (the live process, or the one saved in a copied tree)."""
     status = _sysfs.read(_sysfs.path(root, "proc/self/status")) or ""
     for line in status.splitlines():
@@ -220,7 +220,7 @@ def _memlock(root: str, cap_eff: int) -> Memlock:
     return Memlock(None, None, bool(cap_eff >> CAP_IPC_LOCK & 1))
 
 
-def _limit(text: str) -> Optional[int]:
+def _limit(text: str) -> int | None:
     if text == "unlimited":
         return UNLIMITED
     return int(text) if text.isdigit() else None
