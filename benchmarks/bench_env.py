@@ -1,0 +1,41 @@
+"""How fast is ``ncclcheck env``? Measured against ``python -m torch.utils.collect_env`` in the same run.
+
+Both run as fresh processes, alternately, several times; the report is the ratio of medians
+(lower is better) plus the absolute medians for this machine. Usage: python benchmarks/bench_env.py [-n 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+
+def wall(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=5, help="runs of each command")
+    runs = parser.parse_args().n
+    ours = [sys.executable, "-m", "ncclcheck", "env", "--json"]
+    baseline = [sys.executable, "-m", "torch.utils.collect_env"]
+    wall(ours), wall(baseline)  # warm the page cache for both
+    times: dict[str, list[float]] = {"ncclcheck env": [], "torch collect_env": []}
+    for _ in range(runs):
+        times["ncclcheck env"].append(wall(ours))
+        times["torch collect_env"].append(wall(baseline))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for name, value in med.items():
+        print(f"{name:>18}: median {value * 1000:7.1f} ms over {runs} runs")
+    print(f"{'ratio':>18}: ncclcheck env takes {med['ncclcheck env'] / med['torch collect_env']:.2f}x the time of collect_env")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
