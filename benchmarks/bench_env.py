@@ -33,7 +33,9 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, value in med.items():
         print(f"{name:>18}: median {value * 1000:7.1f} ms over {runs} runs")
-    print(f"{'ratio':>18}: ncclcheck env takes {med['ncclcheck env'] / med['torch collect_env']:.2f}x the time of collect_env")
+    print(
+        f"{'ratio':>18}: ncclcheck env takes {med['ncclcheck env'] / med['torch collect_env']:.2f}x the time of collect_env"
+    )
     return 0
 
 
