@@ -17,6 +17,7 @@ install: $(STAMP)
 
 demo: install
 	-$(VENV)/bin/ncclcheck env
+	$(VENV)/bin/ncclcheck smoke --nproc 2 --backend gloo
 
 lint: install
 	$(VENV)/bin/ruff check .

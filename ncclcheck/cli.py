@@ -12,7 +12,7 @@ from ncclcheck import __version__
 
 EXIT_USAGE = 2
 # Command name -> module in ncclcheck.commands; imported only when chosen, so --help stays fast.
-COMMANDS = {"env": "env"}
+COMMANDS = {"env": "env", "smoke": "smoke"}
 
 
 class UsageError(Exception):

@@ -1,0 +1,91 @@
+"""Pure analysis of a smoke run: is it stuck, which op hangs, which ranks are to blame."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from ncclcheck.analysis.stacks import call_site, collective, render
+from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample, RankState
+
+INIT_GRACE_S = 30.0
+BAD_PROCESS = {"gone": "dead", "zombie": "dead", "stopped": "stopped"}
+
+
+def stalled_ranks(ranks: Sequence[RankProgress], now: float, timeout_s: float) -> tuple[int, ...]:
+    """Ranks that have not finished and made no step for longer than their deadline."""
+    late = []
+    for r in ranks:
+        limit = timeout_s + (INIT_GRACE_S if r.last_op == "init" else 0.0)
+        if not r.ended and now - r.last_time > limit:
+            late.append(r.rank)
+    return tuple(late)
+
+
+def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:
+    """Rank 0 records the job-wide result of every finished (op, size)."""
+    zero = next((r for r in ranks if r.rank == 0), None)
+    return zero.results if zero else ()
+
+
+def _hung_step(ranks: Sequence[RankProgress]) -> tuple[str, int]:
+    starts = Counter((r.last_op, r.last_bytes) for r in ranks if r.last_event == "start" and r.last_op)
+    if starts:
+        (op, size), _ = starts.most_common(1)[0]
+        return str(op), size
+    other = next((r for r in ranks if r.last_op), None)
+    return (str(other.last_op), other.last_bytes) if other else ("init", 0)
+
+
+def rank_state(progress: RankProgress, sample: RankSample | None, op: str) -> RankState:
+    frames = sample.stack if sample else ()
+    process = sample.process if sample else "unknown"
+    in_op = progress.last_event == "start" and progress.last_op == op
+    called = (progress.last_call or progress.last_op) if progress.last_event == "start" else None
+    state = BAD_PROCESS.get(process) or (
+        "in_collective" if in_op and called == op else "wrong_collective" if in_op else "not_in_collective"
+    )
+    stack = (
+        render(frames) if frames else ((f"(no stack: {sample.stack_error})",) if sample and sample.stack_error else ())
+    )
+    return RankState(progress.rank, state, collective(frames) or called, call_site(frames), stack)
+
+
+def diagnose(ranks: Sequence[RankProgress], samples: Mapping[int, RankSample], world_size: int) -> Hang:
+    """Which op hangs and who is to blame: ranks not in it, in another one, stopped, or dead."""
+    op, size = _hung_step(ranks)
+    states = tuple(rank_state(r, samples.get(r.rank), op) for r in ranks)
+    missing = sorted(set(range(world_size)) - {r.rank for r in ranks})
+    culprits = tuple(sorted([s.rank for s in states if s.state != "in_collective"]))
+    return Hang(op, size, culprits, states, _message(op, states, culprits, missing))
+
+
+def _message(op: str, states: Sequence[RankState], culprits: Sequence[int], missing: Sequence[int]) -> str:
+    waiting = [s.rank for s in states if s.state == "in_collective"]
+    parts = []
+    for s in states:
+        if s.rank not in culprits:
+            continue
+        where = f" at {s.call_site}" if s.call_site else ""
+        doing = {
+            "dead": "has exited",
+            "stopped": "is stopped (SIGSTOP?)",
+            "wrong_collective": f"called {s.collective} instead{where}",
+            "not_in_collective": f"is not in {op}" + (f": it is in {s.collective or 'user code'}{where}"),
+        }
+        parts.append(f"rank {s.rank} {doing.get(s.state, s.state)}")
+    if waiting:
+        parts.append(f"rank(s) {_ranks(waiting)} wait in {op}")
+    if missing:
+        parts.append(f"rank(s) {_ranks(missing)} live on other nodes (see their node's report)")
+    if not culprits:
+        parts.insert(
+            0,
+            f"every rank is inside {op} and none progresses: a transport-level hang;"
+            " run `ncclcheck env` on each node and `ncclcheck logs` on the NCCL logs",
+        )
+    return "; ".join(parts)
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ",".join(map(str, ranks))

@@ -1,0 +1,159 @@
+"""Start the smoke ranks through torch's elastic launcher, and end the whole process tree when told to."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psutil
+
+from ncclcheck.probes import net, rdzv
+
+KILL_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start torchrun on this node."""
+
+    nproc: int
+    nodes: int
+    node_rank: int
+    master_addr: str | None
+    master_port: int
+    backend: str
+    log_dir: str
+    worker_args: tuple[str, ...]
+
+
+def command(launch: Launch, local_addr: str | None) -> list[str]:
+    """``python -m torch.distributed.run ... -m ncclcheck.smoke ...`` for this node."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={launch.nproc}",
+        "--max-restarts=0",
+        f"--log-dir={os.path.join(launch.log_dir, 'ranks')}",
+        "--redirects=3",
+    ]
+    if launch.nodes == 1:
+        cmd.append("--standalone")
+    else:
+        cmd += [
+            f"--nnodes={launch.nodes}",
+            f"--node-rank={launch.node_rank}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={launch.master_addr}:{launch.master_port}",
+            "--rdzv-id=ncclcheck-smoke",
+        ]
+        if launch.node_rank == 0:
+            cmd.append("--rdzv-conf=is_host=1")
+        if local_addr:
+            cmd.append(f"--local-addr={local_addr}")
+    return [*cmd, "-m", "ncclcheck.smoke", *launch.worker_args, f"--log-dir={launch.log_dir}"]
+
+
+def route_interface(master_addr: str) -> tuple[str | None, str | None]:
+    """The local address that routes to ``master_addr`` and its interface name."""
+    resolved = rdzv.collect(master_addr, None, frozenset()).route_source
+    for addr in net.collect().ifaddrs:
+        if addr.addr == resolved:
+            return resolved, addr.name
+    return resolved, None
+
+
+def environment(launch: Launch, gloo_ifname: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["NCCLCHECK_LOG_DIR"] = launch.log_dir
+    if launch.backend == "nccl":
+        env.setdefault("NCCL_DEBUG", "INFO")
+        env.setdefault("NCCL_DEBUG_FILE", os.path.join(launch.log_dir, "nccl.%h.%p.log"))
+    if gloo_ifname and "GLOO_SOCKET_IFNAME" not in env:
+        env["GLOO_SOCKET_IFNAME"] = gloo_ifname
+    return env
+
+
+def start(launch: Launch) -> subprocess.Popen[bytes]:
+    os.makedirs(launch.log_dir, exist_ok=True)
+    local_addr, ifname = (
+        route_interface(launch.master_addr) if launch.nodes > 1 and launch.master_addr else (None, None)
+    )
+    log = open(os.path.join(launch.log_dir, "torchrun.log"), "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen(
+        command(launch, local_addr),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=environment(launch, ifname),
+        start_new_session=True,
+    )
+
+
+def end_tree(proc: subprocess.Popen[bytes], extra_pids: Sequence[int]) -> None:
+    """End torchrun and every rank (workers run in sessions of their own), leaving no orphan."""
+    victims = _tree(proc.pid) + [p for pid in extra_pids if (p := _process(pid)) is not None]
+    for victim in victims:
+        _signal(victim, signal.SIGTERM)
+    deadline = time.time() + KILL_GRACE_S
+    for victim in victims:
+        try:
+            victim.wait(timeout=max(deadline - time.time(), 0.01))
+        except psutil.Error:
+            _signal(victim, signal.SIGKILL)
+    for victim in victims:
+        _signal(victim, signal.SIGKILL)
+    proc.wait()
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    root = _process(pid)
+    if root is None:
+        return []
+    try:
+        return [*root.children(recursive=True), root]
+    except psutil.Error:
+        return [root]
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    with contextlib.suppress(psutil.Error):
+        proc.send_signal(sig)
+
+
+def root_cause(log_dir: str) -> tuple[int | None, int | None]:
+    """(rank, exitcode) of torchrun's "Root Cause (first observed failure)", if it printed one."""
+    try:
+        with open(os.path.join(log_dir, "torchrun.log"), encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None, None
+    section = text.split("Root Cause", 1)[-1] if "Root Cause" in text else ""
+    rank = re.search(r"rank\s*:\s*(\d+)", section)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", section)
+    return (int(rank.group(1)) if rank else None, int(code.group(1)) if code else None)
+
+
+def last_output(log_dir: str, local_rank: int, lines: int = 5) -> str:
+    """The last lines a local rank wrote to stderr (torchrun --redirects)."""
+    paths = sorted(glob.glob(os.path.join(log_dir, "ranks", "*", "attempt_*", str(local_rank), "stderr.log")))
+    if not paths:
+        return ""
+    with open(paths[-1], encoding="utf-8", errors="replace") as handle:
+        tail = [line.rstrip() for line in handle.readlines() if line.strip()][-lines:]
+    return " | ".join(tail)

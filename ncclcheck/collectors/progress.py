@@ -1,0 +1,70 @@
+"""Read the smoke ranks' progress files (JSON lines written by ncclcheck.smoke.worker)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ncclcheck.model.smoke import OpResult, RankProgress
+
+
+def read_progress(log_dir: str) -> tuple[RankProgress, ...]:
+    """Every rank file under ``log_dir/progress``; half-written last lines are ignored."""
+    directory = os.path.join(log_dir, "progress")
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith("rank") and n.endswith(".jsonl"))
+    except OSError:
+        return ()
+    ranks = [_read_rank(os.path.join(directory, name)) for name in names]
+    return tuple(sorted((r for r in ranks if r is not None), key=lambda r: r.rank))
+
+
+def _events(path: str) -> list[dict[str, Any]]:
+    events = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        return []
+    return events
+
+
+def _read_rank(path: str) -> RankProgress | None:
+    events = _events(path)
+    hello = next((e for e in events if e.get("ev") == "hello"), None)
+    if hello is None:
+        return None
+    steps = [e for e in events if e.get("ev") in ("start", "done", "drill", "end")]
+    last = steps[-1] if steps else hello
+    results = tuple(
+        OpResult(
+            e["op"],
+            int(e["bytes"]),
+            int(e.get("count", 0)),
+            "ok" if not e["wrong"] else "wrong",
+            e["time_us_p50"],
+            e["time_us_p95"],
+            e["algbw_gbps"],
+            e["busbw_gbps"],
+            int(e["wrong"]),
+        )
+        for e in events
+        if e.get("ev") == "result"
+    )
+    return RankProgress(
+        rank=int(hello["rank"]),
+        pid=hello.get("pid"),
+        host=hello.get("host"),
+        last_event=str(last.get("ev")),
+        last_op=last.get("op"),
+        last_bytes=int(last.get("bytes", 0)),
+        last_call=last.get("call"),
+        last_time=float(last.get("t", hello["t"])),
+        ended=any(e.get("ev") == "end" for e in events),
+        results=results,
+    )

@@ -1,0 +1,53 @@
+"""Take a py-spy dump of a process, never pausing it (``--nonblocking``), with a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from ncclcheck.model.smoke import Frame
+
+DUMP_TIMEOUT_S = 10.0
+
+
+def py_spy_path() -> str | None:
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[Frame, ...], str | None]:
+    """The main thread's frames (innermost first), or an error that says why there are none."""
+    binary = py_spy_path()
+    if binary is None:
+        return (), "py-spy is not installed (pip install py-spy)"
+    try:
+        done = subprocess.run(
+            [binary, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return (), f"py-spy dump timed out after {timeout_s:.0f} s"
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["unknown error"])[0]
+        return (), f"py-spy could not read pid {pid}: {reason}"
+    try:
+        threads = json.loads(done.stdout)
+    except ValueError:
+        return (), "py-spy printed no JSON"
+    main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0] if threads else None)
+    if main is None:
+        return (), "py-spy found no thread"
+    return tuple(Frame(f.get("name", "?"), f.get("filename", "?"), int(f.get("line", 0))) for f in main["frames"]), None
+
+
+def dump_all(pids: list[int]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
+    """Dumps of several processes at once, at most 8 in flight."""
+    with ThreadPoolExecutor(max_workers=min(8, max(len(pids), 1))) as pool:
+        return dict(zip(pids, pool.map(dump, pids)))

@@ -1,0 +1,231 @@
+"""Run every collective across ranks and nodes, verified and timed, with a watchdog that names the stuck rank.
+
+Launches the ranks through torch's elastic launcher (torch.distributed.run). A rank that makes no
+progress for --timeout seconds is dumped with py-spy and the job is ended: the report names the op,
+the culprit rank(s) and what every rank was doing. Exit code: 0 pass, 1 fail or hang, 2 usage error,
+3 could not launch.
+
+examples:
+  ncclcheck smoke --nproc 2 --backend gloo
+  ncclcheck smoke --nodes 2 --node-rank 0 --master-addr 10.0.0.1 --drill hang@1:all_reduce
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+from rich.console import Console
+
+from ncclcheck.analysis.smoke import INIT_GRACE_S, diagnose, job_results, stalled_ranks
+from ncclcheck.collectors import launch as launcher
+from ncclcheck.collectors.processes import process_state
+from ncclcheck.collectors.progress import read_progress
+from ncclcheck.collectors.pyspy import dump_all
+from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample
+from ncclcheck.probes import gpu, versions
+from ncclcheck.smoke.__main__ import DEFAULT_SIZES
+from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
+from ncclcheck.views.smoke_report import SmokeSummary, progress_line, render, write_json
+
+POLL_S = 0.2
+EXIT_LAUNCH = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nproc", type=int, help="ranks on this node (default: one per GPU with nccl, 2 with gloo)")
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto", help="default: nccl if GPUs")
+    parser.add_argument("--nodes", type=int, help="nodes in the job (default: $SLURM_NNODES or 1)")
+    parser.add_argument("--node-rank", type=int, help="this node's rank (default: $SLURM_NODEID or 0)")
+    parser.add_argument("--master-addr", help="node 0's address (default: first host of $SLURM_JOB_NODELIST)")
+    parser.add_argument("--master-port", type=int, default=29400, help="rendezvous port (default 29400)")
+    parser.add_argument("--ops", default=",".join(OPS), help="comma list of ops (default: all)")
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help="MIN:MAX (x4 steps) or a list, e.g. 8:64M")
+    parser.add_argument("--iters", type=int, default=5, help="timed iterations per op and size")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds without progress before a rank is stuck")
+    parser.add_argument(
+        "--drill",
+        action="append",
+        default=[],
+        metavar="KIND@RANK:OP",
+        help="make a rank misbehave: hang@1:all_reduce, crash@0:broadcast, mismatch@1:all_gather",
+    )
+    parser.add_argument("--json", metavar="FILE", help="write the ncclcheck.smoke/1 report to FILE as it runs")
+    parser.add_argument("--log-dir", metavar="DIR", help="keep rank logs, NCCL logs and dumps here")
+
+
+class Usage(Exception):
+    pass
+
+
+def _settings(args: argparse.Namespace) -> launcher.Launch:
+    try:
+        ops, sizes = parse_ops(args.ops), parse_sizes(args.sizes)
+        drills = [parse_drill(d) for d in args.drill]
+    except PlanError as exc:
+        raise Usage(str(exc)) from exc
+    nodes = args.nodes or int(os.environ.get("SLURM_NNODES", "1") or 1)
+    node_rank = args.node_rank if args.node_rank is not None else int(os.environ.get("SLURM_NODEID", "0") or 0)
+    master = args.master_addr or _slurm_master()
+    if nodes > 1 and not master:
+        raise Usage("--nodes > 1 needs --master-addr (node 0's address)")
+    if not 0 <= node_rank < nodes:
+        raise Usage(f"--node-rank {node_rank} is not in 0..{nodes - 1}")
+    if args.iters < 1 or args.warmup < 0 or args.timeout <= 0:
+        raise Usage("--iters must be >= 1, --warmup >= 0 and --timeout > 0")
+    backend, nproc = _backend(args)
+    log_dir = args.log_dir or os.path.join("ncclcheck-logs", time.strftime("smoke-%Y%m%d-%H%M%S") + f"-node{node_rank}")
+    worker = (
+        "--ops",
+        ",".join(ops),
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--iters",
+        str(args.iters),
+        "--warmup",
+        str(args.warmup),
+        "--backend",
+        backend,
+        *[f"--drill={d.kind}@{d.rank}:{d.op}" for d in drills],
+    )
+    return launcher.Launch(nproc, nodes, node_rank, master, args.master_port, backend, os.path.abspath(log_dir), worker)
+
+
+def _slurm_master() -> str | None:
+    nodelist = os.environ.get("SLURM_JOB_NODELIST", "")
+    first = nodelist.split(",")[0]
+    if "[" in first:
+        prefix, rest = first.split("[", 1)
+        first = prefix + rest.split("-")[0].split(",")[0].rstrip("]")
+    return first or None
+
+
+def _backend(args: argparse.Namespace) -> tuple[str, int]:
+    gpus = len(gpu.collect().gpus)
+    backend = args.backend
+    if backend == "auto":
+        torch = versions.collect().torch
+        backend = "nccl" if gpus and torch is not None and torch.nccl_built else "gloo"
+    if backend == "nccl" and gpus == 0:
+        raise Usage("--backend nccl needs a GPU on this node; use --backend gloo")
+    nproc = args.nproc or (gpus if backend == "nccl" else 2)
+    if nproc < 1:
+        raise Usage("--nproc must be >= 1")
+    return backend, nproc
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        settings = _settings(args)
+    except Usage as exc:
+        print(f"ncclcheck smoke: {exc} (see ncclcheck smoke --help)", file=sys.stderr)
+        return 2
+    world = settings.nproc * settings.nodes
+    console.print(
+        f"ncclcheck smoke: {world} rank(s) on {settings.nodes} node(s), {settings.backend}, logs in {settings.log_dir}",
+        highlight=False,
+    )
+    proc = launcher.start(settings)
+    summary = _watch(proc, settings, args, console)
+    render(summary, console)
+    if not summary.results and summary.errors and not summary.hang:
+        return EXIT_LAUNCH
+    return 0 if summary.verdict == "pass" else 1
+
+
+def _watch(proc: object, settings: launcher.Launch, args: argparse.Namespace, console: Console) -> SmokeSummary:
+    import subprocess
+
+    assert isinstance(proc, subprocess.Popen)
+    world = settings.nproc * settings.nodes
+    launched, shown = time.time(), 0
+    hang: Hang | None = None
+    while True:
+        code = proc.poll()
+        ranks = read_progress(settings.log_dir)
+        results = job_results(ranks)
+        for result in results[shown:]:
+            console.print(progress_line(result))
+        shown = len(results)
+        summary = _summary(settings, world, results, None, (), False)
+        if args.json:
+            write_json(summary, args.json)
+        if code is not None:
+            break
+        late = stalled_ranks(ranks, time.time(), args.timeout)
+        silent = len(ranks) < settings.nproc and time.time() - launched > args.timeout + INIT_GRACE_S
+        if late or silent:
+            hang = _take_dumps(ranks, world, settings, console)
+            launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
+            break
+        time.sleep(POLL_S)
+    ranks = read_progress(settings.log_dir)
+    errors = () if hang else _errors(proc.returncode, ranks, settings)
+    results = job_results(ranks) + _failed_rows(ranks, hang, errors)
+    summary = _summary(settings, world, results, hang, errors, hang is None and proc.returncode == 0)
+    if args.json:
+        write_json(summary, args.json)
+    return summary
+
+
+def _summary(
+    settings: launcher.Launch,
+    world: int,
+    results: tuple[OpResult, ...],
+    hang: Hang | None,
+    errors: tuple[str, ...],
+    finished: bool,
+) -> SmokeSummary:
+    return SmokeSummary(world, settings.nodes, settings.backend, results, hang, errors, settings.log_dir, finished)
+
+
+def _take_dumps(ranks: tuple[RankProgress, ...], world: int, settings: launcher.Launch, console: Console) -> Hang:
+    console.print("watchdog: no progress past the deadline; taking py-spy dumps of the local ranks", style="yellow")
+    pids = [r.pid for r in ranks if r.pid]
+    dumps = dump_all(pids)
+    samples = {
+        r.rank: RankSample(r.rank, r.pid, process_state(r.pid), *dumps.get(r.pid or -1, ((), "no pid"))) for r in ranks
+    }
+    hang = diagnose(ranks, samples, world)
+    with open(os.path.join(settings.log_dir, "hang-dumps.txt"), "w", encoding="utf-8") as handle:
+        for state in hang.ranks:
+            handle.write(f"rank {state.rank} ({state.state}):\n" + "".join(f"  {line}\n" for line in state.stack))
+    return hang
+
+
+def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launcher.Launch) -> tuple[str, ...]:
+    if code == 0:
+        return ()
+    rank, exitcode = launcher.root_cause(settings.log_dir)
+    if not ranks:
+        return (
+            f"the ranks never started (torchrun exit code {code}); rendezvous "
+            f"{settings.master_addr or 'localhost'}:{settings.master_port} unreachable? run `ncclcheck env"
+            f" --master-addr {settings.master_addr or '127.0.0.1'} --master-port {settings.master_port}`;"
+            f" see {settings.log_dir}/torchrun.log",
+        )
+    if rank is None:
+        dead = [r for r in ranks if not r.ended]
+        rank = dead[0].rank if dead else None
+    where = next((r for r in ranks if r.rank == rank), None)
+    how = f"signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0 else f"exit code {exitcode}"
+    output = launcher.last_output(settings.log_dir, (rank or 0) % settings.nproc)
+    at = ""
+    if where and where.last_op:
+        at = f" {'during' if where.last_event in ('start', 'drill') else 'after'} {where.last_op}"
+    return (f"rank {rank} died ({how}){at}" + (f"; last output: {output}" if output else ""),)
+
+
+def _failed_rows(ranks: tuple[RankProgress, ...], hang: Hang | None, errors: tuple[str, ...]) -> tuple[OpResult, ...]:
+    if hang:
+        return (OpResult(hang.op, hang.bytes, 0, "hang", None, None, None, None, 0),)
+    if errors and ranks:
+        step = next((r for r in ranks if not r.ended and r.last_op), None)
+        if step and step.last_op:
+            return (OpResult(step.last_op, step.last_bytes, 0, "error", None, None, None, None, 0),)
+    return ()

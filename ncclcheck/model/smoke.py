@@ -1,0 +1,78 @@
+"""Frozen data of a smoke run: what each rank reported, per-op results, and a hang's diagnosis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One Python frame of a py-spy dump, innermost first."""
+
+    function: str
+    filename: str
+    line: int
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    """A rank's progress file, read back: identity, its last step, and its results (rank 0)."""
+
+    rank: int
+    pid: int | None
+    host: str | None
+    last_event: str
+    last_op: str | None
+    last_bytes: int
+    last_call: str | None
+    last_time: float
+    ended: bool
+    results: tuple[OpResult, ...]
+
+
+@dataclass(frozen=True)
+class OpResult:
+    """One op at one size, job-wide."""
+
+    op: str
+    bytes: int
+    count: int
+    status: str
+    time_us_p50: float | None
+    time_us_p95: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wrong: int
+
+
+@dataclass(frozen=True)
+class RankSample:
+    """What the watchdog saw of one local rank when the deadline passed."""
+
+    rank: int
+    pid: int | None
+    process: str
+    stack: tuple[Frame, ...]
+    stack_error: str | None
+
+
+@dataclass(frozen=True)
+class RankState:
+    """A rank's diagnosis: its state, the collective it is in, and where it was called."""
+
+    rank: int
+    state: str
+    collective: str | None
+    call_site: str | None
+    stack: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Hang:
+    """The op that did not finish, the ranks to blame, and every rank's state."""
+
+    op: str
+    bytes: int
+    culprits: tuple[int, ...]
+    ranks: tuple[RankState, ...]
+    message: str

@@ -1,0 +1,1 @@
+"""The smoke test's rank side: ``python -m ncclcheck.smoke`` runs as one rank inside torchrun."""

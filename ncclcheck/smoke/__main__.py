@@ -1,0 +1,51 @@
+"""``python -m ncclcheck.smoke``: as a torchrun worker (RANK set) run one rank; otherwise ``ncclcheck smoke``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
+
+DEFAULT_SIZES = "8:1M"
+
+
+def rank_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ncclcheck.smoke", description=__doc__)
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--sizes", default=DEFAULT_SIZES)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
+    parser.add_argument("--drill", action="append", default=[])
+    parser.add_argument("--log-dir", default=os.environ.get("NCCLCHECK_LOG_DIR", "ncclcheck-logs/worker"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    if "RANK" not in os.environ:
+        from ncclcheck.cli import main as cli_main
+
+        return cli_main(["smoke", *(sys.argv[1:] if argv is None else argv)])
+    from ncclcheck.smoke.worker import RankPlan, run_rank
+
+    args = rank_parser().parse_args(argv)
+    try:
+        plan = RankPlan(
+            parse_ops(args.ops),
+            parse_sizes(args.sizes),
+            args.iters,
+            args.warmup,
+            args.backend,
+            tuple(parse_drill(d) for d in args.drill),
+            args.log_dir,
+        )
+    except PlanError as exc:
+        print(f"ncclcheck.smoke: {exc}", file=sys.stderr)
+        return 2
+    return run_rank(plan)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""What a smoke run does, as pure data: ops, sizes, bus factors, expected values, drills."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OPS = (
+    "broadcast",
+    "reduce",
+    "all_reduce",
+    "gather",
+    "all_gather",
+    "scatter",
+    "reduce_scatter",
+    "all_to_all",
+    "send_recv",
+    "barrier",
+)
+DRILLS = ("hang", "crash", "mismatch")
+ELEMENT_BYTES = 4  # float32
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+class PlanError(ValueError):
+    """A bad --sizes / --ops / --drill value; the message says what is wrong."""
+
+
+def bus_factor(op: str, world: int) -> float:
+    """nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md)."""
+    if world <= 1 or op == "barrier":
+        return 0.0 if op == "barrier" else 1.0
+    if op == "all_reduce":
+        return 2 * (world - 1) / world
+    if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return (world - 1) / world
+    return 1.0
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"(\d+)([KMG]?)B?", text.strip().upper())
+    if not match:
+        raise PlanError(f"'{text}' is not a size (examples: 8, 4K, 64M)")
+    return int(match.group(1)) * UNITS[match.group(2)]
+
+
+def parse_sizes(text: str, factor: int = 4) -> tuple[int, ...]:
+    """``8:64M`` -> 8, 32, ..., up to 64M (x``factor`` steps, like nccl-tests -b/-e/-f); ``1K,1M`` a list."""
+    if ":" in text:
+        low_text, high_text = text.split(":", 1)
+        low, high = parse_size(low_text), parse_size(high_text)
+        if low <= 0 or high < low:
+            raise PlanError(f"--sizes {text}: need 0 < min <= max")
+        sizes, size = [], low
+        while size <= high:
+            sizes.append(size)
+            size *= factor
+        return tuple(sizes)
+    return tuple(parse_size(part) for part in text.split(",") if part.strip())
+
+
+def parse_ops(text: str) -> tuple[str, ...]:
+    ops = tuple(o.strip() for o in text.split(",") if o.strip())
+    bad = [o for o in ops if o not in OPS]
+    if bad or not ops:
+        raise PlanError(f"unknown op(s) {', '.join(bad) or '(none)'}; choose from {', '.join(OPS)}")
+    return ops
+
+
+@dataclass(frozen=True)
+class Drill:
+    """Make ``rank`` misbehave at ``op``: hang, crash, or call a different collective."""
+
+    kind: str
+    rank: int
+    op: str
+
+
+def parse_drill(text: str) -> Drill:
+    match = re.fullmatch(r"(\w+)@(\d+):(\w+)", text.strip())
+    if not match or match.group(1) not in DRILLS or match.group(3) not in OPS:
+        raise PlanError(f"--drill {text}: expected KIND@RANK:OP with KIND one of {', '.join(DRILLS)}")
+    return Drill(match.group(1), int(match.group(2)), match.group(3))
+
+
+def elements(op: str, size: int, world: int) -> int:
+    """float32 elements of the total buffer for ``size`` bytes, a multiple of the world size."""
+    count = max(size // ELEMENT_BYTES, 1)
+    if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        count = max(count // world, 1) * world
+    return count
