@@ -11,6 +11,7 @@ from typing import NoReturn
 from ncclcheck import __version__
 
 EXIT_USAGE = 2
+DESCRIPTION = "A doctor for PyTorch distributed jobs that hang or fail in NCCL or gloo."
 # Command name -> module in ncclcheck.commands; imported only when chosen, so --help stays fast.
 COMMANDS = {"env": "env", "smoke": "smoke"}
 
@@ -27,7 +28,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="ncclcheck", description=__doc_summary__())
+    parser = Parser(prog="ncclcheck", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, module_name in COMMANDS.items():
@@ -38,10 +39,6 @@ def build_parser() -> Parser:
         )
         module.add_arguments(command)
     return parser
-
-
-def __doc_summary__() -> str:
-    return "A doctor for PyTorch distributed jobs that hang or fail in NCCL or gloo."
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -101,7 +101,7 @@ def collect(root: str = "/") -> HostFacts:
             scope=_sysfs.read_int(_sysfs.path(root, "proc/sys/kernel/yama/ptrace_scope")),
             cap_sys_ptrace=bool(cap_eff >> CAP_SYS_PTRACE & 1),
             uid=int((_status_field(root, "Uid") or str(os.getuid())).split()[0]),
-            py_spy=_find_py_spy(),
+            py_spy=find_py_spy(),
             container=_container(root),
         ),
         memlock=_memlock(root, cap_eff),
@@ -191,7 +191,8 @@ def _bindable(family: int, addr: str) -> bool:
         return False
 
 
-def _find_py_spy() -> str | None:
+def find_py_spy() -> str | None:
+    """py-spy beside this Python (a venv's bin/) or on PATH."""
     beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
     if os.access(beside, os.X_OK):
         return beside

@@ -99,6 +99,8 @@ def test_contradiction_ib_disabled_with_net_ib_fails() -> None:
         ({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, Status.OK),
         ({"NCCL_ALGO": "Ring,Tree"}, Status.WARN),
         ({"NCCL_ALGO": "Rnig"}, Status.FAIL),
+        ({"NCCL_ALGO": "allreduce:ring,tree;broadcast:^nvls"}, Status.WARN),
+        ({"NCCL_PROTO": "allreduce:LL128;allgather:Simplex"}, Status.FAIL),
         ({"NCCL_P2P_LEVEL": "pxb"}, Status.WARN),
         ({"NCCL_DEBUG": "VERBOSE"}, Status.WARN),
         ({"NCCL_IB_TIMEOUT": "40"}, Status.WARN),

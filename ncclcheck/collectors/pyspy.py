@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from ncclcheck.model.smoke import Frame
+from ncclcheck.probes.host import find_py_spy
 
 DUMP_TIMEOUT_S = 10.0
 
 
-def py_spy_path() -> str | None:
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    return beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
-
-
 def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[Frame, ...], str | None]:
     """The main thread's frames (innermost first), or an error that says why there are none."""
-    binary = py_spy_path()
+    binary = find_py_spy()
     if binary is None:
         return (), "py-spy is not installed (pip install py-spy)"
     try:

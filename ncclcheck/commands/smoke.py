@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -138,10 +139,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if summary.verdict == "pass" else 1
 
 
-def _watch(proc: object, settings: launcher.Launch, args: argparse.Namespace, console: Console) -> SmokeSummary:
-    import subprocess
-
-    assert isinstance(proc, subprocess.Popen)
+def _watch(
+    proc: subprocess.Popen[bytes], settings: launcher.Launch, args: argparse.Namespace, console: Console
+) -> SmokeSummary:
     world = settings.nproc * settings.nodes
     launched, shown = time.time(), 0
     hang: Hang | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -160,7 +159,3 @@ def _verdict_text(summary: SmokeSummary) -> str:
 
 def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
-
-
-def failing(results: Sequence[OpResult]) -> bool:
-    return any(r.status != "ok" for r in results)

@@ -169,8 +169,9 @@ def _algo_proto(ctx: Context) -> list[Issue]:
         value = ctx.env.get(name)
         if not value:
             continue
-        tokens = [t.split(":", 1)[-1] for part in value.split(";") for t in [part]]
-        words = [w.strip().lstrip("^").lower() for t in tokens for w in t.split(",") if w.strip()]
+        # "allreduce:ring,tree;broadcast:^ll128": drop the "func:" prefix of each ';' part, then split on ','.
+        lists = [part.split(":", 1)[-1] for part in value.split(";")]
+        words = [w.strip().lstrip("^").lower() for item in lists for w in item.split(",") if w.strip()]
         bad = [w for w in words if w not in allowed]
         if bad:
             text = f"{name}={value} has unknown tokens: {', '.join(bad)}"
