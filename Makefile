@@ -29,6 +29,7 @@ test: lint
 
 bench: install
 	$(PY) benchmarks/bench_env.py
+	$(PY) benchmarks/bench_smoke.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

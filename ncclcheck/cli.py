@@ -46,7 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser()
-        args = parser.parse_args(args_list)
+        args, extra = parser.parse_known_args(args_list)
+        if extra:
+            prog = f"ncclcheck {args.command}" if args.command else "ncclcheck"
+            raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)")
         if not args.command:
             parser.print_help()
             return EXIT_USAGE

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +17,7 @@ import psutil
 import pytest
 
 from ncclcheck.cli import main
+from ncclcheck.collectors.progress import read_progress
 from ncclcheck.smoke.plan import OPS
 
 QUICK = ["--backend", "gloo", "--sizes", "8:2K", "--iters", "2", "--warmup", "0"]
@@ -76,3 +84,77 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], words
     assert main(["smoke", *args]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+def wait_for(predicate: Callable[[], Any], what: str, deadline_s: float = 90.0) -> Any:
+    """Poll until ``predicate`` returns something truthy; fail with ``what`` after the deadline."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def rank_in(log_dir: Path, rank: int, op: str) -> int | None:
+    """The pid of ``rank`` once it has started ``op``."""
+    for r in read_progress(str(log_dir)):
+        if r.rank == rank and r.last_event == "start" and r.last_op == op and r.pid:
+            return r.pid
+    return None
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGSTOP, "hang"), (signal.SIGKILL, "error")])
+def test_stopped_or_killed_rank_is_caught(tmp_path: Path, sig: signal.Signals, status: str) -> None:
+    """A rank frozen or killed in the middle of a long all_reduce step is named, and nothing is left behind."""
+    out, logs = tmp_path / "report.json", tmp_path / "logs"
+    long_step = ["--ops", "all_reduce", "--sizes", "8", "--iters", "1000000", "--timeout", "3"]
+    cmd = [sys.executable, "-m", "ncclcheck", "smoke", "--backend", "gloo", "--nproc", "2", *long_step]
+    proc = subprocess.Popen([*cmd, "--log-dir", str(logs), "--json", str(out)], stdout=subprocess.DEVNULL)
+    try:
+        pid = wait_for(lambda: rank_in(logs, 1, "all_reduce"), "rank 1 to start all_reduce")
+        os.kill(pid, sig)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    report = json.loads(out.read_text())
+    assert code == 1 and report["verdict"] == "fail"
+    assert [r["status"] for r in report["results"]] == [status]
+    if sig == signal.SIGSTOP:
+        assert report["hang"]["culprits"] == [1] and report["hang"]["op"] == "all_reduce"
+        assert report["hang"]["ranks"]["1"]["state"] == "stopped"
+        assert report["hang"]["ranks"]["0"]["state"] == "in_collective"
+    else:
+        died = next(f for f in report["findings"] if f["id"] == "rank-died")
+        assert died["ranks"] == [1] and "signal SIGKILL" in died["message"] and "all_reduce" in died["message"]
+    no_orphans()
+
+
+def test_runs_as_a_worker_under_the_users_torchrun(tmp_path: Path) -> None:
+    """``torchrun ... -m ncclcheck.smoke``: the ranks run the plan and rank 0 prints and saves the job report."""
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "ncclcheck.smoke"]
+    cmd += ["--sizes", "8:32", "--iters", "2", "--ops", "all_reduce,all_gather", "--log-dir", str(logs)]
+    env = {k: v for k, v in os.environ.items() if k != "NCCLCHECK_LOG_DIR"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "results verified" in done.stdout and "all_gather" in done.stdout
+    report = json.loads((logs / "report.json").read_text())
+    assert report["verdict"] == "pass" and report["world_size"] == 2
+    assert [(r["op"], r["bytes"]) for r in report["results"]] == [
+        ("all_reduce", 8),
+        ("all_reduce", 32),
+        ("all_gather", 8),
+        ("all_gather", 32),
+    ]
+
+
+def test_unknown_flag_names_the_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["smoke", "--nprocs", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "ncclcheck smoke: unrecognized arguments: --nprocs 2 (see ncclcheck smoke --help)"

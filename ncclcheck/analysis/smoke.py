@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ncclcheck.analysis.stacks import call_site, collective, render
-from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample, RankState
+from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample, RankState, Timing
+from ncclcheck.smoke.plan import bus_factor
 
 INIT_GRACE_S = 30.0
 BAD_PROCESS = {"gone": "dead", "zombie": "dead", "stopped": "stopped"}
 
 
-def stalled_ranks(ranks: Sequence[RankProgress], now: float, timeout_s: float) -> tuple[int, ...]:
-    """Ranks that have not finished and made no step for longer than their deadline."""
+def stalled_ranks(
+    ranks: Sequence[RankProgress], beats: Mapping[int, float], now: float, timeout_s: float
+) -> tuple[int, ...]:
+    """Ranks not finished whose last step or iteration (heartbeat) is older than their deadline."""
     late = []
     for r in ranks:
         limit = timeout_s + (INIT_GRACE_S if r.last_op == "init" else 0.0)
-        if not r.ended and now - r.last_time > limit:
+        last = max(r.last_time, beats.get(r.rank, 0.0))
+        if not r.ended and now - last > limit:
             late.append(r.rank)
     return tuple(late)
 
@@ -26,6 +31,34 @@ def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:
     """Rank 0 records the job-wide result of every finished (op, size)."""
     zero = next((r for r in ranks if r.rank == 0), None)
     return zero.results if zero else ()
+
+
+def local_results(ranks: Sequence[RankProgress], world_size: int) -> tuple[OpResult, ...]:
+    """This node's ranks' own view of every (op, size) they all finished: per-iteration max, wrong summed."""
+    steps: dict[tuple[str, int], list[Timing]] = {}
+    for r in ranks:
+        for t in r.timings:
+            steps.setdefault((t.op, t.bytes), []).append(t)
+    results = []
+    for (op, size), timings in steps.items():
+        if len(timings) < len(ranks):
+            continue
+        per_iter = [max(values) for values in zip(*(t.times_us for t in timings))]
+        wrong = sum(t.wrong for t in timings)
+        results.append(summarize(op, size, timings[0].count, per_iter, wrong, world_size))
+    return tuple(results)
+
+
+def summarize(op: str, size: int, count: int, per_iter: Sequence[float], wrong: int, world_size: int) -> OpResult:
+    """p50/p95 of the per-iteration times and nccl-tests' algbw/busbw at the median."""
+    if not per_iter:
+        return OpResult(op, size, count, "ok" if not wrong else "wrong", None, None, None, None, wrong)
+    ordered = sorted(per_iter)
+    p50 = statistics.median(ordered)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    algbw = size / p50 / 1e3 if p50 > 0 else 0.0
+    status = "ok" if not wrong else "wrong"
+    return OpResult(op, size, count, status, p50, p95, algbw, algbw * bus_factor(op, world_size), wrong)
 
 
 def _hung_step(ranks: Sequence[RankProgress]) -> tuple[str, int]:
@@ -58,6 +91,18 @@ def diagnose(ranks: Sequence[RankProgress], samples: Mapping[int, RankSample], w
     missing = sorted(set(range(world_size)) - {r.rank for r in ranks})
     culprits = tuple(sorted([s.rank for s in states if s.state != "in_collective"]))
     return Hang(op, size, culprits, states, _message(op, states, culprits, missing))
+
+
+def merge(local: Hang, remote: Sequence[Hang], world_size: int) -> Hang:
+    """Node 0's diagnosis joined with the other nodes' (posted to the rendezvous store)."""
+    states = {s.rank: s for s in local.ranks}
+    for hang in remote:
+        for s in hang.ranks:
+            states.setdefault(s.rank, s)
+    ordered = tuple(states[r] for r in sorted(states))
+    culprits = tuple(s.rank for s in ordered if s.state != "in_collective" or s.collective not in (None, local.op))
+    missing = sorted(set(range(world_size)) - set(states))
+    return Hang(local.op, local.bytes, culprits, ordered, _message(local.op, ordered, culprits, missing))
 
 
 def _message(op: str, states: Sequence[RankState], culprits: Sequence[int], missing: Sequence[int]) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from typing import Any
 
-from ncclcheck.model.smoke import OpResult, RankProgress
+from ncclcheck.model.smoke import Fingerprint, OpResult, RankProgress, Timing
 
 
 def read_progress(log_dir: str) -> tuple[RankProgress, ...]:
@@ -18,6 +19,23 @@ def read_progress(log_dir: str) -> tuple[RankProgress, ...]:
         return ()
     ranks = [_read_rank(os.path.join(directory, name)) for name in names]
     return tuple(sorted((r for r in ranks if r is not None), key=lambda r: r.rank))
+
+
+def read_beats(log_dir: str) -> dict[int, float]:
+    """rank -> time of its last finished iteration (the heartbeat between progress events)."""
+    directory = os.path.join(log_dir, "progress")
+    beats = {}
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith("rank") and n.endswith(".beat")]
+    except OSError:
+        return {}
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), "rb") as handle:
+                (beats[int(name[4:-5])],) = struct.unpack("<d", handle.read(8))
+        except (OSError, ValueError, struct.error):
+            continue
+    return beats
 
 
 def _events(path: str) -> list[dict[str, Any]]:
@@ -56,6 +74,12 @@ def _read_rank(path: str) -> RankProgress | None:
         for e in events
         if e.get("ev") == "result"
     )
+    timings = tuple(
+        Timing(e["op"], int(e["bytes"]), int(e.get("count", 0)), tuple(e["times_us"]), int(e["wrong"]))
+        for e in events
+        if e.get("ev") == "done" and "times_us" in e
+    )
+    job: list[Any] = next((e["fingerprints"] for e in events if e.get("ev") == "fingerprints"), [])
     return RankProgress(
         rank=int(hello["rank"]),
         pid=hello.get("pid"),
@@ -67,4 +91,25 @@ def _read_rank(path: str) -> RankProgress | None:
         last_time=float(last.get("t", hello["t"])),
         ended=any(e.get("ev") == "end" for e in events),
         results=results,
+        world_size=int(hello.get("world_size", 0)),
+        local_rank=int(hello.get("local_rank", 0)),
+        timings=timings,
+        fingerprint=_fingerprint(hello.get("fingerprint")),
+        job_fingerprints=tuple(f for f in map(_fingerprint, job) if f is not None),
     )
+
+
+def _fingerprint(data: Any) -> Fingerprint | None:
+    try:
+        return Fingerprint(
+            rank=int(data["rank"]),
+            host=str(data["host"]),
+            torch=str(data["torch"]),
+            nccl=data.get("nccl"),
+            backend=str(data["backend"]),
+            socket_ifname=data.get("socket_ifname"),
+            ib_ports=tuple(data.get("ib_ports", ())),
+            env=tuple((str(k), str(v)) for k, v in data.get("env", ())),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None

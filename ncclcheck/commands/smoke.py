@@ -21,18 +21,27 @@ import time
 
 from rich.console import Console
 
-from ncclcheck.analysis.smoke import INIT_GRACE_S, diagnose, job_results, stalled_ranks
+from ncclcheck.analysis.fingerprint import differences
+from ncclcheck.analysis.smoke import INIT_GRACE_S, diagnose, job_results, local_results, merge, stalled_ranks
+from ncclcheck.collectors import hang_exchange
 from ncclcheck.collectors import launch as launcher
+from ncclcheck.collectors.nccl_logs import nccl_transports
 from ncclcheck.collectors.processes import process_state
-from ncclcheck.collectors.progress import read_progress
+from ncclcheck.collectors.progress import read_beats, read_progress
 from ncclcheck.collectors.pyspy import dump_all
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample
 from ncclcheck.probes import gpu, versions
 from ncclcheck.smoke.__main__ import DEFAULT_SIZES
 from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
-from ncclcheck.views.smoke_report import SmokeSummary, progress_line, render, write_json
+from ncclcheck.views.smoke_report import SmokeSummary, hang_json, make_console, progress_line, render, write_json
 
 POLL_S = 0.2
+GATHER_S = 8.0
+HANG_FIX = (
+    "the culprit rank's stack shows where it is instead of the collective; if every rank is inside it,"
+    " run `ncclcheck env` on each node and `ncclcheck logs` on the NCCL logs"
+)
 EXIT_LAUNCH = 3
 
 
@@ -120,7 +129,7 @@ def _backend(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = make_console()
     try:
         settings = _settings(args)
     except Usage as exc:
@@ -134,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     proc = launcher.start(settings)
     summary = _watch(proc, settings, args, console)
     render(summary, console)
-    if not summary.results and summary.errors and not summary.hang:
+    if any(f.id == "launch-failed" for f in summary.findings):
         return EXIT_LAUNCH
     return 0 if summary.verdict == "pass" else 1
 
@@ -142,86 +151,128 @@ def run(args: argparse.Namespace) -> int:
 def _watch(
     proc: subprocess.Popen[bytes], settings: launcher.Launch, args: argparse.Namespace, console: Console
 ) -> SmokeSummary:
-    world = settings.nproc * settings.nodes
     launched, shown = time.time(), 0
     hang: Hang | None = None
     while True:
         code = proc.poll()
         ranks = read_progress(settings.log_dir)
-        results = job_results(ranks)
+        results = _results(ranks, settings)
         for result in results[shown:]:
             console.print(progress_line(result))
         shown = len(results)
-        summary = _summary(settings, world, results, None, (), False)
         if args.json:
-            write_json(summary, args.json)
+            write_json(_summary(settings, ranks, results, None, (), False), args.json)
         if code is not None:
             break
-        late = stalled_ranks(ranks, time.time(), args.timeout)
+        late = stalled_ranks(ranks, read_beats(settings.log_dir), time.time(), args.timeout)
         silent = len(ranks) < settings.nproc and time.time() - launched > args.timeout + INIT_GRACE_S
         if late or silent:
-            hang = _take_dumps(ranks, world, settings, console)
+            hang = _exchange(_take_dumps(ranks, settings, console), settings, console)
             launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
             break
         time.sleep(POLL_S)
     ranks = read_progress(settings.log_dir)
     errors = () if hang else _errors(proc.returncode, ranks, settings)
-    results = job_results(ranks) + _failed_rows(ranks, hang, errors)
-    summary = _summary(settings, world, results, hang, errors, hang is None and proc.returncode == 0)
+    results = _results(ranks, settings) + _failed_rows(ranks, hang, errors)
+    summary = _summary(settings, ranks, results, hang, errors, hang is None and proc.returncode == 0)
     if args.json:
         write_json(summary, args.json)
     return summary
 
 
+def _results(ranks: tuple[RankProgress, ...], settings: launcher.Launch) -> tuple[OpResult, ...]:
+    """Node 0 shows the job-wide results rank 0 gathered; other nodes their own ranks' timings."""
+    if settings.node_rank == 0:
+        return job_results(ranks)
+    return local_results(ranks, settings.nproc * settings.nodes)
+
+
 def _summary(
     settings: launcher.Launch,
-    world: int,
+    ranks: tuple[RankProgress, ...],
     results: tuple[OpResult, ...],
     hang: Hang | None,
-    errors: tuple[str, ...],
+    errors: tuple[Finding, ...],
     finished: bool,
 ) -> SmokeSummary:
-    return SmokeSummary(world, settings.nodes, settings.backend, results, hang, errors, settings.log_dir, finished)
+    zero = next((r for r in ranks if r.rank == 0), None)
+    prints = (
+        zero.job_fingerprints
+        if zero and zero.job_fingerprints
+        else tuple(r.fingerprint for r in ranks if r.fingerprint)
+    )
+    transports = nccl_transports(settings.log_dir) if settings.backend == "nccl" else ()
+    findings = errors + differences(prints)
+    if hang:
+        findings += (Finding("smoke-hang", "error", hang.message, HANG_FIX, hang.culprits),)
+    return SmokeSummary(
+        settings.nproc * settings.nodes, settings.nodes, settings.node_rank, settings.backend, results, hang,
+        findings, prints, transports, settings.log_dir, finished,
+    )  # fmt: skip
 
 
-def _take_dumps(ranks: tuple[RankProgress, ...], world: int, settings: launcher.Launch, console: Console) -> Hang:
+def _exchange(hang: Hang, settings: launcher.Launch, console: Console) -> Hang:
+    """Several nodes: post ours to the rendezvous store (nodes > 0) or gather the others' (node 0)."""
+    if settings.nodes == 1 or not settings.master_addr:
+        return hang
+    if settings.node_rank > 0:
+        why = hang_exchange.post(settings.master_addr, settings.master_port, settings.node_rank, hang_json(hang))
+        if why:
+            console.print(f"watchdog: {why}; node 0's report lacks this node's ranks", style="yellow")
+        return hang
+    posted = hang_exchange.gather(settings.master_addr, settings.master_port, settings.nodes, GATHER_S)
+    remote = [h for h in map(hang_exchange.hang_from_json, posted.values()) if h is not None]
+    return merge(hang, remote, settings.nproc * settings.nodes)
+
+
+def _take_dumps(ranks: tuple[RankProgress, ...], settings: launcher.Launch, console: Console) -> Hang:
     console.print("watchdog: no progress past the deadline; taking py-spy dumps of the local ranks", style="yellow")
     pids = [r.pid for r in ranks if r.pid]
     dumps = dump_all(pids)
     samples = {
         r.rank: RankSample(r.rank, r.pid, process_state(r.pid), *dumps.get(r.pid or -1, ((), "no pid"))) for r in ranks
     }
-    hang = diagnose(ranks, samples, world)
+    hang = diagnose(ranks, samples, settings.nproc * settings.nodes)
     with open(os.path.join(settings.log_dir, "hang-dumps.txt"), "w", encoding="utf-8") as handle:
         for state in hang.ranks:
             handle.write(f"rank {state.rank} ({state.state}):\n" + "".join(f"  {line}\n" for line in state.stack))
     return hang
 
 
-def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launcher.Launch) -> tuple[str, ...]:
+def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launcher.Launch) -> tuple[Finding, ...]:
     if code == 0:
         return ()
     rank, exitcode = launcher.root_cause(settings.log_dir)
     if not ranks:
+        endpoint = f"{settings.master_addr or '127.0.0.1'}:{settings.master_port}"
         return (
-            f"the ranks never started (torchrun exit code {code}); rendezvous "
-            f"{settings.master_addr or 'localhost'}:{settings.master_port} unreachable? run `ncclcheck env"
-            f" --master-addr {settings.master_addr or '127.0.0.1'} --master-port {settings.master_port}`;"
-            f" see {settings.log_dir}/torchrun.log",
+            Finding(
+                "launch-failed",
+                "error",
+                f"the ranks never started (torchrun exit code {code}); is the rendezvous {endpoint} reachable?"
+                f" torchrun's output: {settings.log_dir}/torchrun.log",
+                f"run `ncclcheck env --master-addr {settings.master_addr or '127.0.0.1'}"
+                f" --master-port {settings.master_port}` on this node",
+            ),
         )
     if rank is None:
         dead = [r for r in ranks if not r.ended]
         rank = dead[0].rank if dead else None
     where = next((r for r in ranks if r.rank == rank), None)
     how = f"signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0 else f"exit code {exitcode}"
-    output = launcher.last_output(settings.log_dir, (rank or 0) % settings.nproc)
+    local = where.local_rank if where else (rank or 0) % settings.nproc
+    output = launcher.last_output(settings.log_dir, local)
     at = ""
     if where and where.last_op:
         at = f" {'during' if where.last_event in ('start', 'drill') else 'after'} {where.last_op}"
-    return (f"rank {rank} died ({how}){at}" + (f"; last output: {output}" if output else ""),)
+    message = f"rank {rank} died ({how}){at}" + (f"; last output: {output}" if output else "")
+    fix = "read that rank's stderr in the log dir; the other ranks' errors are echoes of this one"
+    return (Finding("rank-died", "error", message, fix, (rank,) if rank is not None else ()),)
 
 
-def _failed_rows(ranks: tuple[RankProgress, ...], hang: Hang | None, errors: tuple[str, ...]) -> tuple[OpResult, ...]:
+def _failed_rows(
+    ranks: tuple[RankProgress, ...], hang: Hang | None, errors: tuple[Finding, ...]
+) -> tuple[OpResult, ...]:
     if hang:
         return (OpResult(hang.op, hang.bytes, 0, "hang", None, None, None, None, 0),)
     if errors and ranks:
@@ -229,3 +280,15 @@ def _failed_rows(ranks: tuple[RankProgress, ...], hang: Hang | None, errors: tup
         if step and step.last_op:
             return (OpResult(step.last_op, step.last_bytes, 0, "error", None, None, None, None, 0),)
     return ()
+
+
+def worker_report(log_dir: str, backend: str) -> int:
+    """Rank 0's report when the ranks ran under the user's own torchrun (no ncclcheck watchdog there)."""
+    ranks = read_progress(log_dir)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    settings = launcher.Launch(local, max(world // local, 1), 0, None, 0, backend, log_dir, ())
+    summary = _summary(settings, ranks, job_results(ranks), None, (), all(r.ended for r in ranks))
+    render(summary, make_console())
+    write_json(summary, os.path.join(log_dir, "report.json"))
+    return 0 if summary.verdict == "pass" else 1

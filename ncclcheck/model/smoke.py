@@ -15,8 +15,33 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Fingerprint:
+    """What a rank runs with: the things that must agree across a job, or explain why it hangs."""
+
+    rank: int
+    host: str
+    torch: str
+    nccl: str | None
+    backend: str
+    socket_ifname: str | None
+    ib_ports: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One rank's own times of one op at one size."""
+
+    op: str
+    bytes: int
+    count: int
+    times_us: tuple[float, ...]
+    wrong: int
+
+
+@dataclass(frozen=True)
 class RankProgress:
-    """A rank's progress file, read back: identity, its last step, and its results (rank 0)."""
+    """A rank's progress file, read back: identity, its last step, its timings, and (rank 0) the job's."""
 
     rank: int
     pid: int | None
@@ -28,6 +53,11 @@ class RankProgress:
     last_time: float
     ended: bool
     results: tuple[OpResult, ...]
+    world_size: int = 0
+    local_rank: int = 0
+    timings: tuple[Timing, ...] = ()
+    fingerprint: Fingerprint | None = None
+    job_fingerprints: tuple[Fingerprint, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ def rank_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     parser.add_argument("--drill", action="append", default=[])
-    parser.add_argument("--log-dir", default=os.environ.get("NCCLCHECK_LOG_DIR", "ncclcheck-logs/worker"))
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    parser.add_argument("--log-dir", default=os.environ.get("NCCLCHECK_LOG_DIR", f"ncclcheck-logs/worker-{run_id}"))
     return parser
 
 
@@ -44,7 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as exc:
         print(f"ncclcheck.smoke: {exc}", file=sys.stderr)
         return 2
-    return run_rank(plan)
+    code = run_rank(plan)
+    if os.environ.get("RANK") == "0" and "NCCLCHECK_LOG_DIR" not in os.environ:
+        # Under the user's own torchrun there is no ncclcheck launcher to report: rank 0 does.
+        from ncclcheck.commands.smoke import worker_report
+
+        return worker_report(plan.log_dir, plan.backend) or code
+    return code
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
-"""Render a smoke run: nccl-tests' columns per op, the hang diagnosis, the verdict; or ``ncclcheck.smoke/1`` JSON."""
+"""Render a smoke run: nccl-tests' columns per op, the hang diagnosis, findings, the verdict; or its JSON."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
 from rich import box
@@ -12,28 +13,42 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ncclcheck.model.smoke import Hang, OpResult
+from ncclcheck.model.findings import Finding, by_severity
+from ncclcheck.model.logs import RankLog
+from ncclcheck.model.smoke import Fingerprint, Hang, OpResult
+from ncclcheck.views.transports import render_transports, transports_json
 
 SCHEMA = "ncclcheck.smoke/1"
 REDOP = {"reduce": "sum", "all_reduce": "sum", "reduce_scatter": "sum"}
 ROOT = {"broadcast": "0", "reduce": "0", "gather": "0", "scatter": "0"}
+COLUMNS = ("size(B)", "count", "type", "redop", "root", "time(us)", "p95(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 @dataclasses.dataclass(frozen=True)
 class SmokeSummary:
+    """Everything a smoke run found, as the view needs it; ``scope`` is "job" on node 0, "node" elsewhere."""
+
     world_size: int
     nodes: int
+    node_rank: int
     backend: str
     results: tuple[OpResult, ...]
     hang: Hang | None
-    errors: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    fingerprints: tuple[Fingerprint, ...]
+    transports: tuple[RankLog, ...]
     log_dir: str
     finished: bool
 
     @property
+    def scope(self) -> str:
+        return "job" if self.node_rank == 0 else "node"
+
+    @property
     def verdict(self) -> str:
-        bad = self.hang or self.errors or any(r.status != "ok" for r in self.results)
-        return "fail" if bad or not self.finished else "pass"
+        bad = self.hang or any(f.severity == "error" for f in self.findings)
+        return "fail" if bad or not self.finished or any(r.status != "ok" for r in self.results) else "pass"
 
 
 def to_json(summary: SmokeSummary) -> dict[str, Any]:
@@ -42,30 +57,35 @@ def to_json(summary: SmokeSummary) -> dict[str, Any]:
         "schema": SCHEMA,
         "world_size": summary.world_size,
         "nodes": summary.nodes,
+        "node_rank": summary.node_rank,
+        "scope": summary.scope,
         "backend": summary.backend,
         "log_dir": summary.log_dir,
         "finished": summary.finished,
         "results": [dataclasses.asdict(r) for r in summary.results],
-        "hang": None
-        if hang is None
-        else {
-            "op": hang.op,
-            "bytes": hang.bytes,
-            "culprits": list(hang.culprits),
-            "message": hang.message,
-            "ranks": {
-                str(s.rank): {
-                    "state": s.state,
-                    "collective": s.collective,
-                    "call_site": s.call_site,
-                    "stack": list(s.stack),
-                }
-                for s in hang.ranks
-            },
-        },
-        "findings": [{"id": "smoke-error", "severity": "error", "message": e} for e in summary.errors]
-        + ([{"id": "smoke-hang", "severity": "error", "message": hang.message}] if hang else []),
+        "hang": None if hang is None else hang_json(hang),
+        "fingerprints": [dataclasses.asdict(f) for f in summary.fingerprints],
+        "transports": transports_json(summary.transports),
+        "findings": [f.to_json() for f in by_severity(summary.findings)],
         "verdict": summary.verdict,
+    }
+
+
+def hang_json(hang: Hang) -> dict[str, Any]:
+    return {
+        "op": hang.op,
+        "bytes": hang.bytes,
+        "culprits": list(hang.culprits),
+        "message": hang.message,
+        "ranks": {
+            str(s.rank): {
+                "state": s.state,
+                "collective": s.collective,
+                "call_site": s.call_site,
+                "stack": list(s.stack),
+            }
+            for s in hang.ranks
+        },
     }
 
 
@@ -77,37 +97,32 @@ def write_json(summary: SmokeSummary, path: str) -> None:
     os.replace(tmp, path)
 
 
+def make_console() -> Console:
+    """A terminal's own width; 110 columns when piped, so nccl-tests' columns are not squeezed."""
+    return Console(width=None if sys.stdout.isatty() else 110)
+
+
 def progress_line(result: OpResult) -> Text:
     style = "green" if result.status == "ok" else "bold red"
     return Text(f"  {result.op:<15} {result.bytes:>10} B  {result.time_us_p50 or 0:>10.1f} us  {result.status}", style)
 
 
-def render(summary: SmokeSummary, console: Console) -> None:
+def results_table(summary: SmokeSummary) -> Table:
+    who = "job" if summary.scope == "job" else f"node {summary.node_rank}'s ranks"
     table = Table(
-        title=f"ncclcheck smoke: {summary.world_size} ranks, {summary.nodes} node(s), {summary.backend}",
+        title=f"ncclcheck smoke ({who}): {summary.world_size} ranks, {summary.nodes} node(s), {summary.backend}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
         pad_edge=False,
     )
-    for name in (
-        "op",
-        "size",
-        "count",
-        "type",
-        "redop",
-        "root",
-        "time(us)",
-        "p95(us)",
-        "algbw(GB/s)",
-        "busbw(GB/s)",
-        "#wrong",
-    ):
-        table.add_column(name, justify="left" if name == "op" else "right", no_wrap=name != "op")
+    table.add_column("op", no_wrap=True)
+    for name in COLUMNS:
+        table.add_column(name, justify="right", no_wrap=True)
+    previous = None
     for r in summary.results:
-        style = None if r.status == "ok" else "bold red"
         table.add_row(
-            r.op,
+            r.op if r.op != previous else "",
             str(r.bytes),
             str(r.count),
             "float",
@@ -117,19 +132,48 @@ def render(summary: SmokeSummary, console: Console) -> None:
             _num(r.time_us_p95),
             _num(r.algbw_gbps, 3),
             _num(r.busbw_gbps, 3),
-            str(r.wrong) if r.status != "hang" else "N/A",
-            style=style,
+            str(r.wrong) if r.status not in ("hang", "error") else "N/A",
+            style=None if r.status == "ok" else "bold red",
+            end_section=False,
         )
-    console.print(table)
+        previous = r.op
+    return table
+
+
+def render(summary: SmokeSummary, console: Console) -> None:
+    console.print(results_table(summary))
+    _render_fingerprints(summary.fingerprints, console)
+    if summary.transports:
+        render_transports(summary.transports, console)
     if summary.hang:
         _render_hang(summary.hang, console)
-    for error in summary.errors:
-        console.print(Text(f"error: {error}", style="bold red"))
+    for finding in by_severity(summary.findings):
+        style = SEVERITY_STYLE.get(finding.severity, "")
+        console.print(Text(f"{finding.severity}: {finding.message}", style=style))
+        if finding.fix:
+            console.print(Text(f"   fix: {finding.fix}", style="dim"))
     console.print(Text(f"logs: {summary.log_dir}", style="dim"))
     ok = summary.verdict == "pass"
     console.print(
         Text(f"{'✓ pass' if ok else '✗ fail'}: " + _verdict_text(summary), style="bold green" if ok else "bold red")
     )
+
+
+def _render_fingerprints(prints: tuple[Fingerprint, ...], console: Console) -> None:
+    hosts: dict[str, list[Fingerprint]] = {}
+    for p in prints:
+        hosts.setdefault(p.host, []).append(p)
+    for host, group in hosts.items():
+        first = group[0]
+        ranks = ",".join(str(p.rank) for p in group)
+        nccl = f", NCCL {first.nccl}" if first.nccl else ""
+        ib = f", IB {' '.join(first.ib_ports)}" if first.ib_ports else ""
+        console.print(
+            Text(
+                f"{host}: rank(s) {ranks}, torch {first.torch}{nccl}, sockets on {first.socket_ifname or '?'}{ib}",
+                style="dim",
+            )
+        )
 
 
 def _render_hang(hang: Hang, console: Console) -> None:
@@ -149,12 +193,15 @@ def _render_hang(hang: Hang, console: Console) -> None:
 def _verdict_text(summary: SmokeSummary) -> str:
     if summary.hang:
         return f"{summary.hang.op} hung; culprit rank(s) {list(summary.hang.culprits) or 'none: all stalled'}"
-    if summary.errors:
-        return summary.errors[0]
+    errors = [f for f in summary.findings if f.severity == "error"]
+    if errors:
+        return errors[0].message
     wrong = [r for r in summary.results if r.status != "ok"]
     if wrong:
         return f"{len(wrong)} op/size result(s) wrong"
-    return f"{len(summary.results)} op/size results verified"
+    if not summary.finished:
+        return "the run did not finish"
+    return f"{len(summary.results)} op/size results verified" + ("" if summary.scope == "job" else " on this node")
 
 
 def _num(value: float | None, digits: int = 1) -> str:

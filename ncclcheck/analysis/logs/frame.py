@@ -1,0 +1,95 @@
+"""Frame raw log lines: strip what launchers and terminals add, rejoin hard-wrapped lines, split NCCL's header."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from ncclcheck.model.logs import LogLine
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|(?<![\w\]])\[0m\s?")
+PREFIXES = (
+    ("mpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")),
+    ("cloudwatch", re.compile(r"^\s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+Z\s*\|\s*")),
+    ("stamp", re.compile(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?")),
+    ("torchrun", re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")),
+    ("ray", re.compile(r"^\((?:pid=\d+|[\w.-]+ pid=\d+(?:, ip=[\d.]+)?)\)\s")),
+    ("launcher", re.compile(r"^\[[A-Za-z][\w|.-]*\]:\s?")),
+    ("lineno", re.compile(r"^\[\d+\]\s(?=\S)(?![\w./-]+:\d+ NCCL |NCCL )")),
+    ("local", re.compile(r"^(?P<rank>\d+): (?=\S)")),
+)
+HEADER = re.compile(
+    r"^(?P<host>[^\s:\[\]]+):(?P<pid>\w+)(?::(?P<tid>\w+))? \[(?P<dev>\d+)\] "
+    r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$"
+)
+BARE_HEADER = re.compile(
+    r"^(?:\[(?P<dev>\d+)\] )?(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lvl>INFO|WARN|TRACE) (?P<msg>.*)$"
+)
+# A line that starts on its own: what a terminal's hard wrap never produces at column 0.
+LINE_START = re.compile(
+    r"^(?:\s|\[|\(|\||<|Traceback|File \"|[\w.-]+:\w+(?::\w+)? \[\d+\]|NCCL |[A-Z]\w*(?:Error|Exception|Warning)\b"
+    r"|terminate called|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\.)"
+)
+WRAP_MIN = 64
+MAX_LINE = 64 * 1024
+
+
+def strip_prefixes(text: str) -> tuple[str, int | None]:
+    """Remove ANSI residue and launcher/timestamp prefixes (repeatedly); return the text and a rank if one said so."""
+    text = ANSI.sub("", text).replace("\r", "").rstrip("\n")
+    rank = None
+    for _ in range(8):
+        for name, pattern in PREFIXES:
+            match = pattern.match(text)
+            if match and match.end() > 0:
+                if name in ("mpi", "torchrun") and rank is None:
+                    rank = int(match.group("rank"))
+                text = text[match.end() :]
+                break
+        else:
+            return text, rank
+    return text, rank
+
+
+def frame(text: str, file: str, line: int) -> LogLine:
+    """One physical or rejoined line as a LogLine."""
+    body, rank = strip_prefixes(text[:MAX_LINE])
+    match = HEADER.match(body)
+    if match:
+        src = f"{match.group('src')} " if match.group("src") else ""
+        return LogLine(
+            file, line, src + match.group("msg"), match.group("host"), match.group("pid"), int(match.group("dev")),
+            match.group("lvl"), rank,
+        )  # fmt: skip
+    bare = BARE_HEADER.match(body.lstrip())
+    if bare:
+        dev = int(bare.group("dev")) if bare.group("dev") else None
+        src = f"{bare.group('src')} " if bare.group("src") else ""
+        return LogLine(file, line, src + bare.group("msg"), None, None, dev, bare.group("lvl"), rank)
+    return LogLine(file, line, body, rank=rank)
+
+
+def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """Glue terminal hard-wraps back: a long line followed by one that cannot start a line on its own."""
+    held: tuple[int, str] | None = None
+    last_physical = 0
+    for number, text in lines:
+        text = text.rstrip("\r\n")
+        stripped, _ = strip_prefixes(text)
+        if held is not None and last_physical >= WRAP_MIN and stripped and not LINE_START.match(stripped):
+            if len(held[1]) < MAX_LINE:
+                held = (held[0], held[1] + stripped)
+            last_physical = len(text)
+            continue
+        if held is not None:
+            yield held
+        held, last_physical = (number, text), len(text)
+    if held is not None:
+        yield held
+
+
+def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
+    """Every logical line of a file, numbered from 1 by its first physical line."""
+    for number, text in rejoin(enumerate(lines, 1)):
+        if text.strip():
+            yield frame(text, file, number)

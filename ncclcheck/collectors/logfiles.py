@@ -1,0 +1,69 @@
+"""Open what users hand us: files, directories (walked), ``-`` for stdin, ``.gz``; lines streamed, bad bytes replaced."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin", ".tmp")
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """One readable input: its display name and where to open it."""
+
+    name: str
+    path: str
+
+
+class InputError(Exception):
+    """An input path that does not exist or cannot be read; the message says which and why."""
+
+
+def sources(paths: Sequence[str]) -> tuple[LogSource, ...]:
+    """Expand directories (sorted, recursive) into their text log files; ``-`` is stdin."""
+    found: list[LogSource] = []
+    for path in paths:
+        if path == "-":
+            found.append(LogSource("<stdin>", "-"))
+        elif os.path.isdir(path):
+            found.extend(_walk(path))
+        elif os.path.isfile(path):
+            found.append(LogSource(path, path))
+        else:
+            raise InputError(f"{path}: no such file or directory")
+    return tuple(found)
+
+
+def _walk(root: str) -> list[LogSource]:
+    out = []
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(SKIP_SUFFIXES) or name.startswith("."):
+                continue
+            full = os.path.join(directory, name)
+            out.append(LogSource(full, full))
+    return out
+
+
+def lines(source: LogSource) -> Iterator[str]:
+    """The lines of a source, decoded leniently (a bad byte becomes U+FFFD, never an exception)."""
+    if source.path == "-":
+        yield from io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
+        return
+    try:
+        with open(source.path, "rb") as probe:
+            gz = probe.read(2) == b"\x1f\x8b"
+        raw = gzip.open(source.path, "rb") if gz else open(source.path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise InputError(f"{source.path}: {exc.strerror or exc}") from exc
+    with raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as text:
+        try:
+            yield from text
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return  # a truncated .gz: keep what was read

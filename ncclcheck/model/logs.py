@@ -1,0 +1,70 @@
+"""Frozen data read from NCCL, torch and torchrun logs: framed lines, connections, and each rank's view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One logical log line with its launcher prefixes removed and its NCCL header (if any) split out."""
+
+    file: str
+    line: int
+    text: str
+    host: str | None = None
+    pid: str | None = None
+    dev: int | None = None
+    level: str | None = None
+    rank: int | None = None
+
+    @property
+    def nccl(self) -> bool:
+        return self.level is not None
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One channel connection as NCCL logged it: ``src -> dst via transport``."""
+
+    channel: int
+    src: int
+    dst: int
+    transport: str
+    direction: str
+
+    @property
+    def kind(self) -> str:
+        """P2P, SHM or NET (NET/IB, NET/Socket and plugins alike)."""
+        head = self.transport.split("/", 1)[0]
+        return "SHM" if head in ("SHM", "direct shared memory") else head
+
+
+@dataclass(frozen=True)
+class RankLog:
+    """What the NCCL log of one rank (one host:pid:[dev]) says about its communicator and transports."""
+
+    host: str | None
+    pid: str | None
+    dev: int | None
+    rank: int | None
+    nranks: int | None
+    bus_id: str | None
+    nccl_version: str | None
+    network: str | None
+    net_devices: tuple[str, ...]
+    socket_interfaces: tuple[str, ...]
+    bootstrap: tuple[str, ...]
+    gdr_disabled: tuple[str, ...]
+    init_started: bool
+    init_complete: bool
+    env: tuple[tuple[str, str], ...]
+    connections: tuple[Connection, ...]
+    first_line: int
+    file: str
+
+    @property
+    def name(self) -> str:
+        rank = f"rank {self.rank}" if self.rank is not None else "rank ?"
+        where = ":".join(p for p in (self.host, self.pid) if p)
+        return f"{rank} ({where} [{self.dev}])" if where else rank

@@ -1,0 +1,66 @@
+"""Pure smoke analysis over hand-built data: fingerprint differences, heartbeats, per-node results, merged hangs."""
+
+from __future__ import annotations
+
+from ncclcheck.analysis.fingerprint import differences, span
+from ncclcheck.analysis.smoke import local_results, merge, stalled_ranks
+from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
+
+
+def fp(rank: int, host: str = "a", nccl: str | None = "2.21.5", **env: str) -> Fingerprint:
+    return Fingerprint(rank, host, "2.5.1", nccl, "nccl", "eth0(10.0.0.1)", (), tuple(sorted(env.items())))
+
+
+def progress(rank: int, last_time: float = 0.0, timings: tuple[Timing, ...] = ()) -> RankProgress:
+    return RankProgress(
+        rank, 100 + rank, "a", "start", "all_reduce", 8, "all_reduce", last_time, False, (), 2, rank, timings
+    )
+
+
+def test_identical_ranks_have_no_differences() -> None:
+    assert differences([fp(0, NCCL_IB_HCA="mlx5"), fp(1, NCCL_IB_HCA="mlx5")]) == ()
+
+
+def test_nccl_version_difference_names_the_odd_rank() -> None:
+    (finding,) = differences([fp(0), fp(1), fp(2, nccl="2.18.1"), fp(3)])
+    assert finding.id == "fingerprint-nccl" and finding.ranks == (2,) and "2.18.1 on rank(s) 2" in finding.message
+
+
+def test_env_differences_per_node_names_are_info_but_other_settings_warn() -> None:
+    prints = [fp(0, "a", NCCL_SOCKET_IFNAME="eth0"), fp(1, "b", NCCL_SOCKET_IFNAME="ens1")]
+    assert [(f.severity, f.ranks) for f in differences(prints)] == [("info", (1,))]
+    prints = [fp(0, "a"), fp(1, "a"), fp(2, "b", NCCL_P2P_DISABLE="1")]
+    (finding,) = differences(prints)
+    assert finding.severity == "warning" and finding.ranks == (2,) and "NCCL_P2P_DISABLE" in finding.message
+
+
+def test_interface_names_differing_on_one_host_warn() -> None:
+    other = Fingerprint(1, "a", "2.5.1", "2.21.5", "nccl", "docker0(172.17.0.1)", (), ())
+    (finding,) = differences([fp(0), other])
+    assert finding.id == "fingerprint-interface" and finding.ranks == (1,)
+
+
+def test_span_compacts_rank_lists() -> None:
+    assert span([6, 0, 1, 2, 3, 9, 10]) == "0-3,6,9-10"
+
+
+def test_a_heartbeat_keeps_a_long_step_alive() -> None:
+    ranks = [progress(0, last_time=100.0), progress(1, last_time=100.0)]
+    assert stalled_ranks(ranks, {0: 139.0}, now=140.0, timeout_s=30.0) == (1,)
+    assert stalled_ranks(ranks, {0: 139.0, 1: 135.0}, now=140.0, timeout_s=30.0) == ()
+
+
+def test_local_results_take_the_slowest_rank_per_iteration_and_sum_wrong() -> None:
+    t0 = Timing("all_reduce", 1000, 250, (10.0, 30.0, 20.0), 0)
+    t1 = Timing("all_reduce", 1000, 250, (20.0, 10.0, 40.0), 3)
+    (result,) = local_results([progress(0, timings=(t0,)), progress(1, timings=(t1,))], world_size=4)
+    assert result.time_us_p50 == 30.0 and result.time_us_p95 == 40.0 and result.wrong == 3
+    assert result.status == "wrong" and result.busbw_gbps == result.algbw_gbps * 1.5  # 2(n-1)/n at n=4
+
+
+def test_merge_adds_the_other_nodes_ranks_and_culprits() -> None:
+    local = Hang("all_reduce", 8, (), (RankState(0, "in_collective", "all_reduce", "a.py:1", ()),), "")
+    remote = Hang("all_reduce", 8, (1,), (RankState(1, "not_in_collective", None, "b.py:9 (load)", ()),), "")
+    merged = merge(local, [remote], world_size=3)
+    assert merged.culprits == (1,) and [s.rank for s in merged.ranks] == [0, 1]
+    assert "rank 1 is not in all_reduce" in merged.message and "rank(s) 2 live on other nodes" in merged.message
