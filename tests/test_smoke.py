@@ -158,3 +158,36 @@ def test_unknown_flag_names_the_subcommand(capsys: pytest.CaptureFixture[str]) -
     assert main(["smoke", "--nprocs", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "ncclcheck smoke: unrecognized arguments: --nprocs 2 (see ncclcheck smoke --help)"
+
+
+def test_mismatch_drill_names_the_rank_in_the_other_collective(tmp_path: Path) -> None:
+    code, report = smoke(
+        tmp_path, "--nproc", "2", "--ops", "broadcast,all_reduce", "--timeout", "4", "--drill", "mismatch@1:all_reduce"
+    )
+    assert code == 1
+    hang = report["hang"]
+    assert hang["op"] == "all_reduce" and hang["culprits"] == [1]
+    assert hang["ranks"]["1"]["state"] == "wrong_collective" and hang["ranks"]["1"]["collective"] == "all_gather"
+    assert hang["ranks"]["0"]["collective"] == "all_reduce"
+    assert "rank 1 called all_gather instead" in hang["message"]
+    no_orphans()
+
+
+def test_slurm_variables_give_the_node_shape(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLURM_NNODES", "2")
+    monkeypatch.setenv("SLURM_NODEID", "3")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu-[07-08]")
+    assert main(["smoke", "--backend", "gloo"]) == 2
+    assert "--node-rank 3 is not in 0..1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "first"), [("gpu-[07-08]", "gpu-07"), ("a1,a2", "a1"), ("n[1,3-4]", "n1"), ("solo", "solo")]
+)
+def test_slurm_master_is_the_first_node(monkeypatch: pytest.MonkeyPatch, nodelist: str, first: str) -> None:
+    from ncclcheck.commands.smoke import _slurm_master
+
+    monkeypatch.setenv("SLURM_JOB_NODELIST", nodelist)
+    assert _slurm_master() == first
