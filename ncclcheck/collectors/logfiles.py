@@ -54,7 +54,13 @@ def _walk(root: str) -> list[LogSource]:
 def lines(source: LogSource) -> Iterator[str]:
     """The lines of a source, decoded leniently (a bad byte becomes U+FFFD, never an exception)."""
     if source.path == "-":
-        yield from io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="")
+        stdin = sys.stdin.buffer
+        peek = getattr(stdin, "peek", lambda _n: b"")
+        stream = gzip.GzipFile(fileobj=stdin) if peek(2)[:2] == b"\x1f\x8b" else stdin
+        try:
+            yield from io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
+        except (OSError, EOFError):
+            return
         return
     try:
         with open(source.path, "rb") as probe:

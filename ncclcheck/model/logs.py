@@ -68,3 +68,31 @@ class RankLog:
         rank = f"rank {self.rank}" if self.rank is not None else "rank ?"
         where = ":".join(p for p in (self.host, self.pid) if p)
         return f"{rank} ({where} [{self.dev}])" if where else rank
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """One torch watchdog timeout line: which rank, process group, collective, and how long."""
+
+    rank: int | None
+    pg: str | None
+    seq: int
+    op: str
+    numel_in: int | None
+    numel_out: int | None
+    timeout_ms: int | None
+    ran_ms: int | None
+    file: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ChildFailure:
+    """One entry of torchrun's ChildFailedError summary."""
+
+    rank: int
+    local_rank: int | None
+    host: str | None
+    exitcode: int | None
+    signal: str | None
+    root_cause: bool

@@ -56,5 +56,12 @@ def transport_table(logs: Sequence[RankLog]) -> Table:
     return table
 
 
+def informative(logs: Sequence[RankLog]) -> list[RankLog]:
+    """Ranks whose log says something about the network or transports."""
+    return [g for g in logs if g.network or g.net_devices or g.socket_interfaces or g.connections]
+
+
 def render_transports(logs: Sequence[RankLog], console: Console) -> None:
-    console.print(transport_table(logs))
+    shown = informative(logs)
+    if shown:
+        console.print(transport_table(shown))

@@ -22,7 +22,7 @@ BOOTSTRAP = re.compile(r"Bootstrap ?: Using ((?:\[\d+\])?[\w.-]+:\S+<\d+>(?:\s+\
 ITEM = re.compile(r"(?:\[\d+\])?([\w.:-]+?)(?::([0-9A-Fa-f:.%\w-]+))?<\d+>")
 DEVICE = re.compile(r"\[\d+\](\S+)")
 GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA (\d+) '([\w-]+)'( \(no module\))?|GPU (\S+) / HCA (\d+) .*)")
-ENV = re.compile(r"\b((?:NCCL|TORCH)_\w+) set by environment to (\S*)")
+ENV = re.compile(r"\b((?:NCCL|TORCH)_\w+) set (?:by environment )?to (\S*)")
 CONNECTION = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[0-9a-f]+\])? -> (\d+)(?:\[[0-9a-f]+\])?"
     r"(?: \[(send|receive)\])? via (\S+(?: pointer| shared memory)?)"
@@ -108,18 +108,34 @@ def _read_other(acc: _Rank, text: str) -> None:
         acc.env[name] = value.rstrip(".")
 
 
+class RankFold:
+    """Folds NCCL lines into one accumulator per source; memory grows with processes, not with lines."""
+
+    def __init__(self) -> None:
+        self._accs: dict[tuple[str, ...], _Rank] = {}
+
+    def feed(self, line: LogLine) -> None:
+        key = source_key(line)
+        acc = self._accs.get(key)
+        if acc is None:
+            acc = self._accs[key] = _Rank(line.file, line.line, line.host, line.pid, line.dev, rank=line.rank)
+        read_line(acc, line.text)
+
+    def rank_of(self, key: tuple[str, ...]) -> int | None:
+        acc = self._accs.get(key)
+        return acc.inferred_rank() if acc else None
+
+    def result(self) -> tuple[RankLog, ...]:
+        return tuple(a.freeze() for a in self._accs.values())
+
+
 def ranks(lines: Iterable[LogLine]) -> tuple[RankLog, ...]:
     """One RankLog per process/device that wrote NCCL lines, in order of first appearance."""
-    accs: dict[tuple[str, ...], _Rank] = {}
+    fold = RankFold()
     for line in lines:
-        if not line.nccl:
-            continue
-        key = source_key(line)
-        acc = accs.get(key)
-        if acc is None:
-            acc = accs[key] = _Rank(line.file, line.line, line.host, line.pid, line.dev, rank=line.rank)
-        read_line(acc, line.text)
-    return tuple(a.freeze() for a in accs.values())
+        if line.nccl:
+            fold.feed(line)
+    return fold.result()
 
 
 def peer_map(log: RankLog) -> dict[int, tuple[str, ...]]:

@@ -1,0 +1,239 @@
+"""The message catalogue: each rule is a literal prefilter, a regex, a finding id, and what to tell the user.
+
+Literal-first matching keeps a multi-GB log fast: the regex runs only on lines holding the literal.
+``secondary`` marks echoes (a peer closing, a flushed queue, a stuck watchdog): they never win the
+root cause while a primary error is in the logs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str
+    literal: str
+    pattern: re.Pattern[str]
+    message: str
+    fix: str
+    secondary: bool = False
+
+
+def _rule(fid: str, severity: str, literal: str, regex: str, message: str, fix: str, secondary: bool = False) -> Rule:
+    return Rule(fid, severity, literal, re.compile(regex), message, fix, secondary)
+
+
+GID_FIX = (
+    "on RoCE set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (`ncclcheck env` shows it), NCCL_CROSS_NIC=0 on"
+    " rail-optimised fabrics; test the path with ib_write_bw; check switch PFC/ECN and link flaps"
+)
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "ib-retry-exceeded", "error", "ompletion",
+        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)12\b.*?vendor err (?P<vendor>\d+)",
+        "IB transport retry counter exceeded talking to {peer}: the remote NIC never acknowledged", GID_FIX,
+    ),
+    _rule(
+        "ib-local-protection", "error", "ompletion",
+        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)4\b",
+        "IB local protection error (peer {peer}): GPUDirect RDMA writes are rejected",
+        "usually PCIe ACS or the IOMMU breaking GPUDirect RDMA: disable ACS on the switches, boot with iommu=pt;"
+        " confirm with NCCL_NET_GDR_LEVEL=0 (works, slower)",
+    ),
+    _rule(
+        "ib-wr-flush", "error", "ompletion",
+        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)5\b",
+        "IB work requests flushed (peer {peer}): the queue pair had already failed",
+        "a consequence: find the first completion error (12 or 4) on this or the peer node", True,
+    ),
+    _rule(
+        "ib-modify-qp-failed", "error", "ibv_modify_qp",
+        r"Call to ibv_modify_qp failed with (?:error )?(?:\d+ )?(?P<why>[A-Za-z ]+)",
+        "ibv_modify_qp failed ({why}) while connecting: the remote GID is not reachable from this NIC",
+        "`show_gids` and set NCCL_IB_GID_INDEX to a routable RoCE v2 GID; NCCL_IB_HCA to ports on the same"
+        " rail/subnet as the peer; test with `ib_write_bw -x <gid>`",
+    ),
+    _rule(
+        "ib-no-device", "warning", "IB",
+        r"NET/IB : No device found|Call to ibv_open_device failed|NET/IB : Unable to open device (?P<dev>\S+)",
+        "no usable RDMA device: NCCL falls back to TCP sockets (slow)",
+        "if the node has IB/RoCE NICs: pass /dev/infiniband and IPC_LOCK into the container (--device"
+        " /dev/infiniband --cap-add IPC_LOCK, or the RDMA device plugin), check `ibv_devinfo`",
+    ),
+    _rule(
+        "gdr-disabled", "warning", "GPU Direct RDMA Disabled",
+        r"GPU Direct RDMA Disabled for (?:HCA \d+ '(?P<hca>[\w-]+)'(?P<nomod> \(no module\))?|GPU (?P<gpu>\S+) / HCA)",
+        "GPUDirect RDMA is off: data is staged through host memory",
+        "load nvidia-peermem (or use DMA-BUF with a recent kernel, driver and NCCL); if the reason is PCIe"
+        " distance, it is expected: put GPU and NIC under one switch",
+    ),
+    _rule(
+        "no-socket-interface", "error", "no socket interface",
+        r"no socket interface found",
+        "NCCL found no network interface to bootstrap on",
+        "bring an interface up, fix NCCL_SOCKET_IFNAME (`ncclcheck env` lists what NCCL would pick)",
+    ),
+    _rule(
+        "address-family-mismatch", "error", "AF_INET",
+        r"with family (?P<family>\d+) is neither AF_INET\(2\) nor AF_INET6\(10\)",
+        "NCCL received a garbage peer address (family {family}): the peer had no interface to advertise",
+        "NCCL_SOCKET_IFNAME must name an interface that exists on every node (`ncclcheck env` on each);"
+        " every rank must run the same NCCL build",
+    ),
+    _rule(
+        "connect-failed", "error", "onnect",
+        r"Connect to (?P<addr>\S+?)<(?P<port>\d+)> (?:failed\s*:\s*|returned )(?P<why>.+)",
+        "could not connect to {addr}:{port}: {why}",
+        "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
+        " a firewall or the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node and"
+        " test the port with `nc`",
+    ),
+    _rule(
+        "connect-failed", "error", "Call to connect returned",
+        r"Call to connect returned (?P<why>Connection refused|Connection timed out)",
+        "connecting to a peer keeps failing: {why}",
+        "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out = a firewall or"
+        " the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node",
+    ),
+    _rule(
+        "connect-failed", "error", "Operation now in progress",
+        r"socket\.cc:\d+ -> 2 \(Operation now in progress\)",
+        "a bootstrap connection never completed (EINPROGRESS): packets to the peer are dropped",
+        "open the ports between nodes (firewall), set NCCL_SOCKET_IFNAME to the routed interface on every node",
+    ),
+    _rule(
+        "peer-closed", "error", "losed",
+        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+))",
+        "a peer closed its connection ({peer}): usually that process exited",
+        "a consequence: read the peer's log for its first error", True,
+    ),
+    _rule(
+        "peer-closed", "error", "Call to recv from",
+        r"Call to recv from (?P<peer>\S+?)<\d+> failed : (?P<why>Connection reset by peer|Broken pipe)",
+        "{why} from {peer}: the remote process died or the network reset",
+        "a consequence: collect every rank's log; the earliest error wins", True,
+    ),
+    _rule(
+        "duplicate-gpu", "error", "Duplicate GPU",
+        r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device (?P<bus>[0-9a-f]+)",
+        "ranks {a} and {b} use the same GPU (busId {bus})",
+        "call torch.cuda.set_device(local_rank) before init_process_group; check --nproc-per-node against the"
+        " visible GPUs (CUDA_VISIBLE_DEVICES)",
+    ),
+    _rule(
+        "shm-failure", "error", "shared memory",
+        r"(?:failed to extend (?P<seg>/dev/shm/\S+) to (?P<size>\d+) bytes|Error while (?:creating|attaching to)"
+        r" shared memory segment (?P<seg2>\S+))",
+        "NCCL could not create its /dev/shm segment: /dev/shm is too small or full",
+        "give the container a bigger /dev/shm (--shm-size=1g, --ipc=host, or a Memory emptyDir in Kubernetes);"
+        " NCCL_SHM_DISABLE=1 only as a slower workaround",
+    ),
+    _rule(
+        "shm-failure", "error", "/dev/shm",
+        r"failed to extend (?P<seg>/dev/shm/\S+) to (?P<size>\d+) bytes",
+        "NCCL could not grow {seg} to {size} bytes: /dev/shm is too small or full",
+        "give the container a bigger /dev/shm (--shm-size=1g, --ipc=host, or a Memory emptyDir in Kubernetes)",
+    ),
+    _rule(
+        "cuda-oom", "error", "out of memory",
+        r"Cuda failure (?:\d+ )?'out of memory'|CUDA out of memory|Failed to CUDA calloc (?P<size>\d+) bytes",
+        "the GPU ran out of memory inside NCCL (buffers or kernel launch)",
+        "leave GPU memory headroom (smaller batch or sharding), create communicators before the model fills the"
+        " GPU, or lower NCCL_BUFFSIZE",
+    ),
+    _rule(
+        "p2p-unsupported", "error", "peer access is not supported",
+        r"peer access is not supported between these two devices",
+        "CUDA peer access between these GPUs fails although NCCL chose P2P",
+        "export NCCL_P2P_DISABLE=1 (falls back to SHM); check `nvidia-smi topo -p2p r`, IOMMU and ACS",
+    ),
+    _rule(
+        "p2p-disabled", "warning", "P2P is disabled",
+        r"P2P is disabled between connected GPUs (?P<a>\d+) and (?P<b>\d+)",
+        "P2P is disabled between connected GPUs {a} and {b}",
+        "unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL unless P2P is really broken",
+    ),
+    _rule(
+        "nccl-system-error", "error", "NCCL error",
+        r"NCCL error(?: in: \S+?:\d+)?[,:] (?P<what>unhandled system error|unhandled cuda error|internal error|invalid"
+        r" usage|remote process exited or there was a network error|invalid argument)",
+        "NCCL failed: {what}",
+        "read the 'Last error' line and the first NCCL WARN before it; if it is empty, rerun with NCCL_DEBUG=INFO",
+    ),
+    _rule(
+        "collective-timeout", "error", "Watchdog caught collective operation timeout",
+        r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)",
+        "collective {op} (SeqNum {seq}) timed out",
+        "the ranks that did not report this timeout are the suspects: py-spy them (`ncclcheck watch` on a live"
+        " job); a raised timeout only hides a straggler",
+    ),
+    _rule(
+        "collective-timeout", "error", "Timeout at NCCL work",
+        r"Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: \d+, last completed NCCL work: \d+",
+        "NCCL work {seq} timed out",
+        "the ranks that did not report this timeout are the suspects; compare the SeqNum across ranks",
+    ),
+    _rule(
+        "watchdog-stuck", "warning", "watchdog got stuck",
+        r"watchdog got stuck for (?P<s>\d+) seconds",
+        "the ProcessGroupNCCL watchdog itself was stuck for {s} s (blocked in CUDA/NCCL while aborting)",
+        "debug the timeout before it; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC / TORCH_NCCL_ENABLE_MONITORING only change"
+        " this abort", True,
+    ),
+    _rule(
+        "store-connect-failed", "error", "client socket has",
+        r"The client socket has (?:timed out after (?P<t>\d+)(?:ms|s) while trying to connect to|failed to connect to"
+        r"(?: any network address of)?) \(?(?P<host>[^,\s)]+),? ?(?P<port>\d+)?",
+        "could not reach the c10d store (rendezvous) at {host}:{port}",
+        "MASTER_ADDR / --rdzv-endpoint must be an address every node routes to (not docker's 172.17.x, not a"
+        " container-id hostname); open the port; `ncclcheck env --master-addr HOST --master-port PORT` checks it",
+    ),
+    _rule(
+        "store-connect-failed", "error", "TCP client failed",
+        r"TCP client failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)",
+        "could not reach the c10d store (rendezvous) at {host}:{port}",
+        "check MASTER_ADDR/MASTER_PORT routing and the firewall; `ncclcheck env --master-addr HOST` checks it",
+    ),
+    _rule(
+        "store-connection-lost", "error", "store",
+        r"store->get\('(?P<key>\w+)'\) got error: (?P<why>.+)|recvValue failed on SocketImpl",
+        "the c10d store connection broke: the store host (rank 0 / MASTER_ADDR) went away",
+        "a consequence: read rank 0's log for why it died", True,
+    ),
+    _rule(
+        "collective-mismatch", "error", "mismatch between collectives",
+        r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running collective: .*?OpType=(?P<opa>\w+)"
+        r".*?but Rank (?P<b>\d+) is running collective: .*?OpType=(?P<opb>\w+)",
+        "ranks call different collectives: rank {a} runs {opa} while rank {b} runs {opb}",
+        "make every rank issue the same collectives in the same order (look for rank-dependent branches)",
+    ),
+    _rule(
+        "collective-mismatch", "error", "Received data size doesn't match",
+        r"Received data size doesn't match expected size",
+        "gloo received a message of the wrong size: the ranks ran different collectives or sizes",
+        "make every rank issue the same collectives with the same shapes; TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
+    ),
+    _rule(
+        "ddp-unused-parameters", "error", "Expected to have finished reduction",
+        r"Expected to have finished reduction in the prior iteration",
+        "DDP: some parameters got no gradient, so the gradient all-reduce never finished",
+        "pass find_unused_parameters=True to DistributedDataParallel, or make every parameter take part in the"
+        " loss; TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters",
+    ),
+    _rule(
+        "peer-crashed", "error", "by peer",
+        r"Connection (?:closed|reset) by peer \[?(?P<peer>[^\]\s]*)",
+        "a peer process closed the gloo connection ({peer}): it crashed or exited",
+        "a consequence on this rank: find the rank that died first (torchrun's root cause, its stderr)", True,
+    ),
+    _rule(
+        "peer-crashed", "error", "remote process exited",
+        r"remote process exited or there was a network error",
+        "a peer process exited or the network failed",
+        "find the first error on the peer's node; check node health and the NICs", True,
+    ),
+)  # fmt: skip
+SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)

@@ -1,0 +1,51 @@
+"""Diagnose NCCL, torch, gloo and torchrun logs you already have: the root cause, where, and the fix.
+
+Reads files, directories (walked), .gz files and - (stdin), streamed line by line. The first real
+error is told apart from its echoes on other ranks. Exit code: 0 no error found, 1 errors found,
+2 usage error (e.g. a path that does not exist).
+
+examples:
+  ncclcheck logs job-1234/            # every rank's log, NCCL_DEBUG_FILE output, torchrun's log
+  kubectl logs trainer-0 | ncclcheck logs - --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from itertools import chain
+
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.collectors.logfiles import InputError, LogSource, lines, sources
+from ncclcheck.model.logs import LogLine
+from ncclcheck.views.logs_report import render, to_json
+from ncclcheck.views.smoke_report import make_console
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="log files, directories, .gz files, or - for stdin")
+    parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/1 JSON report")
+
+
+def _framed(found: tuple[LogSource, ...]) -> Iterator[LogLine]:
+    return chain.from_iterable(frame_all(lines(source), source.name) for source in found)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        found = sources(args.paths)
+        if not found:
+            raise InputError(f"no log files under {', '.join(args.paths)}")
+        report = analyse(_framed(found))
+    except InputError as exc:
+        print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
+        return 2
+    names = [s.name for s in found]
+    if args.json:
+        print(json.dumps(to_json(report, names), indent=1))
+    else:
+        render(report, names, make_console())
+    return 1 if report.failed else 0

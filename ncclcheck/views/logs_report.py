@@ -1,0 +1,60 @@
+"""Render a LogReport: the verdict first, findings by severity with evidence and fix, the transport map; or JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from ncclcheck.analysis.logs.diagnose import LogReport
+from ncclcheck.views.transports import render_transports, transports_json
+
+SCHEMA = "ncclcheck.logs/1"
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
+    cause = report.root_cause
+    return {
+        "schema": SCHEMA,
+        "files": files,
+        "lines": report.lines,
+        "verdict": {
+            "status": "fail" if report.failed else "pass",
+            "root_cause": cause.id if cause else None,
+            "message": cause.message if cause else None,
+            "ranks": list(cause.ranks) if cause else [],
+        },
+        "findings": [f.to_json() for f in report.findings],
+        "ranks": transports_json(report.ranks),
+        "timeouts": [dataclasses.asdict(t) for t in report.timeouts],
+        "failures": [dataclasses.asdict(f) for f in report.failures],
+        "flight_recorder": None,
+    }
+
+
+def render(report: LogReport, files: list[str], console: Console) -> None:
+    cause = report.root_cause
+    if cause:
+        who = f" (rank {', '.join(map(str, cause.ranks))})" if cause.ranks else ""
+        console.print(Text(f"✗ root cause{who}: {cause.message}", style="bold red"))
+        console.print(Text(f"  fix: {cause.fix}"))
+    elif report.findings:
+        console.print(Text("! no error, but warnings below", style="bold yellow"))
+    else:
+        console.print(Text(f"✓ no problem found in {report.lines} lines of {len(files)} file(s)", style="bold green"))
+    for finding in report.findings:
+        if finding is cause:
+            continue
+        ranks = f" [ranks {','.join(map(str, finding.ranks))}]" if finding.ranks else ""
+        console.print(Text(f"{finding.severity} {finding.id}{ranks}: {finding.message}", style=STYLE[finding.severity]))
+        console.print(Text(f"  fix: {finding.fix}", style="dim"))
+        for ev in finding.evidence[:2]:
+            console.print(Text(f"  {ev.file}:{ev.line}: {ev.text[:160]}", style="dim"))
+    if cause:
+        for ev in cause.evidence[:3]:
+            console.print(Text(f"evidence {ev.file}:{ev.line}: {ev.text[:200]}", style="dim"))
+    if report.ranks:
+        render_transports(report.ranks, console)

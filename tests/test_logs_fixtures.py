@@ -1,0 +1,141 @@
+"""``ncclcheck logs`` on every real excerpt in ../shared/fixtures/nccl_logs (INDEX.md gives each one's cause)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+from ncclcheck.analysis.logs.diagnose import LogReport, analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.cli import main
+
+LOGS = SHARED / "fixtures" / "nccl_logs"
+# (file number, root cause id or None for a healthy log, every finding id expected)
+EXPECTED = [
+    ("01", None, {"intra-node-net"}),
+    ("02", None, set()),
+    ("03", None, {"gdr-disabled"}),
+    ("04", None, {"gdr-disabled"}),
+    ("05", None, set()),
+    ("06", None, set()),
+    ("07", None, {"suspicious-interface", "p2p-disabled"}),
+    ("08", None, set()),
+    ("09", None, set()),
+    ("10", None, set()),
+    ("11", None, {"version-mismatch"}),
+    ("12", None, set()),
+    ("13", None, set()),
+    ("14", None, set()),
+    ("15", "ib-local-protection", {"ib-local-protection"}),
+    ("16", "ib-local-protection", {"ib-local-protection", "peer-closed"}),
+    ("17", "ib-wr-flush", {"ib-wr-flush"}),
+    ("18", "ib-retry-exceeded", {"ib-retry-exceeded", "ib-wr-flush"}),
+    ("19", "ib-retry-exceeded", {"ib-retry-exceeded", "nccl-system-error", "peer-crashed"}),
+    ("20", "ib-modify-qp-failed", {"ib-modify-qp-failed", "peer-closed"}),
+    ("21", "ib-modify-qp-failed", {"ib-modify-qp-failed"}),
+    ("22", None, {"ib-no-device"}),
+    ("23", "no-socket-interface", {"nccl-system-error", "no-socket-interface"}),
+    ("24", "address-family-mismatch", {"address-family-mismatch", "socket-ifname-not-found"}),
+    ("25", "address-family-mismatch", {"address-family-mismatch"}),
+    ("26", "connect-failed", {"connect-failed", "ib-no-device", "suspicious-interface"}),
+    ("27", "connect-failed", {"connect-failed"}),
+    ("28", "connect-failed", {"connect-failed"}),
+    ("29", "connect-failed", {"connect-failed"}),
+    ("30", "nccl-system-error", {"nccl-system-error"}),
+    ("31", "connect-failed", {"connect-failed", "peer-closed"}),
+    ("32", "peer-closed", {"peer-closed"}),
+    ("33", "nccl-system-error", {"nccl-system-error", "peer-closed", "peer-crashed"}),
+    ("34", "duplicate-gpu", {"duplicate-gpu"}),
+    ("35", "duplicate-gpu", {"duplicate-gpu", "nccl-system-error"}),
+    ("36", "shm-failure", {"shm-failure"}),
+    ("37", "shm-failure", {"shm-failure"}),
+    ("38", "cuda-oom", {"cuda-oom", "peer-closed"}),
+    ("39", "cuda-oom", {"cuda-oom"}),
+    ("40", "p2p-unsupported", {"nccl-system-error", "p2p-unsupported"}),
+    ("41", "collective-timeout", {"collective-timeout"}),
+    ("42", "collective-timeout", {"collective-timeout"}),
+    ("43", "collective-timeout", {"collective-timeout", "watchdog-stuck"}),
+    ("44", "collective-timeout", {"collective-timeout"}),
+    ("45", "collective-timeout", {"collective-timeout"}),
+    ("46", "store-connection-lost", {"store-connection-lost"}),
+    ("47", "store-connect-failed", {"store-connect-failed"}),
+    ("48", "store-connect-failed", {"store-connect-failed"}),
+    ("49", "child-failed", {"child-failed"}),
+    ("50", "child-failed", {"child-failed"}),
+]
+
+
+def fixture(number: str) -> Path:
+    if not LOGS.is_dir():
+        pytest.skip(f"shared NCCL log fixtures not found at {LOGS}")
+    (path,) = LOGS.glob(f"{number}_*.log")
+    return path
+
+
+def report(number: str) -> LogReport:
+    path = fixture(number)
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return analyse(frame_all(handle, path.name))
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    if not LOGS.is_dir():
+        pytest.skip(f"shared NCCL log fixtures not found at {LOGS}")
+    assert sorted(p.name[:2] for p in LOGS.glob("*.log")) == [n for n, _, _ in EXPECTED]
+
+
+@pytest.mark.parametrize(("number", "cause", "ids"), EXPECTED, ids=[n for n, _, _ in EXPECTED])
+def test_fixture_findings(number: str, cause: str | None, ids: set[str]) -> None:
+    got = report(number)
+    assert {f.id for f in got.findings} == ids
+    assert (got.root_cause.id if got.root_cause else None) == cause
+    assert got.failed == (cause is not None)
+    for finding in got.findings:
+        assert finding.fix and (finding.evidence or finding.id == "child-failed"), finding
+
+
+def test_watchdog_timeouts_name_the_silent_ranks() -> None:
+    got = report("41")
+    assert sorted(t.rank for t in got.timeouts) == [1, 2, 3, 6, 7]
+    assert {(t.seq, t.op) for t in got.timeouts} == {(469508, "ALLREDUCE")}
+    assert got.root_cause is not None and "rank(s) 0,4-5 did not report it" in got.root_cause.message
+    assert report("45").timeouts[0].numel_in == 7098994688  # 16-way reduce-scatter: rank 0-15 expected
+
+
+def test_torchrun_summary_root_cause_is_the_first_failure() -> None:
+    (finding,) = report("49").findings
+    assert finding.ranks == (0,) and "SIGABRT" in finding.message and "rank(s) 1-2 failed too" in finding.message
+    assert "ProcessGroupNCCL's abort" in finding.fix
+
+
+def test_first_error_wins_over_its_echoes() -> None:
+    got = report("16")
+    assert got.root_cause is not None and got.root_cause.id == "ib-local-protection"
+    assert "10.0.35.1" in got.root_cause.message
+
+
+def test_cli_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["logs", "--json", str(fixture("02"))]) == 0
+    healthy = json.loads(capsys.readouterr().out)
+    assert healthy["schema"] == "ncclcheck.logs/1" and healthy["verdict"]["status"] == "pass"
+    assert healthy["flight_recorder"] is None and any(r["peers"] for r in healthy["ranks"])
+    assert main(["logs", "--json", str(fixture("34"))]) == 1
+    bad = json.loads(capsys.readouterr().out)
+    assert bad["verdict"]["root_cause"] == "duplicate-gpu" and bad["findings"][0]["evidence"][0]["line"] > 0
+    assert main(["logs", "/no/such/log"]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_directory_and_gzip_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    (tmp_path / "rank0.log.gz").write_bytes(gzip.compress(fixture("18").read_bytes()))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rank1.log").write_bytes(fixture("41").read_bytes())
+    assert main(["logs", "--json", str(tmp_path)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["files"]) == 2
+    assert {f["id"] for f in out["findings"]} >= {"ib-retry-exceeded", "collective-timeout"}
