@@ -18,8 +18,19 @@ from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.logs import ChildFailure, LogLine, RankLog, Timeout
 
 MAX_EVIDENCE = 5
+ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES})))
 # Summaries of an error reported elsewhere: the root cause only when nothing more specific is in the logs.
-WRAPPERS = frozenset({"nccl-system-error", "child-failed"})
+WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception"})
+EXCEPTION = Rule(
+    "python-exception",
+    "error",
+    "Error",
+    re.compile(
+        r"^(?:Traceback.*)?(?!nccl)(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (?P<what>.{1,300})"
+    ),
+    "{type}: {what}",
+    "the first traceback of the first failing rank is the bug; other ranks' errors are echoes of it",
+)
 MAX_TIMEOUTS = 10_000
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
 WATCHDOG = re.compile(
@@ -81,9 +92,14 @@ class LogFold:
             self.nccl.feed(line)
         text = line.text
         rank = line.rank if line.rank is not None else _text_rank(text)
-        for rule in RULES:
+        matched = False
+        for rule in RULES if ANY_LITERAL.search(text) else ():
             if rule.literal in text and (match := rule.pattern.search(text)) is not None:
                 self._hit(rule, match, line, rank)
+                matched = True
+        exception = not matched and ("Error: " in text or "Exception: " in text) and "ChildFailedError" not in text
+        if exception and (match := EXCEPTION.pattern.match(text)) is not None:
+            self._hit(EXCEPTION, match, line, rank)
         if "WorkNCCL(" in text and len(self.timeouts) < MAX_TIMEOUTS:
             self._timeout(line, rank)
         self._torchrun(text)

@@ -18,6 +18,8 @@ PREFIXES = (
     ("lineno", re.compile(r"^\[\d+\]\s(?=\S)(?![\w./-]+:\d+ NCCL |NCCL )")),
     ("local", re.compile(r"^(?P<rank>\d+): (?=\S)")),
 )
+# Every prefix above starts with one of these: a line starting otherwise (a hostname) is skipped fast.
+PREFIX_STARTS = frozenset("[(| \t0123456789")
 HEADER = re.compile(
     r"^(?P<host>[^\s:\[\]]+):(?P<pid>\w+)(?::(?P<tid>\w+))? \[(?P<dev>\d+)\] "
     r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$"
@@ -36,9 +38,13 @@ MAX_LINE = 64 * 1024
 
 def strip_prefixes(text: str) -> tuple[str, int | None]:
     """Remove ANSI residue and launcher/timestamp prefixes (repeatedly); return the text and a rank if one said so."""
-    text = ANSI.sub("", text).replace("\r", "").rstrip("\n")
+    if "\x1b" in text or "[0m" in text:
+        text = ANSI.sub("", text)
+    text = text.rstrip("\r\n").replace("\r", "")
     rank = None
     for _ in range(8):
+        if not text or text[0] not in PREFIX_STARTS:
+            return text, rank
         for name, pattern in PREFIXES:
             match = pattern.match(text)
             if match and match.end() > 0:
@@ -75,8 +81,8 @@ def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     last_physical = 0
     for number, text in lines:
         text = text.rstrip("\r\n")
-        stripped, _ = strip_prefixes(text)
-        if held is not None and last_physical >= WRAP_MIN and stripped and not LINE_START.match(stripped):
+        stripped = strip_prefixes(text)[0] if held is not None and last_physical >= WRAP_MIN else ""
+        if stripped and not LINE_START.match(stripped):
             if len(held[1]) < MAX_LINE:
                 held = (held[0], held[1] + stripped)
             last_physical = len(text)

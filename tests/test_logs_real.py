@@ -1,0 +1,101 @@
+"""``ncclcheck logs`` on logs made here by real torchrun/gloo failures, and fuzzing that it never raises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SHARED
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.cli import main
+
+WORKERS = Path(__file__).parent / "workers"
+LOGS = SHARED / "fixtures" / "nccl_logs"
+
+
+def failing_run(tmp_path: Path, worker: str) -> Path:
+    """Run ``worker`` on 2 gloo ranks under torchrun; its console output, as a user would save it."""
+    log = tmp_path / f"{worker}.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(WORKERS / f"{worker}.py"),
+    ]
+    with log.open("wb") as out:
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=120, check=False).returncode
+    assert code != 0, log.read_text()
+    return log
+
+
+def diagnose(log: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["logs", "--json", str(log)])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("worker", "cause", "also"),
+    [
+        ("crash", "python-exception", {"child-failed"}),
+        ("mismatch", "collective-mismatch", {"child-failed"}),
+        ("ddp_unused", "ddp-unused-parameters", {"child-failed"}),
+    ],
+)
+def test_real_gloo_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], worker: str, cause: str, also: set[str]
+) -> None:
+    code, report = diagnose(failing_run(tmp_path, worker), capsys)
+    assert code == 1 and report["verdict"]["root_cause"] == cause
+    assert {f["id"] for f in report["findings"]} >= {cause} | also
+    if worker == "crash":
+        assert report["verdict"]["ranks"] == [1] and "worker bug on rank 1" in report["verdict"]["message"]
+        child = next(f for f in report["findings"] if f["id"] == "child-failed")
+        assert child["ranks"] == [1]
+
+
+def real_lines() -> list[str]:
+    if not LOGS.is_dir():
+        return ["host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"]
+    return [line for p in sorted(LOGS.glob("*.log")) for line in p.read_text(errors="replace").splitlines() if line][
+        :400
+    ]
+
+
+REAL = real_lines()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    text = data.decode("utf-8", errors="replace")
+    analyse(frame_all(text.splitlines(keepends=True), "fuzz"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(REAL), min_size=1, max_size=20), st.integers(1, 120), st.integers(0, 200))
+def test_truncated_and_rewrapped_real_lines_never_raise(lines: list[str], width: int, cut: int) -> None:
+    text = "\n".join(lines)[cut:]
+    wrapped = [text[i : i + width] + "\n" for i in range(0, len(text), width)]
+    analyse(frame_all(wrapped, "fuzz"))
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_hard_wrapped_lines_are_rejoined(width: int) -> None:
+    line = (
+        "node1:2345:2399 [3] NCCL INFO NET/IB : Got completion from peer 10.1.2.3<44206> with status=12 opcode=129"
+        " len=65536 vendor err 129 (Recv) localGid ::ffff:10.1.2.4 remoteGids::ffff:10.1.2.3"
+    )
+    wrapped = [line[i : i + width] + "\n" for i in range(0, len(line), width)]
+    report = analyse(frame_all(["node1:2345:2345 [3] NCCL INFO Using network IB\n", *wrapped], "wrapped.log"))
+    assert report.root_cause is not None and report.root_cause.id == "ib-retry-exceeded"
+    assert "10.1.2.3" in report.root_cause.message
