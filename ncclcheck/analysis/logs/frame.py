@@ -82,7 +82,7 @@ def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     for number, text in lines:
         text = text.rstrip("\r\n")
         stripped = strip_prefixes(text)[0] if held is not None and last_physical >= WRAP_MIN else ""
-        if stripped and not LINE_START.match(stripped):
+        if held is not None and stripped and not LINE_START.match(stripped):
             if len(held[1]) < MAX_LINE:
                 held = (held[0], held[1] + stripped)
             last_physical = len(text)
