@@ -191,3 +191,21 @@ def test_slurm_master_is_the_first_node(monkeypatch: pytest.MonkeyPatch, nodelis
 
     monkeypatch.setenv("SLURM_JOB_NODELIST", nodelist)
     assert _slurm_master() == first
+
+
+def test_unresolvable_rendezvous_is_a_launch_failure(tmp_path: Path) -> None:
+    args = ["--nproc", "1", "--nodes", "2", "--node-rank", "1", "--master-addr", "no-such-host.invalid"]
+    code, report = smoke(tmp_path, *args)
+    assert code == 3 and report["verdict"] == "fail"
+    (finding,) = report["findings"]
+    assert finding["id"] == "launch-failed" and "no-such-host.invalid:29400 does not resolve" in finding["message"]
+    assert "ncclcheck env --master-addr no-such-host.invalid" in finding["fix"]
+
+
+def test_rendezvous_nobody_serves_is_a_launch_failure(tmp_path: Path) -> None:
+    """Node 1 of 2 whose node 0 never comes: after the deadline, exit 3 naming the endpoint (no dumps, no hang)."""
+    args = ["--nproc", "1", "--nodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", "29541"]
+    code, report = smoke(tmp_path, *args, "--timeout", "1")
+    assert code == 3 and report["hang"] is None
+    assert report["findings"][0]["id"] == "launch-failed" and "127.0.0.1:29541" in report["findings"][0]["message"]
+    no_orphans()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -140,6 +141,13 @@ def run(args: argparse.Namespace) -> int:
         f"ncclcheck smoke: {world} rank(s) on {settings.nodes} node(s), {settings.backend}, logs in {settings.log_dir}",
         highlight=False,
     )
+    unresolved = _unresolvable(settings)
+    if unresolved:
+        summary = _summary(settings, (), (), None, (unresolved,), False)
+        render(summary, console)
+        if args.json:
+            write_json(summary, args.json)
+        return EXIT_LAUNCH
     proc = launcher.start(settings)
     summary = _watch(proc, settings, args, console)
     render(summary, console)
@@ -148,11 +156,29 @@ def run(args: argparse.Namespace) -> int:
     return 0 if summary.verdict == "pass" else 1
 
 
+def _unresolvable(settings: launcher.Launch) -> Finding | None:
+    """A --master-addr that does not resolve fails at once, instead of after torchrun's rendezvous timeout."""
+    if settings.nodes == 1 or not settings.master_addr:
+        return None
+    try:
+        socket.getaddrinfo(settings.master_addr, settings.master_port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return Finding(
+            "launch-failed",
+            "error",
+            f"the rendezvous address {settings.master_addr}:{settings.master_port} does not resolve ({exc})",
+            "give node 0's IP or a name every node resolves (/etc/hosts or DNS); check it with"
+            f" `ncclcheck env --master-addr {settings.master_addr} --master-port {settings.master_port}`",
+        )
+    return None
+
+
 def _watch(
     proc: subprocess.Popen[bytes], settings: launcher.Launch, args: argparse.Namespace, console: Console
 ) -> SmokeSummary:
     launched, shown = time.time(), 0
     hang: Hang | None = None
+    never_started = False
     while True:
         code = proc.poll()
         ranks = read_progress(settings.log_dir)
@@ -166,15 +192,21 @@ def _watch(
             break
         late = stalled_ranks(ranks, read_beats(settings.log_dir), time.time(), args.timeout)
         silent = len(ranks) < settings.nproc and time.time() - launched > args.timeout + INIT_GRACE_S
+        if silent and not ranks:
+            # No rank ever started: torchrun is still waiting for the rendezvous. A launch failure, not a hang.
+            launcher.end_tree(proc, [])
+            never_started = True
+            break
         if late or silent:
             hang = _exchange(_take_dumps(ranks, settings, console), settings, console)
             launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
             break
         time.sleep(POLL_S)
     ranks = read_progress(settings.log_dir)
-    errors = () if hang else _errors(proc.returncode, ranks, settings)
+    errors = () if hang else _errors(None if never_started else proc.returncode, ranks, settings)
     results = _results(ranks, settings) + _failed_rows(ranks, hang, errors)
-    summary = _summary(settings, ranks, results, hang, errors, hang is None and proc.returncode == 0)
+    finished = hang is None and not never_started and proc.returncode == 0
+    summary = _summary(settings, ranks, results, hang, errors, finished)
     if args.json:
         write_json(summary, args.json)
     return summary
@@ -249,7 +281,8 @@ def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launche
             Finding(
                 "launch-failed",
                 "error",
-                f"the ranks never started (torchrun exit code {code}); is the rendezvous {endpoint} reachable?"
+                f"the ranks never started ({'no rendezvous before the deadline' if code is None else f'torchrun exit code {code}'});"
+                f" is the rendezvous {endpoint} reachable and node 0 started?"
                 f" torchrun's output: {settings.log_dir}/torchrun.log",
                 f"run `ncclcheck env --master-addr {settings.master_addr or '127.0.0.1'}"
                 f" --master-port {settings.master_port}` on this node",

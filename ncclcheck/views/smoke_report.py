@@ -98,8 +98,8 @@ def write_json(summary: SmokeSummary, path: str) -> None:
 
 
 def make_console() -> Console:
-    """A terminal's own width; 110 columns when piped, so nccl-tests' columns are not squeezed."""
-    return Console(width=None if sys.stdout.isatty() else 110)
+    """A terminal's own width; 130 columns when piped, so nccl-tests' columns are not squeezed."""
+    return Console(width=None if sys.stdout.isatty() else 130)
 
 
 def progress_line(result: OpResult) -> Text:
