@@ -30,6 +30,7 @@ test: lint
 bench: install
 	$(PY) benchmarks/bench_env.py
 	$(PY) benchmarks/bench_smoke.py
+	$(PY) benchmarks/bench_logs.py --size-mb 256
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
