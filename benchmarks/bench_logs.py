@@ -12,11 +12,11 @@ import argparse
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import wall  # benchmarks/ is on sys.path when run as a script
 
 from ncclcheck.analysis.logs.rules import RULES
 
@@ -43,12 +43,6 @@ def generate(path: Path, size_mb: int) -> None:
             written += len(chunk)
 
 
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1024)
@@ -62,8 +56,8 @@ def main() -> int:
         grep = ["grep", "-E", "-c", *[x for r in {r.literal for r in RULES} for x in ("-e", r)], str(log)]
         times: dict[str, list[float]] = {"ncclcheck": [], "grep": []}
         for _ in range(args.n):
-            times["ncclcheck"].append(timed(ours))
-            times["grep"].append(timed(grep))
+            times["ncclcheck"].append(wall(ours))
+            times["grep"].append(wall(grep))
         peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"log: {size:.0f} MiB; ncclcheck {size / med['ncclcheck']:.1f} MiB/s, grep -E {size / med['grep']:.1f} MiB/s")

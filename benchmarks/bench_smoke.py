@@ -12,20 +12,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from _timing import wall  # benchmarks/ is on sys.path when run as a script
 
 from ncclcheck.smoke.plan import OPS, parse_sizes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - start
 
 
 def smoke_times(report_path: str) -> dict[str, float]:
@@ -50,8 +44,8 @@ def main() -> int:
     walls: dict[str, list[float]] = {"bare": [], "smoke": []}
     ratios: dict[str, list[float]] = {}
     for _ in range(args.n):
-        walls["bare"].append(run(bare))
-        walls["smoke"].append(run(smoke))
+        walls["bare"].append(wall(bare, check=True))
+        walls["smoke"].append(wall(smoke, check=True))
         with open(bare_out, encoding="utf-8") as handle:
             base = json.load(handle)
         for key, ours in smoke_times(smoke_out).items():

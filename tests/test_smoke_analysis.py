@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ncclcheck.analysis.fingerprint import differences, span
+from ncclcheck.analysis.fingerprint import differences
+from ncclcheck.analysis.ranks import span
 from ncclcheck.analysis.smoke import local_results, merge, stalled_ranks
 from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
 

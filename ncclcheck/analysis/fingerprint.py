@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 
 from ncclcheck.analysis.nccl_rules import Version, ib_ports, nccl_gid_index, socket_interfaces
+from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import Fingerprint
 from ncclcheck.probes.host import Hostname
@@ -14,7 +15,7 @@ from ncclcheck.probes.ib import Hca
 from ncclcheck.probes.net import IfAddr
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_DEBUG", "TORCH_GLOO_")
-PER_NODE_OK = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG_FILE", "NCCL_HOSTID")
+PER_NODE_OK = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_HOSTID")
 NOT_COMPARED = ("NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG")
 
 
@@ -141,14 +142,3 @@ def _finding(fid: str, severity: str, what: str, groups: Mapping[str | None, lis
     reference = max(groups.values(), key=lambda ranks: (len(ranks), -min(ranks)))
     odd = sorted(r for ranks in groups.values() if ranks is not reference for r in ranks)
     return Finding(fid, severity, f"{what} differs between ranks: " + "; ".join(parts), fix, tuple(odd))
-
-
-def span(ranks: Sequence[int]) -> str:
-    """``0-3,6`` for [0, 1, 2, 3, 6]."""
-    runs: list[list[int]] = []
-    for rank in sorted(set(ranks)):
-        if runs and rank == runs[-1][-1] + 1:
-            runs[-1].append(rank)
-        else:
-            runs.append([rank])
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

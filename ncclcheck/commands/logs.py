@@ -21,8 +21,8 @@ from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.collectors.logfiles import InputError, LogSource, lines, sources
 from ncclcheck.model.logs import LogLine
+from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
-from ncclcheck.views.smoke_report import make_console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -35,7 +35,8 @@ from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample
 from ncclcheck.probes import gpu, versions
 from ncclcheck.smoke.__main__ import DEFAULT_SIZES
 from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
-from ncclcheck.views.smoke_report import SmokeSummary, hang_json, make_console, progress_line, render, write_json
+from ncclcheck.views.console import make_console
+from ncclcheck.views.smoke_report import SmokeSummary, hang_json, progress_line, render, write_json
 
 POLL_S = 0.2
 GATHER_S = 8.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 from typing import Any
 
 from rich import box
@@ -95,11 +94,6 @@ def write_json(summary: SmokeSummary, path: str) -> None:
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(to_json(summary), handle, indent=1)
     os.replace(tmp, path)
-
-
-def make_console() -> Console:
-    """A terminal's own width; 130 columns when piped, so nccl-tests' columns are not squeezed."""
-    return Console(width=None if sys.stdout.isatty() else 130)
 
 
 def progress_line(result: OpResult) -> Text:

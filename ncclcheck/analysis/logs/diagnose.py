@@ -11,9 +11,9 @@ import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ncclcheck.analysis.fingerprint import span
 from ncclcheck.analysis.logs.nccl import RankFold, source_key
 from ncclcheck.analysis.logs.rules import RULES, SECONDARY_IDS, Rule
+from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.logs import ChildFailure, LogLine, RankLog, Timeout
 
@@ -221,7 +221,7 @@ def _version_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
     if len(versions) < 2:
         return []
     cores = {v.split("+")[0] for v in versions}
-    parts = "; ".join(f"{v} on {', '.join(_who(r) for r in rs[:4])}" for v, rs in versions.items())
+    parts = "; ".join(f"{v} on {', '.join(r.name for r in rs[:4])}" for v, rs in versions.items())
     severity = "error" if len(cores) > 1 else "warning"
     what = "different NCCL versions" if len(cores) > 1 else "the same NCCL built against different CUDA versions"
     evidence = tuple(Evidence(rs[0].file, rs[0].first_line, f"NCCL version {v}") for v, rs in versions.items())
@@ -243,7 +243,7 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
             out.append(
                 Finding(
                     "suspicious-interface", "warning",
-                    f"{_who(r)} uses {', '.join(dict.fromkeys(bad))} for NCCL sockets: a bridge, tunnel, loopback or"
+                    f"{r.name} uses {', '.join(dict.fromkeys(bad))} for NCCL sockets: a bridge, tunnel, loopback or"
                     " link-local address other nodes usually cannot reach",
                     "export NCCL_SOCKET_IFNAME=<the routed interface> (e.g. =eth0 or =^docker,veth,virbr,lo) on every"
                     " node; `ncclcheck env` shows what NCCL picks",
@@ -257,7 +257,7 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
             out.append(
                 Finding(
                     "p2p-disabled", "warning",
-                    f"{text} set on {_who(r)}: GPU peer-to-peer (and shared memory) paths are turned off, traffic takes"
+                    f"{text} set on {r.name}: GPU peer-to-peer (and shared memory) paths are turned off, traffic takes"
                     " slower routes",
                     "unset them unless you are testing on purpose or P2P is really broken on this machine",
                     (r.rank,) if r.rank is not None else (), (Evidence(r.file, r.first_line, text),),
@@ -267,7 +267,7 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
             out.append(
                 Finding(
                     "socket-ifname-not-found", "error",
-                    f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} on {_who(r)} but NCCL never reports an interface"
+                    f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} on {r.name} but NCCL never reports an interface"
                     " it uses: no interface here matches it",
                     "set NCCL_SOCKET_IFNAME to an interface (or prefix) that exists on every node; `ip -br addr`"
                     " or `ncclcheck env` on each node",
@@ -284,7 +284,7 @@ def _link_layer_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
             return [
                 Finding(
                     "mixed-link-layers", "warning",
-                    f"{_who(r)} uses InfiniBand and RoCE ports together ({' '.join(r.net_devices)})",
+                    f"{r.name} uses InfiniBand and RoCE ports together ({' '.join(r.net_devices)})",
                     "restrict NCCL_IB_HCA to ports of one link layer (the ones on the fabric your peers use)",
                     (r.rank,) if r.rank is not None else (), (Evidence(r.file, r.first_line, " ".join(r.net_devices)),),
                 )
@@ -385,10 +385,6 @@ def _group_size(t: Timeout) -> int:
         big, small = max(t.numel_in, t.numel_out), min(t.numel_in, t.numel_out)
         return big // small if small and big % small == 0 else 0
     return 0
-
-
-def _who(r: RankLog) -> str:
-    return r.name
 
 
 def _text_rank(text: str) -> int | None:

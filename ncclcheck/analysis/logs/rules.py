@@ -125,8 +125,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "shm-failure", "error", "shared memory",
-        r"(?:failed to extend (?P<seg>/dev/shm/\S+) to (?P<size>\d+) bytes|Error while (?:creating|attaching to)"
-        r" shared memory segment (?P<seg2>\S+))",
+        r"Error while (?:creating|attaching to) shared memory segment (?P<seg>\S+)",
         "NCCL could not create its /dev/shm segment: /dev/shm is too small or full",
         "give the container a bigger /dev/shm (--shm-size=1g, --ipc=host, or a Memory emptyDir in Kubernetes);"
         " NCCL_SHM_DISABLE=1 only as a slower workaround",

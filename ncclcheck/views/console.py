@@ -1,0 +1,12 @@
+"""The rich console every command prints to."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+
+def make_console() -> Console:
+    """A terminal's own width; 130 columns when piped, so nccl-tests' columns are not squeezed."""
+    return Console(width=None if sys.stdout.isatty() else 130)
