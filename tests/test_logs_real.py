@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,40 @@ def test_real_gloo_failures(
         assert report["verdict"]["ranks"] == [1] and "worker bug on rank 1" in report["verdict"]["message"]
         child = next(f for f in report["findings"] if f["id"] == "child-failed")
         assert child["ranks"] == [1]
+
+
+def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while text not in path.read_text(errors="replace"):
+        assert proc.poll() is None and time.monotonic() < deadline, path.read_text(errors="replace")
+        time.sleep(0.05)
+
+
+def test_store_host_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An env:// job (no torchrun): SIGKILL rank 0, which hosts the TCPStore, while rank 1 waits on the store."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    logs = [tmp_path / f"rank{r}.log" for r in range(2)]
+    procs = []
+    for rank, log in enumerate(logs):
+        with log.open("wb") as out:
+            procs.append(subprocess.Popen([sys.executable, str(WORKERS / "store_host.py")], stdin=subprocess.PIPE,
+                                          stdout=out, stderr=subprocess.STDOUT, env={**env, "RANK": str(rank)}))  # fmt: skip
+    try:
+        _wait_for(logs[1], "waiting on the store", procs[1])
+        procs[0].send_signal(signal.SIGKILL)
+        assert procs[1].wait(timeout=60) != 0
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    code = main(["logs", "--json", str(tmp_path)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["verdict"]["root_cause"] == "store-connection-lost"
+    assert report["verdict"]["ranks"] == [1]
+    assert f"127.0.0.1:{port}" in report["verdict"]["message"]
 
 
 def real_lines() -> list[str]:

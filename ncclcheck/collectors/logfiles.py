@@ -1,4 +1,7 @@
-"""Open what users hand us: files, directories (walked), ``-`` for stdin, ``.gz``; lines streamed, bad bytes replaced."""
+"""Open what users hand us: files, directories (walked), ``-`` for stdin, ``.gz``; lines streamed, bad bytes replaced.
+
+Flight Recorder dumps among them are recognised by their first bytes and handed to ``collectors.flight``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ncclcheck.collectors.flight import sniff
+
 SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin", ".tmp")
 
 
@@ -18,6 +23,7 @@ class LogSource:
 
     name: str
     path: str
+    kind: str = "log"  # or "flight": a Flight Recorder dump
 
 
 class InputError(Exception):
@@ -33,7 +39,7 @@ def sources(paths: Sequence[str]) -> tuple[LogSource, ...]:
         elif os.path.isdir(path):
             found.extend(_walk(path))
         elif os.path.isfile(path):
-            found.append(LogSource(path, path))
+            found.append(LogSource(path, path, "flight" if sniff(path) else "log"))
         else:
             raise InputError(f"{path}: no such file or directory")
     return tuple(found)
@@ -44,10 +50,11 @@ def _walk(root: str) -> list[LogSource]:
     for directory, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(files):
-            if name.endswith(SKIP_SUFFIXES) or name.startswith("."):
-                continue
             full = os.path.join(directory, name)
-            out.append(LogSource(full, full))
+            if not name.startswith(".") and sniff(full):
+                out.append(LogSource(full, full, "flight"))
+            elif not (name.endswith(SKIP_SUFFIXES) or name.startswith(".")):
+                out.append(LogSource(full, full))
     return out
 
 

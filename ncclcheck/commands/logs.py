@@ -1,12 +1,14 @@
 """Diagnose NCCL, torch, gloo and torchrun logs you already have: the root cause, where, and the fix.
 
-Reads files, directories (walked), .gz files and - (stdin), streamed line by line. The first real
-error is told apart from its echoes on other ranks. Exit code: 0 no error found, 1 errors found,
+Reads files, directories (walked), .gz files and - (stdin), streamed line by line, and Flight
+Recorder dumps (pickle or JSON, one per rank). The first real error is told apart from its echoes
+on other ranks; the dumps say which rank called what, where the ranks diverged. Exit code: 0 no error found, 1 errors found,
 2 usage error (e.g. a path that does not exist).
 
 examples:
   ncclcheck logs job-1234/            # every rank's log, NCCL_DEBUG_FILE output, torchrun's log
   kubectl logs trainer-0 | ncclcheck logs - --json
+  ncclcheck logs ~/.cache/torch/      # Flight Recorder dumps comm_lib_trace_rank_<N>
 """
 
 from __future__ import annotations
@@ -17,16 +19,24 @@ import sys
 from collections.abc import Iterator
 from itertools import chain
 
-from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis import flight
+from ncclcheck.analysis.logs.diagnose import analyse, with_flight
 from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import InputError, LogSource, lines, sources
+from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.logs import LogLine
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="log files, directories, .gz files, or - for stdin")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="log files, directories, .gz files, Flight Recorder dumps, or - for stdin",
+    )
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/1 JSON report")
 
 
@@ -39,10 +49,14 @@ def run(args: argparse.Namespace) -> int:
         found = sources(args.paths)
         if not found:
             raise InputError(f"no log files under {', '.join(args.paths)}")
-        report = analyse(_framed(found))
+        report = analyse(_framed(tuple(s for s in found if s.kind == "log")))
     except InputError as exc:
         print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
         return 2
+    dumps = [load(s.path) for s in found if s.kind == "flight"]
+    if dumps:
+        read = [d for d in dumps if isinstance(d, FrDump)]
+        report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
     names = [s.name for s in found]
     if args.json:
         print(json.dumps(to_json(report, names), indent=1))

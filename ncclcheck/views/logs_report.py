@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ncclcheck.analysis.logs.diagnose import LogReport
+from ncclcheck.views.flight_report import flight_json, render_flight
 from ncclcheck.views.transports import render_transports, transports_json
 
 SCHEMA = "ncclcheck.logs/1"
@@ -31,7 +32,7 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
         "ranks": transports_json(report.ranks),
         "timeouts": [dataclasses.asdict(t) for t in report.timeouts],
         "failures": [dataclasses.asdict(f) for f in report.failures],
-        "flight_recorder": None,
+        "flight_recorder": flight_json(report.flight) if report.flight else None,
     }
 
 
@@ -56,5 +57,7 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
     if cause:
         for ev in cause.evidence[:3]:
             console.print(Text(f"evidence {ev.file}:{ev.line}: {ev.text[:200]}", style="dim"))
+    if report.flight:
+        render_flight(report.flight, console)
     if report.ranks:
         render_transports(report.ranks, console)

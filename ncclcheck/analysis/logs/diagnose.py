@@ -6,11 +6,13 @@ constant memory. Cross-line checks run once at the end over the per-rank summari
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ncclcheck.analysis.flight import FlightReport
 from ncclcheck.analysis.logs.nccl import RankFold, source_key
 from ncclcheck.analysis.logs.rules import RULES, SECONDARY_IDS, Rule
 from ncclcheck.analysis.ranks import span
@@ -21,6 +23,8 @@ MAX_EVIDENCE = 5
 ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES})))
 # Summaries of an error reported elsewhere: the root cause only when nothing more specific is in the logs.
 WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception"})
+# What a log says when ranks stop agreeing; a Flight Recorder dump says which rank and which call, so it wins.
+SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismatch"})
 EXCEPTION = Rule(
     "python-exception",
     "error",
@@ -56,6 +60,7 @@ class LogReport:
     failures: tuple[ChildFailure, ...]
     root_cause: Finding | None
     lines: int
+    flight: FlightReport | None = None
 
     @property
     def failed(self) -> bool:
@@ -193,6 +198,16 @@ def analyse(lines: Iterable[LogLine]) -> LogReport:
     for line in lines:
         fold.feed(line)
     return fold.result()
+
+
+def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
+    """Add what the Flight Recorder dumps say; a hardware or transport error in the logs stays the root cause."""
+    logged = [f for f in report.findings if f.severity == "error"]
+    hard = [f for f in logged if f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    recorded = [f for f in flight.findings if f.severity == "error"]
+    cause = (hard or recorded)[0] if hard or recorded else report.root_cause
+    findings = by_severity(report.findings + flight.findings)
+    return dataclasses.replace(report, findings=findings, root_cause=cause, flight=flight)
 
 
 def root_cause(findings: Iterable[Finding]) -> Finding | None:

@@ -30,6 +30,10 @@ GID_FIX = (
     "on RoCE set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (`ncclcheck env` shows it), NCCL_CROSS_NIC=0 on"
     " rail-optimised fabrics; test the path with ib_write_bw; check switch PFC/ECN and link flaps"
 )
+STORE_LOST_FIX = (
+    "a consequence: the store lives in rank 0 (env:// launches) or in node 0's torchrun agent; read that"
+    " process's log and its node's dmesg (OOM killer) for why it died, then restart the job"
+)
 RULES: tuple[Rule, ...] = (
     _rule(
         "ib-retry-exceeded", "error", "ompletion",
@@ -198,9 +202,21 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "store-connection-lost", "error", "store",
-        r"store->get\('(?P<key>\w+)'\) got error: (?P<why>.+)|recvValue failed on SocketImpl",
+        r"store->get\('(?P<key>\w+)'\) got error: (?P<why>.+)",
         "the c10d store connection broke: the store host (rank 0 / MASTER_ADDR) went away",
-        "a consequence: read rank 0's log for why it died", True,
+        STORE_LOST_FIX, True,
+    ),
+    _rule(
+        "store-connection-lost", "error", "failed on SocketImpl",
+        r"recvValue\w* failed on SocketImpl\(.*?remote=\[?(?:::ffff:)?(?P<host>[^\]\s]*?)\]?:(?P<port>\d+)\)",
+        "the c10d store connection broke: the store host {host}:{port} went away",
+        STORE_LOST_FIX, True,
+    ),
+    _rule(
+        "store-connection-lost", "error", "remote server shutdown",
+        r"Failed to recv, got 0 bytes\. Connection was likely closed\. Did the remote server shutdown or crash",
+        "the c10d store connection broke: the store host (rank 0 / MASTER_ADDR) went away",
+        STORE_LOST_FIX, True,
     ),
     _rule(
         "collective-mismatch", "error", "mismatch between collectives",

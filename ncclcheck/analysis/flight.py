@@ -1,0 +1,297 @@
+"""Match Flight Recorder entries across ranks and say where the ranks diverged.
+
+Entries are matched per process group by ``collective_seq_id`` (p2p: the k-th send on a channel
+with the k-th recv). At the first divergent sequence number of a group the ranks either called
+different ops, with different sizes or dtypes, or some never got there; later entries of that
+group are not compared (pairing after a divergence is unreliable). Works for gloo dumps too:
+their ``pg_config`` does not name the groups (membership is rebuilt) and ``retired`` stands for
+completion.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ncclcheck.analysis.ranks import span
+from ncclcheck.model.findings import Evidence, Finding, by_severity
+from ncclcheck.model.flight import DumpInfo, FrDump, FrEntry, GroupReport, RankStep, Unreadable
+
+NOT_JOINED_FIX = (
+    "find why those ranks never reached that call: a rank-dependent branch or early exit that skips a "
+    "collective, uneven data (one rank runs out of batches first), or a rank stuck or crashed before it; "
+    "look at its stack now (ncclcheck watch, py-spy dump --pid) or its log"
+)
+MISMATCH_FIX = (
+    "every rank of a process group must issue the same collectives, in the same order, with the same "
+    "sizes and dtypes: look for rank-dependent branches, data-dependent shapes or a different model/config "
+    "on those ranks around the call sites shown; TORCH_DISTRIBUTED_DEBUG=DETAIL checks this on every call"
+)
+SIZE_FREE = frozenset({"all_to_all", "alltoall", "alltoall_base", "scatter", "gather"})
+
+
+@dataclass(frozen=True)
+class FlightReport:
+    """What the dumps say: which were read, which ranks are missing, per-group progress, and findings."""
+
+    dumps: tuple[DumpInfo, ...]
+    unreadable: tuple[Unreadable, ...]
+    world_size: int
+    missing_ranks: tuple[int, ...]
+    groups: tuple[GroupReport, ...]
+    findings: tuple[Finding, ...]
+
+
+def analyse(dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = ()) -> FlightReport:
+    """Compare every rank's dump, group by group."""
+    by_rank: dict[int, FrDump] = {}
+    for dump in sorted(dumps, key=_richness):  # a rank dumped twice (pickle and JSON): keep the one with stacks
+        by_rank[dump.rank] = dump
+    by_rank = dict(sorted(by_rank.items()))
+    groups = _groups(by_rank)
+    named = [u.rank + 1 for u in unreadable if u.rank is not None]
+    world = max([r + 1 for members in groups.values() for r in members] + [r + 1 for r in by_rank] + named + [0])
+    missing = tuple(r for r in range(world) if r not in by_rank)
+    findings: list[Finding] = list(_dump_findings(missing, unreadable, world))
+    reports = []
+    for (pg, desc), members in sorted(groups.items()):
+        report, found = _group(pg, desc, members, by_rank)
+        reports.append(report)
+        findings += found
+        findings += _p2p(pg, [by_rank[r] for r in members if r in by_rank])
+    findings.sort(key=lambda f: min((e.line for e in f.evidence if e.line > 0), default=1 << 62))  # earliest op first
+    infos = tuple(DumpInfo(d.file, d.rank, d.version, len(d.entries)) for d in by_rank.values())
+    return FlightReport(infos, tuple(unreadable), world, missing, tuple(reports), by_severity(tuple(findings)))
+
+
+def _richness(dump: FrDump) -> tuple[int, int]:
+    return sum(1 for e in dump.entries if e.call_site), len(dump.entries)
+
+
+def _groups(by_rank: dict[int, FrDump]) -> dict[tuple[str, str], tuple[int, ...]]:
+    """Members of each group: pg_config where it names the group, else the default group spans the world."""
+    configured: dict[str, tuple[int, ...]] = {}
+    for dump in by_rank.values():
+        configured.update(dump.pg_ranks)
+    widest = max(configured.values(), key=len, default=())
+    seen: dict[str, set[int]] = defaultdict(set)
+    descs: dict[str, str] = {}
+    for dump in by_rank.values():
+        for e in dump.entries:
+            seen[e.pg].add(dump.rank)
+            descs.setdefault(e.pg, e.pg_desc)
+        for p in dump.progress:  # a rank that created the group but never used it is still a member
+            seen[p.pg].add(dump.rank)
+    out = {}
+    for pg, desc in descs.items():
+        members = configured.get(pg) or (configured.get(desc) if desc else None)
+        if not members and (desc == "default_pg" or pg == "0"):
+            members = tuple(sorted(set(widest) | set(by_rank)))
+        out[(pg, desc)] = members or tuple(sorted(seen[pg]))
+    return out
+
+
+def _dump_findings(missing: tuple[int, ...], unreadable: Sequence[Unreadable], world: int) -> list[Finding]:
+    out = []
+    if missing:
+        out.append(
+            Finding(
+                "fr-dumps-missing", "warning",
+                f"no Flight Recorder dump from rank {span(missing)} (of {world}); their part cannot be checked, "
+                "and a rank that never dumped is often the one that was dead or stuck",
+                "collect <TORCH_FR_DUMP_TEMP_FILE><rank> from every node (default ~/.cache/torch/comm_lib_trace_rank_N); "
+                "a rank with no dump: read its node's log and stack (py-spy dump)",
+                missing,
+            )
+        )  # fmt: skip
+    for bad in unreadable:
+        out.append(Finding("fr-dump-unreadable", "warning", f"{bad.file}: {bad.reason}",
+                           "re-collect the dump; a dump cut short usually means the process was killed "
+                           "while writing it (raise TORCH_FR_WAIT_TIMEOUT_DUMP_MILSEC)",
+                           evidence=(Evidence(bad.file, 0, bad.reason),)))  # fmt: skip
+    return out
+
+
+def _group(
+    pg: str, desc: str, members: tuple[int, ...], by_rank: dict[int, FrDump]
+) -> tuple[GroupReport, list[Finding]]:
+    dumped = [r for r in members if r in by_rank]
+    seqs = {r: {e.seq: e for e in by_rank[r].entries if e.pg == pg and not e.is_p2p} for r in dumped}
+    last = {r: _last_enqueued(by_rank[r], pg, seqs[r]) for r in dumped}
+    starts = [min(s) for s in seqs.values() if s]
+    found: list[Finding] = []
+    divergent = None
+    for seq in range(max(starts, default=0), max(last.values(), default=-1) + 1):
+        present = {r: s[seq] for r, s in seqs.items() if seq in s}
+        found = _compare(pg, desc, seq, present, [r for r in dumped if last[r] < seq], by_rank)
+        if found:
+            divergent = seq
+            break
+    else:
+        found = _stalled(pg, desc, seqs, dumped, by_rank)
+    steps = tuple(_step(r, by_rank[r], pg, seqs[r], last[r]) for r in dumped)
+    return GroupReport(pg, desc, members, divergent, steps), found
+
+
+def _last_enqueued(dump: FrDump, pg: str, seqs: dict[int, FrEntry]) -> int:
+    counters = [p.enqueued for p in dump.progress if p.pg == pg]
+    return max(counters + list(seqs) + [0])
+
+
+def _step(rank: int, dump: FrDump, pg: str, seqs: dict[int, FrEntry], last: int) -> RankStep:
+    progress = next((p for p in dump.progress if p.pg == pg), None)
+    entry = seqs.get(max(seqs)) if seqs else None
+    return RankStep(
+        rank, last, progress.started if progress else -1,
+        progress.completed if progress else max((s for s, e in seqs.items() if e.state == "completed"), default=-1),
+        entry.op if entry else "", entry.call_site if entry else "",
+    )  # fmt: skip
+
+
+def _compare(
+    pg: str, desc: str, seq: int, present: dict[int, FrEntry], behind: list[int], by_rank: dict[int, FrDump]
+) -> list[Finding]:
+    """Findings at one sequence number: differing op, sizes or dtypes, or ranks that never got there."""
+    where = f"process group {pg}{f' ({desc})' if desc else ''}, collective #{seq}"
+    checks: list[tuple[str, str, Callable[[FrEntry], object]]] = [
+        ("fr-op-mismatch", "called", lambda e: e.op),
+        ("fr-size-mismatch", "passed sizes", _sizes),
+        ("fr-dtype-mismatch", "passed dtypes", _dtypes),
+    ]
+    for fid, verb, key in checks:
+        odd = _odd_ones({r: key(e) for r, e in present.items()})
+        if odd:
+            return [_mismatch(fid, verb, where, present, odd, key, by_rank)]
+    if behind and present and not all(e.state == "completed" for e in present.values()):
+        return [_not_joined(where, present, behind, by_rank)]
+    return []
+
+
+def _sizes(e: FrEntry) -> object:
+    if e.op in SIZE_FREE:
+        return None
+    return (e.input_sizes, e.output_sizes)
+
+
+def _dtypes(e: FrEntry) -> object:
+    return frozenset(e.input_dtypes) | frozenset(e.output_dtypes)
+
+
+def _odd_ones(values: dict[int, object]) -> tuple[int, ...]:
+    """Ranks whose value differs from the reference: the commonest value, on a tie the lowest rank's."""
+    counts = Counter(values.values())
+    if len(counts) < 2:
+        return ()
+    top = max(counts.values())
+    reference = next(v for _, v in sorted(values.items()) if counts[v] == top)
+    return tuple(sorted(r for r, v in values.items() if v != reference))
+
+
+def _describe(e: FrEntry, verb: str) -> str:
+    what = {"called": e.op, "passed sizes": f"{e.op} with {_shape(e)}", "passed dtypes": f"{e.op} with {_dtype(e)}"}[
+        verb
+    ]
+    what = f"called {what}"
+    return f"{what}{f' at {e.call_site}' if e.call_site else ''}"
+
+
+def _shape(e: FrEntry) -> str:
+    ins = ",".join("x".join(map(str, s)) or "scalar" for s in e.input_sizes)
+    outs = ",".join("x".join(map(str, s)) or "scalar" for s in e.output_sizes)
+    return f"in [{ins}] out [{outs}]"
+
+
+def _dtype(e: FrEntry) -> str:
+    return "/".join(sorted(set(e.input_dtypes) | set(e.output_dtypes))) or "no dtype"
+
+
+def _mismatch(
+    fid: str, verb: str, where: str, present: dict[int, FrEntry], odd: tuple[int, ...],
+    key: Callable[[FrEntry], object], by_rank: dict[int, FrDump],
+) -> Finding:  # fmt: skip
+    ref_rank = next(r for r in sorted(present) if r not in odd)
+    variants: dict[object, list[int]] = defaultdict(list)
+    for r in sorted(present):
+        variants[key(present[r])].append(r)
+    parts = [f"rank {span(rs)} {_describe(present[rs[0]], verb)}" for rs in variants.values()]
+    message = f"{where}: " + "; ".join(parts) + f" (reference: rank {ref_rank})"
+    return Finding(fid, "error", message, MISMATCH_FIX, odd, _evidence(present, sorted(present), by_rank))
+
+
+def _not_joined(where: str, present: dict[int, FrEntry], behind: list[int], by_rank: dict[int, FrDump]) -> Finding:
+    first = present[min(present)]
+    site = f" at {first.call_site}" if first.call_site else ""
+    message = (
+        f"{where}: rank {span(sorted(present))} entered {first.op}{site} and {'is' if len(present) == 1 else 'are'} waiting; "
+        f"rank {span(behind)} never issued it (not all ranks joined the collective)"
+    )
+    return Finding("fr-not-joined", "error", message, NOT_JOINED_FIX, tuple(behind),
+                   _evidence(present, sorted(present)[:2], by_rank))  # fmt: skip
+
+
+def _stalled(
+    pg: str, desc: str, seqs: dict[int, dict[int, FrEntry]], dumped: list[int], by_rank: dict[int, FrDump]
+) -> list[Finding]:
+    """Everyone entered the same last collective and nobody finished it: a transport-level hang, not a code bug."""
+    if not dumped or not all(seqs[r] for r in dumped):
+        return []
+    tops = {r: seqs[r][max(seqs[r])] for r in dumped}
+    if len({e.seq for e in tops.values()}) != 1 or any(e.state == "completed" for e in tops.values()):
+        return []
+    if len(dumped) < 2 or any(e.lib == "gloo" for e in tops.values()):
+        return []  # a gloo entry not yet retired is normal at dump time; only NCCL's states say "stuck"
+    e = tops[dumped[0]]
+    message = (
+        f"process group {pg}{f' ({desc})' if desc else ''}: every rank entered collective #{e.seq} ({e.op}) "
+        f"with matching arguments and none completed it ({'/'.join(sorted({t.state for t in tops.values()}))})"
+    )
+    fix = "the code agrees; the transport does not: run ncclcheck env on every node and ncclcheck logs on the NCCL_DEBUG=INFO logs (IB/NET errors, a wrong interface)"
+    return [Finding("fr-stalled", "warning", message, fix, tuple(dumped), _evidence(tops, dumped[:2], by_rank))]
+
+
+def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, FrDump]) -> tuple[Evidence, ...]:
+    return tuple(
+        Evidence(by_rank[r].file, entries[r].record_id,
+                 f"rank {r}: {entries[r].lib}:{entries[r].op} #{entries[r].seq} {_shape(entries[r])} "
+                 f"{_dtype(entries[r])} {entries[r].state} {entries[r].call_site}".rstrip())
+        for r in ranks[:4]
+    )  # fmt: skip
+
+
+def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
+    """The k-th send on a channel pairs with the k-th recv; a send nobody receives (or a recv nobody sends) hangs."""
+    sends: dict[tuple[int, int], list[tuple[int, FrEntry]]] = defaultdict(list)
+    recvs: dict[tuple[int, int], list[tuple[int, FrEntry]]] = defaultdict(list)
+    for dump in dumps:
+        for e in dump.entries:
+            if e.pg == pg and e.is_p2p and (channel := _channel(e)):
+                (sends if e.op.startswith("send") else recvs)[channel].append((dump.rank, e))
+    have = {d.rank for d in dumps}
+    out = []
+    for channel in sorted(set(sends) | set(recvs)):
+        src, dst = channel
+        s, r = sends[channel], recvs[channel]
+        if src not in have or dst not in have or len(s) == len(r):
+            continue
+        extra = s[len(r)] if len(s) > len(r) else r[len(s)]
+        if extra[1].state == "completed":
+            continue
+        peer = dst if extra[1].op.startswith("send") else src
+        site = f" at {extra[1].call_site}" if extra[1].call_site else ""
+        message = (f"process group {pg}: rank {extra[0]} posted {extra[1].op} #{len(min(s, r, key=len)) + 1} "
+                   f"on channel {src}->{dst}{site}; rank {peer} never posted the matching "
+                   f"{'recv' if extra[1].op.startswith('send') else 'send'}")  # fmt: skip
+        by = {d.rank: d for d in dumps}
+        out.append(Finding("fr-p2p-unmatched", "error", message, MISMATCH_FIX, (peer,),
+                           _evidence({extra[0]: extra[1]}, [extra[0]], by)))  # fmt: skip
+    return out
+
+
+def _channel(e: FrEntry) -> tuple[int, int] | None:
+    """(src, dst) from ``send 1->2`` / ``recv 3<-0``; None for a recv from any source."""
+    arrow = "->" if "->" in e.peer else "<-"
+    a, _, b = e.peer.partition(arrow)
+    if not (a.isdigit() and b.isdigit()):
+        return None
+    return (int(a), int(b)) if arrow == "->" else (int(b), int(a))

@@ -1,0 +1,90 @@
+"""Flight Recorder dumps as frozen data: one per rank, each a ring buffer of collective and p2p entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FrEntry:
+    """One recorded collective or p2p op, reduced to what matching across ranks needs."""
+
+    record_id: int
+    pg: str  # process group name, e.g. "0"
+    pg_desc: str  # e.g. "default_pg"
+    seq: int  # collective_seq_id
+    p2p_seq: int
+    is_p2p: bool
+    lib: str  # "nccl", "gloo", ...
+    op: str  # "all_reduce", "broadcast", "send", ...
+    peer: str  # profiling_name's tail: "1->2", "3<-0", or ""
+    input_sizes: tuple[tuple[int, ...], ...]
+    output_sizes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...]
+    output_dtypes: tuple[str, ...]
+    state: str  # "scheduled" | "started" | "completed" (gloo: "completed" once retired)
+    call_site: str  # innermost frame outside torch, "file:line function", or ""
+
+
+@dataclass(frozen=True)
+class PgProgress:
+    """How far one rank got in one process group (the dump's ``pg_status``)."""
+
+    pg: str
+    enqueued: int
+    started: int
+    completed: int
+
+
+@dataclass(frozen=True)
+class FrDump:
+    """One rank's dump: where it came from, its format version, its groups and its entries."""
+
+    file: str
+    rank: int
+    version: str
+    pg_ranks: tuple[tuple[str, tuple[int, ...]], ...]  # (pg name or desc, member ranks) from pg_config
+    progress: tuple[PgProgress, ...]
+    entries: tuple[FrEntry, ...]
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A file that looked like a dump but could not be used, and why."""
+
+    file: str
+    reason: str
+    rank: int | None = None  # from the file name, when it has one
+
+
+@dataclass(frozen=True)
+class RankStep:
+    """How far one rank got in one group: the pg_status counters and the last op it enqueued."""
+
+    rank: int
+    enqueued: int
+    started: int
+    completed: int
+    last_op: str
+    call_site: str
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """One process group across the dumps: its members, where they first diverge, how far each got."""
+
+    pg: str
+    desc: str
+    ranks: tuple[int, ...]
+    first_divergent_seq: int | None
+    steps: tuple[RankStep, ...]
+
+
+@dataclass(frozen=True)
+class DumpInfo:
+    """One dump that was read."""
+
+    file: str
+    rank: int
+    version: str
+    entries: int
