@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import SHARED
 
-from ncclcheck.analysis.logs.diagnose import LogReport, analyse
-from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, analyse, quiet
+from ncclcheck.analysis.logs.frame import frame_all, frame_chunks
 from ncclcheck.cli import main
+from ncclcheck.collectors.logfiles import LogSource, chunks
 
 LOGS = SHARED / "fixtures" / "nccl_logs"
 # (file number, root cause id or None for a healthy log, every finding id expected)
@@ -95,6 +96,20 @@ def test_fixture_findings(number: str, cause: str | None, ids: set[str]) -> None
     assert got.failed == (cause is not None)
     for finding in got.findings:
         assert finding.fix and (finding.evidence or finding.id == "child-failed"), finding
+
+
+@pytest.mark.parametrize("size", [256, 4096])
+def test_quiet_chunks_skipped_change_nothing(size: int) -> None:
+    """The command's fast path (quiet chunks only counted) finds what the line-by-line fold finds, in the same lines."""
+    for number, _, _ in EXPECTED:
+        path = fixture(number)
+        fold = LogFold()
+        for line in frame_chunks(chunks(LogSource(path.name, str(path)), size), path.name, quiet, fold.skip):
+            fold.feed(line)
+        fast, slow = fold.result(), report(number)
+        assert fast.findings == slow.findings, number
+        assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, number
+        assert fast.root_cause == slow.root_cause, number
 
 
 def test_watchdog_timeouts_name_the_silent_ranks() -> None:

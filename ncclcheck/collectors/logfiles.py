@@ -58,25 +58,38 @@ def _walk(root: str) -> list[LogSource]:
     return out
 
 
+CHUNK = 4 << 20
+
+
+def chunks(source: LogSource, size: int = CHUNK) -> Iterator[str]:
+    """The text of a source in pieces of about ``size`` characters, each ending at a line end."""
+    with _text(source) as text:
+        try:
+            while block := text.read(size):
+                yield block + text.readline()
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return  # a truncated .gz: keep what was read
+
+
 def lines(source: LogSource) -> Iterator[str]:
     """The lines of a source, decoded leniently (a bad byte becomes U+FFFD, never an exception)."""
+    with _text(source) as text:
+        try:
+            yield from text
+        except (OSError, EOFError, gzip.BadGzipFile):
+            return
+
+
+def _text(source: LogSource) -> io.TextIOWrapper:
     if source.path == "-":
         stdin = sys.stdin.buffer
         peek = getattr(stdin, "peek", lambda _n: b"")
         stream = gzip.GzipFile(fileobj=stdin) if peek(2)[:2] == b"\x1f\x8b" else stdin
-        try:
-            yield from io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
-        except (OSError, EOFError):
-            return
-        return
+        return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
     try:
         with open(source.path, "rb") as probe:
             gz = probe.read(2) == b"\x1f\x8b"
         raw = gzip.open(source.path, "rb") if gz else open(source.path, "rb")  # noqa: SIM115
     except OSError as exc:
         raise InputError(f"{source.path}: {exc.strerror or exc}") from exc
-    with raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="") as text:
-        try:
-            yield from text
-        except (OSError, EOFError, gzip.BadGzipFile):
-            return  # a truncated .gz: keep what was read
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")

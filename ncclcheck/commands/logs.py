@@ -16,16 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from itertools import chain
 
 from ncclcheck.analysis import flight
-from ncclcheck.analysis.logs.diagnose import analyse, with_flight
-from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight
+from ncclcheck.analysis.logs.frame import frame_chunks
 from ncclcheck.collectors.flight import load
-from ncclcheck.collectors.logfiles import InputError, LogSource, lines, sources
+from ncclcheck.collectors.logfiles import InputError, LogSource, chunks, sources
 from ncclcheck.model.flight import FrDump, Unreadable
-from ncclcheck.model.logs import LogLine
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
 
@@ -40,8 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/1 JSON report")
 
 
-def _framed(found: tuple[LogSource, ...]) -> Iterator[LogLine]:
-    return chain.from_iterable(frame_all(lines(source), source.name) for source in found)
+def _analyse(found: tuple[LogSource, ...]) -> LogReport:
+    fold = LogFold()
+    for source in found:
+        for line in frame_chunks(chunks(source), source.name, quiet, fold.skip):
+            fold.feed(line)
+    return fold.result()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         found = sources(args.paths)
         if not found:
             raise InputError(f"no log files under {', '.join(args.paths)}")
-        report = analyse(_framed(tuple(s for s in found if s.kind == "log")))
+        report = _analyse(tuple(s for s in found if s.kind == "log"))
     except InputError as exc:
         print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
         return 2

@@ -35,6 +35,9 @@ EXCEPTION = Rule(
     "{type}: {what}",
     "the first traceback of the first failing rank is the bug; other ranks' errors are echoes of it",
 )
+# Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
+_TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
+GATE = tuple(sorted(t for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS)))
 MAX_TIMEOUTS = 10_000
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
 WATCHDOG = re.compile(
@@ -90,6 +93,12 @@ class LogFold:
         self._child: dict[str, object] | None = None
         self._section: str | None = None
         self.lines = 0
+
+    def skip(self, count: int) -> None:
+        """Lines read but not parsed (``quiet`` said they hold nothing); they count, and end a torchrun block."""
+        self.lines += count
+        self._close_child()
+        self._section = None
 
     def feed(self, line: LogLine) -> None:
         self.lines += 1
@@ -191,6 +200,11 @@ class LogFold:
             found.rule.id, found.rule.severity, found.message + count + also, found.rule.fix, tuple(sorted(ranks)),
             tuple(found.evidence),
         )  # fmt: skip
+
+
+def quiet(chunk: str) -> bool:
+    """Whether no line of ``chunk`` can matter: none holds a rule's literal or an NCCL/torch/torchrun marker."""
+    return not any(trigger in chunk for trigger in GATE)
 
 
 def analyse(lines: Iterable[LogLine]) -> LogReport:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ncclcheck.model.logs import LogLine
 
@@ -30,10 +30,12 @@ BARE_HEADER = re.compile(
 # A line that starts on its own: what a terminal's hard wrap never produces at column 0.
 LINE_START = re.compile(
     r"^(?:\s|\[|\(|\||<|Traceback|File \"|[\w.-]+:\w+(?::\w+)? \[\d+\]|NCCL |[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|terminate called|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\.)"
+    r"|terminate called|frame #\d|Exception raised from|<omitting|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\.)"
 )
 WRAP_MIN = 64
 MAX_LINE = 64 * 1024
+# Lines at the top of a quiet chunk still framed: they may finish a line hard-wrapped at the chunk's edge.
+QUIET_HEAD = 4
 
 
 def strip_prefixes(text: str) -> tuple[str, int | None]:
@@ -99,3 +101,36 @@ def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
     for number, text in rejoin(enumerate(lines, 1)):
         if text.strip():
             yield frame(text, file, number)
+
+
+def frame_chunks(
+    chunks: Iterable[str], file: str, quiet: Callable[[str], bool], skipped: Callable[[int], None]
+) -> Iterator[LogLine]:
+    """Like ``frame_all`` over chunks of whole lines, but a chunk ``quiet`` says holds nothing of interest is
+    only counted (``skipped`` gets its non-blank line count): a multi-GB log of training output costs a scan."""
+    return (frame(text, file, number) for number, text in rejoin(_physical(chunks, quiet, skipped)) if text.strip())
+
+
+def _physical(
+    chunks: Iterable[str], quiet: Callable[[str], bool], skipped: Callable[[int], None]
+) -> Iterator[tuple[int, str]]:
+    number = 0
+    for chunk in chunks:
+        if not quiet(chunk):
+            for text in chunk.splitlines(keepends=True):
+                number += 1
+                yield number, text
+            continue
+        head = 0
+        for _ in range(QUIET_HEAD):
+            end = chunk.find("\n", head)
+            if end < 0:
+                break
+            number += 1
+            yield number, chunk[head : end + 1]
+            head = end + 1
+        rest = chunk[head:]
+        count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
+        skipped(count - rest.count("\n\n"))
+        number += count
+        yield number, ""  # a break: nothing rejoins across the skipped lines
