@@ -1,0 +1,1 @@
+"""The Textual face of ``ncclcheck watch``: renders WatchStates from a data source; never touches a process."""
