@@ -118,7 +118,7 @@ def _dead(dead: Sequence[RankView], waiting: Sequence[RankView]) -> WatchFinding
             "stopped": f"is stopped (SIGSTOP or a debugger; `kill -CONT {s.pid}` resumes it)",
             "zombie": f"has exited (zombie pid {s.pid}, not yet reaped by its launcher)",
             "gone": f"has exited (pid {s.pid} is gone)",
-            "missing": "has no process on this node",
+            "missing": "has no process on this node (it exited, or never started)",
         }[s.status]
         parts.append(f"rank {v.rank} {what}")
     others = f" while {_where(_group(waiting))}" if waiting else ""

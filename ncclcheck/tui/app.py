@@ -153,7 +153,7 @@ class WatchApp(App[None]):
         state = self.shown
         assert state is not None
         job, age = state.job, self.clock() - self.received_at
-        nodes = f", {job.nodes} nodes" if job.nodes else ""
+        nodes = f", {job.nodes} node{'s' if job.nodes > 1 else ''}" if job.nodes else ""
         flags = " · PAUSED" if self.paused else ""
         flags += " · flagged only" if self.only_flagged else ""
         return Text(

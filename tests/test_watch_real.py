@@ -1,0 +1,134 @@
+"""``ncclcheck watch --once --json`` against real stuck (and healthy) torchrun/gloo jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from ncclcheck.cli import main
+
+WORKERS = Path(__file__).parent / "workers"
+SOURCE = (WORKERS / "watch_job.py").read_text().splitlines()
+FAST = ["--stall", "1.5", "--settle", "3.5", "--interval", "0.5"]
+
+
+def at(statement: str, nth: int = 0) -> str:
+    """``watch_job.py:N`` of the nth line holding ``statement``."""
+    numbers = [i for i, line in enumerate(SOURCE, 1) if statement in line]
+    return f"watch_job.py:{numbers[nth]}"
+
+
+class RealJob:
+    def __init__(self, mode: str, log: Path) -> None:
+        self.log = log
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               "--monitor-interval=600", str(WORKERS / "watch_job.py")]  # fmt: skip
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "MODE": mode},
+                                         start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 90
+        while not all(f"ready {r}" in log.read_text(errors="replace") for r in (0, 1)):
+            assert self.proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.1)
+
+    def rank_pid(self, rank: int) -> int:
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            if child.environ().get("RANK") == str(rank):
+                return child.pid
+        raise AssertionError(f"no rank {rank}")
+
+    def stop(self) -> None:
+        for child in psutil.Process(self.proc.pid).children(recursive=True) if self.proc.poll() is None else []:
+            child.send_signal(signal.SIGCONT)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Iterator[Any]:
+    started: list[RealJob] = []
+
+    def start(mode: str) -> RealJob:
+        started.append(RealJob(mode, tmp_path / f"{mode}.log"))
+        return started[-1]
+
+    yield start
+    for j in started:
+        j.stop()
+
+
+def watch(job: RealJob, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["watch", "--once", "--json", "--pid", str(job.proc.pid), *FAST])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def kinds(report: dict[str, Any]) -> dict[str, list[int]]:
+    return {f["kind"]: f["ranks"] for f in report["findings"]}
+
+
+def test_op_mismatch(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("op"), capsys)
+    assert code == 1 and kinds(report) == {"mismatch": [1]}
+    assert report["schema"] == "ncclcheck.watch/1" and report["job"]["world_size"] == 2
+    by_rank = {r["rank"]: r for r in report["ranks"]}
+    assert by_rank[0]["collective"] == "all_reduce" and by_rank[1]["collective"] == "broadcast"
+    assert by_rank[0]["call_site"] == f"{WORKERS / at('    dist.all_reduce(t)')} (train_step)"
+    assert by_rank[0]["stack"] and by_rank[0]["since_s"] >= 1.5
+    assert f"rank 0 waits in all_reduce at {at('    dist.all_reduce(t)')}" in report["findings"][0]["message"]
+
+
+def test_order_mismatch(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("order"), capsys)
+    assert code == 1 and kinds(report) == {"mismatch": [1]}
+    message = report["findings"][0]["message"]
+    assert (
+        f"all_reduce at {at('dist.all_reduce(t)', 2)}" in message
+        and f"broadcast at {at('dist.broadcast(t, 0)', 2)}" in message
+    )
+
+
+def test_straggler_in_user_code(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("straggler"), capsys)
+    assert code == 1 and kinds(report) == {"straggler": [1]}
+    expected = f"rank 1 is not in any collective: it has been in slow_batch at {at('time.sleep(3600)')}"
+    assert expected in report["findings"][0]["message"]
+
+
+def test_stopped_rank_is_dead(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    j = job("op")
+    pid = j.rank_pid(1)
+    os.kill(pid, signal.SIGSTOP)
+    code, report = watch(j, capsys)
+    found = kinds(report)
+    assert code == 1 and found["dead"] == [1]
+    assert f"kill -CONT {pid}" in next(f["message"] for f in report["findings"] if f["kind"] == "dead")
+    assert {r["rank"]: r["status"] for r in report["ranks"]}[1] == "stopped"
+
+
+def test_killed_rank_is_dead(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    j = job("wait")
+    os.kill(j.rank_pid(1), signal.SIGKILL)
+    code, report = watch(j, capsys)
+    assert code == 1 and kinds(report)["dead"] == [1]
+    assert {r["rank"]: r["status"] for r in report["ranks"]}[1] in ("zombie", "gone", "missing")
+
+
+def test_healthy_job_has_no_finding(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("healthy"), capsys)
+    assert code == 0 and report["findings"] == [], report
+    assert {r["status"] for r in report["ranks"]} <= {"running", "sleeping"}
+
+
+def test_no_job_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["watch", "--once", "--json", "--pid", str(os.getpid())]) == 3
+    assert "no pid" in capsys.readouterr().err
