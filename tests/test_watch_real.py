@@ -48,10 +48,21 @@ class RealJob:
         raise AssertionError(f"no rank {rank}")
 
     def stop(self) -> None:
-        for child in psutil.Process(self.proc.pid).children(recursive=True) if self.proc.poll() is None else []:
-            child.send_signal(signal.SIGCONT)
+        """torchrun puts its workers in their own sessions: kill them by name, not by process group."""
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        for child in children:
+            try:
+                child.send_signal(signal.SIGCONT)
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        psutil.wait_procs(children, timeout=10)
+        assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE], "orphan ranks left"
 
 
 @pytest.fixture

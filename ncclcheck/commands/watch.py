@@ -2,8 +2,9 @@
 
 Attaches with no code change: ranks are found by their environment (RANK, WORLD_SIZE, ...), stacks
 are read with py-spy --nonblocking (the job is never paused, slowed or signalled). Without a
-terminal, or with --once, samples for --settle seconds and prints once. Exit code: 0 no finding,
-1 findings, 2 usage error (e.g. several jobs and no --job), 3 no job found.
+terminal, or with --once, samples for --settle seconds and prints once. Exit code (--once): 0 no
+finding, 1 findings, 2 usage error (e.g. several jobs and no --job), 3 no job found; the live view
+exits 0 on q.
 
 examples:
   ncclcheck watch                       # the live view (q quits, p pauses, s sorts, f flagged only, d saves)
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
         WatchApp(source, args.interval).run()
-        return 1 if source.state and source.state.findings else 0
+        return 0  # quitting the live view is not a verdict; scripts use --once
+
     finally:
         source.close()
 

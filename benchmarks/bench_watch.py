@@ -1,0 +1,115 @@
+"""What does ``ncclcheck watch`` cost? Two numbers, each against a baseline in the same run.
+
+1. Per refresh, analysis (track) plus the rank table's update in the real Textual app, at 64, 512
+   and 4,096 ranks (goal <= 100 ms at 4,096); the baseline is formatting the same rows as strings.
+2. The step rate of a running 2-rank gloo job while watched at the default interval, against the
+   same job unwatched, alternately (goal: slowdown <= 2 %).
+Usage: python benchmarks/bench_watch.py [--duration 20] [-n 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from watch_states import all_in, job, sample, stack
+
+from ncclcheck.analysis.watch import track
+from ncclcheck.model.watch import Snapshot, WatchState
+from ncclcheck.tui.app import RankTable, WatchApp, row
+
+HERE = Path(__file__).resolve().parent
+
+
+class Frozen:
+    def __init__(self, state: WatchState) -> None:
+        self.state = state
+
+    def poll(self) -> WatchState:
+        return self.state
+
+
+def refresh_cost(world: int, refreshes: int = 10) -> tuple[float, float]:
+    """Median ms per refresh (track + table update) and of the baseline (rows formatted as strings)."""
+    j = job(world)
+    rounds = [
+        all_in(world, "all_reduce", r1=sample(1, stack(None, 40 + i % 2, "load_batch"))) for i in range(refreshes)
+    ]
+    ours: list[float] = []
+    base: list[float] = []
+
+    async def drive() -> None:
+        state = track(None, Snapshot(0.0, j, tuple(rounds[0][r] for r in range(world))), 10.0)
+        app = WatchApp(Frozen(state), 3600.0, clock=lambda: 0.0)
+        async with app.run_test(size=(150, 40)) as pilot:
+            await pilot.pause()
+            table = app.query_one(RankTable)
+            for i, samples in enumerate(rounds[1:], 1):
+                start = time.perf_counter()
+                state = track(state, Snapshot(i * 1.5, j, tuple(samples[r] for r in range(world))), 10.0)
+                app.state = state
+                app.refresh_view()
+                await pilot.pause()
+                ours.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                _ = [" ".join(c.plain for c in row(v, False)) for v in state.ranks]
+                base.append(time.perf_counter() - start)
+            assert table.row_count == world
+
+    asyncio.run(drive())
+    return statistics.median(ours) * 1e3, statistics.median(base) * 1e3
+
+
+def step_rate(duration: float, watched: bool) -> float:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(HERE / "steady_job.py"),
+    ]
+    job_proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env={**os.environ, "DURATION": str(duration)})  # fmt: skip
+    watcher = None
+    if watched:
+        time.sleep(3)  # let the ranks start; the watcher then samples at the default interval until the end
+        watch = [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(job_proc.pid),
+                 "--settle", str(duration)]  # fmt: skip
+        watcher = subprocess.Popen(watch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out, _ = job_proc.communicate(timeout=duration + 120)
+    if watcher:
+        watcher.wait(timeout=duration + 60)
+    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("steps/s")))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("-n", type=int, default=2)
+    args = parser.parse_args()
+    for world in (64, 512, 4096):
+        ours, base = refresh_cost(world)
+        print(
+            f"refresh at {world:>4} ranks: {ours:7.1f} ms (goal <= 100 ms at 4096); formatting alone {base:.1f} ms, ratio {ours / base:.1f}x"
+        )
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(args.n):
+        for watched in (False, True):
+            rates[watched].append(step_rate(args.duration, watched))
+    plain, watched = statistics.median(rates[False]), statistics.median(rates[True])
+    print(
+        f"gloo job step rate: unwatched {plain:.1f}/s, watched {watched:.1f}/s: slowdown {(1 - watched / plain) * 100:.1f}% (goal <= 2%)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
