@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -16,6 +17,8 @@ import psutil
 import pytest
 
 from ncclcheck.cli import main
+from ncclcheck.collectors.watch_source import LauncherSource
+from ncclcheck.tui.app import RankTable, WatchApp
 
 WORKERS = Path(__file__).parent / "workers"
 SOURCE = (WORKERS / "watch_job.py").read_text().splitlines()
@@ -143,3 +146,24 @@ def test_healthy_job_has_no_finding(job: Any, capsys: pytest.CaptureFixture[str]
 def test_no_job_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["watch", "--once", "--json", "--pid", str(os.getpid())]) == 3
     assert "no pid" in capsys.readouterr().err
+
+
+def test_launcher_source_shows_real_ranks_in_the_app(job: Any) -> None:
+    """What ``smoke --tui`` runs: the app over the ranks under a launcher, found once they exist."""
+    j = job("healthy")
+    source = LauncherSource(j.proc.pid, 2, 10.0)
+    app = WatchApp(source, 0.3)
+
+    async def drive() -> None:
+        async with app.run_test(size=(150, 30)):
+            for _ in range(300):
+                if app.shown is not None and app.query_one(RankTable).row_count == 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert app.shown is not None and {v.sample.pid for v in app.shown.ranks} == {j.rank_pid(0), j.rank_pid(1)}
+            assert "no problem seen" in str(app.query_one("#findings").render())
+
+    try:
+        asyncio.run(drive())
+    finally:
+        source.close()

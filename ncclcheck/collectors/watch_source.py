@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from ncclcheck.analysis.watch import track
+from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.sampler import Sampler
 from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.probes.host import find_py_spy
@@ -38,3 +41,26 @@ class LiveSource:
 
     def close(self) -> None:
         self.sampler.close()
+
+
+class LauncherSource:
+    """For ``smoke --tui``: watch the ranks under a launcher we started, once they exist."""
+
+    def __init__(self, launcher_pid: int, world_size: int, stall_s: float) -> None:
+        self.launcher_pid, self.world_size, self.stall_s = launcher_pid, world_size, stall_s
+        self.live: LiveSource | None = None
+        self.started = time.monotonic()
+
+    def poll(self) -> WatchState:
+        if self.live is None:
+            jobs = discover(self.launcher_pid)
+            if jobs and len(jobs[0].ranks) >= min(self.world_size, 1):
+                self.live = LiveSource(jobs[0], self.stall_s)
+        if self.live is not None:
+            return self.live.poll()
+        waiting = Job(f"launcher pid {self.launcher_pid}", self.world_size, None, self.launcher_pid, ())
+        return WatchState(time.monotonic(), waiting, (), (), ("waiting for the ranks to start",))
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.close()

@@ -13,11 +13,13 @@ examples:
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from rich.console import Console
@@ -66,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND@RANK:OP",
         help="make a rank misbehave: hang@1:all_reduce, crash@0:broadcast, mismatch@1:all_gather",
     )
+    parser.add_argument("--tui", action="store_true", help="show the ranks live in the watch app while it runs")
     parser.add_argument("--json", metavar="FILE", help="write the ncclcheck.smoke/1 report to FILE as it runs")
     parser.add_argument("--log-dir", metavar="DIR", help="keep rank logs, NCCL logs and dumps here")
 
@@ -150,11 +153,45 @@ def run(args: argparse.Namespace) -> int:
             write_json(summary, args.json)
         return EXIT_LAUNCH
     proc = launcher.start(settings)
-    summary = _watch(proc, settings, args, console)
+    if args.tui and sys.stdout.isatty():
+        summary = _with_tui(proc, settings, args, world)
+    else:
+        if args.tui:
+            console.print("ncclcheck smoke: --tui needs a terminal; printing progress instead", highlight=False)
+        summary = _watch(proc, settings, args, console)
     render(summary, console)
     if any(f.id == "launch-failed" for f in summary.findings):
         return EXIT_LAUNCH
     return 0 if summary.verdict == "pass" else 1
+
+
+def _with_tui(
+    proc: subprocess.Popen[bytes], settings: launcher.Launch, args: argparse.Namespace, world: int
+) -> SmokeSummary:
+    """Run the smoke test's own watchdog in a thread while the watch app shows its ranks; close the app when done."""
+    from ncclcheck.collectors.watch_source import LauncherSource
+    from ncclcheck.tui.app import WatchApp
+
+    source = LauncherSource(proc.pid, settings.nproc, args.timeout)
+    app = WatchApp(source, 1.0)
+    done: list[SmokeSummary] = []
+    closed = threading.Event()
+
+    def smoke() -> None:
+        done.append(_watch(proc, settings, args, make_console(io.StringIO())))
+        while not closed.is_set():
+            if app.is_running:
+                app.call_from_thread(app.exit)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=smoke, daemon=True)
+    thread.start()
+    app.run()
+    closed.set()
+    thread.join()  # the user may quit the app first: the smoke test still runs to its end
+    source.close()
+    return done[0]
 
 
 def _unresolvable(settings: launcher.Launch) -> Finding | None:

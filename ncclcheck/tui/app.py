@@ -18,6 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
+from textual.widgets.data_table import ColumnKey
 from textual.worker import get_current_worker
 
 from ncclcheck.analysis.watch import short
@@ -25,6 +26,8 @@ from ncclcheck.model.watch import RankView, WatchState
 from ncclcheck.views.watch_report import GLYPH, flagged, to_json
 
 COLUMNS = ("", "rank", "local", "host", "pid", "state", "collective", "call site", "for", "cpu", "rss")
+# Fixed widths where the values are bounded; host and call site grow (auto width) when a longer value comes.
+WIDTHS = {"": 1, "rank": 5, "local": 5, "pid": 8, "state": 10, "collective": 24, "for": 6, "cpu": 5, "rss": 7}
 SORTS = ("rank", "time in state", "state")
 
 
@@ -57,10 +60,11 @@ class RankTable(DataTable[Text]):
     def __init__(self, source: Source, interval: float) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable", id="ranks")
         self.source, self.interval = source, interval
+        self.shown_cells: dict[str, tuple[Text, ...]] = {}
 
     def on_mount(self) -> None:
         for column in COLUMNS:
-            self.add_column(column, key=column or "glyph")
+            self.add_column(column, key=column or "glyph", width=WIDTHS.get(column))
         self.poll_source()
 
     @work(thread=True, exclusive=True)
@@ -93,8 +97,13 @@ class RankTable(DataTable[Text]):
                     self.move_cursor(row=wanted.index(chosen))
             else:
                 for v in views:
-                    for column, cell in zip(COLUMNS, row(v, v.rank in bad)):
-                        self.update_cell(str(v.rank), column or "glyph", cell)
+                    cells = row(v, v.rank in bad)
+                    before = self.shown_cells.get(str(v.rank), ())
+                    for i, (column, cell) in enumerate(zip(COLUMNS, cells)):
+                        if i >= len(before) or before[i] != cell:  # only what changed: 4,096 rows stay cheap
+                            grow = column not in WIDTHS and len(cell) > self.columns[ColumnKey(column)].content_width
+                            self.update_cell(str(v.rank), column or "glyph", cell, update_width=grow)
+            self.shown_cells = {str(v.rank): row(v, v.rank in bad) for v in views}
 
 
 class WatchApp(App[None]):
