@@ -84,26 +84,26 @@ class RankTable(DataTable[Text]):
             "state": lambda v: (v.rank not in bad, v.sample.status, v.rank),
         }[sort]
         views.sort(key=key)
-        wanted = [str(v.rank) for v in views]
+        rendered = {str(v.rank): row(v, v.rank in bad) for v in views}  # each row built once per refresh
+        wanted = list(rendered)
         current = [str(k.value) for k in self.rows]
         with self.app.batch_update():
             if current != wanted:  # order or membership changed: rebuild, keeping the cursor on its rank
                 chosen = current[self.cursor_row] if current and 0 <= self.cursor_row < len(current) else None
                 for k in current:
                     self.remove_row(k)
-                for v in views:
-                    self.add_row(*row(v, v.rank in bad), key=str(v.rank))
+                for k, cells in rendered.items():
+                    self.add_row(*cells, key=k)
                 if chosen in wanted:
                     self.move_cursor(row=wanted.index(chosen))
             else:
-                for v in views:
-                    cells = row(v, v.rank in bad)
-                    before = self.shown_cells.get(str(v.rank), ())
+                for k, cells in rendered.items():
+                    before = self.shown_cells.get(k, ())
                     for i, (column, cell) in enumerate(zip(COLUMNS, cells)):
                         if i >= len(before) or before[i] != cell:  # only what changed: 4,096 rows stay cheap
                             grow = column not in WIDTHS and len(cell) > self.columns[ColumnKey(column)].content_width
-                            self.update_cell(str(v.rank), column or "glyph", cell, update_width=grow)
-            self.shown_cells = {str(v.rank): row(v, v.rank in bad) for v in views}
+                            self.update_cell(k, column or "glyph", cell, update_width=grow)
+        self.shown_cells = rendered
 
 
 class WatchApp(App[None]):
