@@ -163,7 +163,4 @@ def test_launcher_source_shows_real_ranks_in_the_app(job: Any) -> None:
             assert app.shown is not None and {v.sample.pid for v in app.shown.ranks} == {j.rank_pid(0), j.rank_pid(1)}
             assert "no problem seen" in str(app.query_one("#findings").render())
 
-    try:
-        asyncio.run(drive())
-    finally:
-        source.close()
+    asyncio.run(drive())

@@ -154,15 +154,16 @@ def _compare(
 ) -> list[Finding]:
     """Findings at one sequence number: differing op, sizes or dtypes, or ranks that never got there."""
     where = f"process group {pg}{f' ({desc})' if desc else ''}, collective #{seq}"
-    checks: list[tuple[str, str, Callable[[FrEntry], object]]] = [
-        ("fr-op-mismatch", "called", lambda e: e.op),
-        ("fr-size-mismatch", "passed sizes", _sizes),
-        ("fr-dtype-mismatch", "passed dtypes", _dtypes),
+    # (finding, what must agree, what the message shows of it)
+    checks: list[tuple[str, Callable[[FrEntry], object], Callable[[FrEntry], str]]] = [
+        ("fr-op-mismatch", lambda e: e.op, lambda e: ""),
+        ("fr-size-mismatch", _sizes, lambda e: f" with {_shape(e)}"),
+        ("fr-dtype-mismatch", _dtypes, lambda e: f" with {_dtype(e)}"),
     ]
-    for fid, verb, key in checks:
+    for fid, key, detail in checks:
         odd = _odd_ones({r: key(e) for r, e in present.items()})
         if odd:
-            return [_mismatch(fid, verb, where, present, odd, key, by_rank)]
+            return [_mismatch(fid, where, present, odd, key, detail, by_rank)]
     if behind and present and not all(e.state == "completed" for e in present.values()):
         return [_not_joined(where, present, behind, by_rank)]
     return []
@@ -188,14 +189,6 @@ def _odd_ones(values: dict[int, object]) -> tuple[int, ...]:
     return tuple(sorted(r for r, v in values.items() if v != reference))
 
 
-def _describe(e: FrEntry, verb: str) -> str:
-    what = {"called": e.op, "passed sizes": f"{e.op} with {_shape(e)}", "passed dtypes": f"{e.op} with {_dtype(e)}"}[
-        verb
-    ]
-    what = f"called {what}"
-    return f"{what}{f' at {e.call_site}' if e.call_site else ''}"
-
-
 def _shape(e: FrEntry) -> str:
     ins = ",".join("x".join(map(str, s)) or "scalar" for s in e.input_sizes)
     outs = ",".join("x".join(map(str, s)) or "scalar" for s in e.output_sizes)
@@ -207,14 +200,17 @@ def _dtype(e: FrEntry) -> str:
 
 
 def _mismatch(
-    fid: str, verb: str, where: str, present: dict[int, FrEntry], odd: tuple[int, ...],
-    key: Callable[[FrEntry], object], by_rank: dict[int, FrDump],
+    fid: str, where: str, present: dict[int, FrEntry], odd: tuple[int, ...],
+    key: Callable[[FrEntry], object], detail: Callable[[FrEntry], str], by_rank: dict[int, FrDump],
 ) -> Finding:  # fmt: skip
     ref_rank = next(r for r in sorted(present) if r not in odd)
     variants: dict[object, list[int]] = defaultdict(list)
     for r in sorted(present):
         variants[key(present[r])].append(r)
-    parts = [f"rank {span(rs)} {_describe(present[rs[0]], verb)}" for rs in variants.values()]
+    parts = []
+    for rs in variants.values():
+        e = present[rs[0]]
+        parts.append(f"rank {span(rs)} called {e.op}{detail(e)}{f' at {e.call_site}' if e.call_site else ''}")
     message = f"{where}: " + "; ".join(parts) + f" (reference: rank {ref_rank})"
     return Finding(fid, "error", message, MISMATCH_FIX, odd, _evidence(present, sorted(present), by_rank))
 

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import psutil
 
+# psutil's names, folded to what a rank's state means for a job: a traced rank is as stopped as a SIGSTOPped one.
+STATUS = {"tracing-stop": "stopped", "dead": "gone", "idle": "sleeping", "waking": "running"}
+
+
+def normal_status(status: str) -> str:
+    return STATUS.get(status, status)
+
 
 def process_state(pid: int | None) -> str:
     if pid is None:
@@ -14,4 +21,4 @@ def process_state(pid: int | None) -> str:
         return "gone"
     except psutil.Error:
         return "unknown"
-    return {"stopped": "stopped", "tracing-stop": "stopped", "zombie": "zombie", "dead": "gone"}.get(status, status)
+    return normal_status(status)

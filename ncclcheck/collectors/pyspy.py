@@ -40,7 +40,9 @@ def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[Frame, ...]
     return tuple(Frame(f.get("name", "?"), f.get("filename", "?"), int(f.get("line", 0))) for f in main["frames"]), None
 
 
-def dump_all(pids: list[int]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
-    """Dumps of several processes at once, at most 8 in flight."""
-    with ThreadPoolExecutor(max_workers=min(8, max(len(pids), 1))) as pool:
-        return dict(zip(pids, pool.map(dump, pids)))
+def dump_all(
+    pids: list[int], timeout_s: float = DUMP_TIMEOUT_S, in_flight: int = 8
+) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
+    """Dumps of several processes at once, at most ``in_flight`` py-spy processes at a time."""
+    with ThreadPoolExecutor(max_workers=min(in_flight, max(len(pids), 1))) as pool:
+        return dict(zip(pids, pool.map(lambda pid: dump(pid, timeout_s), pids)))

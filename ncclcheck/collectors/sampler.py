@@ -7,22 +7,19 @@ py-spy calls run at most ``concurrency`` at a time, so 8+ ranks per node stay ch
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 
-from ncclcheck.collectors.pyspy import dump
+from ncclcheck.collectors.processes import normal_status
+from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
-
-STATUS = {"tracing-stop": "stopped", "dead": "gone", "idle": "sleeping", "waking": "running"}
 
 
 class Sampler:
     """Keeps each rank's psutil handle between samples, so CPU % is over the interval."""
 
     def __init__(self, job: Job, stacks: bool = True, concurrency: int = 4, timeout_s: float = 5.0) -> None:
-        self.job, self.stacks, self.timeout_s = job, stacks, timeout_s
-        self.pool = ThreadPoolExecutor(max_workers=concurrency)
+        self.job, self.stacks, self.timeout_s, self.concurrency = job, stacks, timeout_s, concurrency
         self.procs: dict[int, psutil.Process] = {}
         for r in job.ranks:
             try:
@@ -35,7 +32,7 @@ class Sampler:
         by_rank = {r.rank: r for r in self.job.ranks}
         states = {r.pid: self._state(r) for r in self.job.ranks}
         live = [pid for pid, s in states.items() if s[0] not in ("gone", "zombie", "stopped")] if self.stacks else []
-        dumps = dict(zip(live, self.pool.map(lambda pid: dump(pid, self.timeout_s), live)))
+        dumps = dump_all(live, self.timeout_s, self.concurrency) if live else {}
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
@@ -58,13 +55,10 @@ class Sampler:
                 status = str(proc.status())
                 io = proc.io_counters()
                 return (
-                    STATUS.get(status, status), proc.cpu_percent(None), proc.memory_info().rss, proc.num_threads(),
+                    normal_status(status), proc.cpu_percent(None), proc.memory_info().rss, proc.num_threads(),
                     io.read_chars + io.write_chars if hasattr(io, "read_chars") else io.read_bytes + io.write_bytes,
                 )  # fmt: skip
         except psutil.NoSuchProcess:
             return "gone", 0.0, 0, 0, 0
         except psutil.Error:
             return "unknown", 0.0, 0, 0, 0
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -39,9 +39,6 @@ class LiveSource:
         self.samples += 1
         return self.state
 
-    def close(self) -> None:
-        self.sampler.close()
-
 
 class LauncherSource:
     """For ``smoke --tui``: watch the ranks under a launcher we started, once they exist."""
@@ -60,7 +57,3 @@ class LauncherSource:
             return self.live.poll()
         waiting = Job(f"launcher pid {self.launcher_pid}", self.world_size, None, self.launcher_pid, ())
         return WatchState(time.monotonic(), waiting, (), (), ("waiting for the ranks to start",))
-
-    def close(self) -> None:
-        if self.live is not None:
-            self.live.close()

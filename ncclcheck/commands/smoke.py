@@ -190,7 +190,6 @@ def _with_tui(
     app.run()
     closed.set()
     thread.join()  # the user may quit the app first: the smoke test still runs to its end
-    source.close()
     return done[0]
 
 

@@ -66,16 +66,12 @@ def run(args: argparse.Namespace) -> int:
             )
         return 2
     source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks)
-    try:
-        if args.once or args.json or not sys.stdout.isatty():
-            return _once(source, args)
-        from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
+    if args.once or args.json or not sys.stdout.isatty():
+        return _once(source, args)
+    from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-        WatchApp(source, args.interval).run()
-        return 0  # quitting the live view is not a verdict; scripts use --once
-
-    finally:
-        source.close()
+    WatchApp(source, args.interval).run()
+    return 0  # quitting the live view is not a verdict; scripts use --once
 
 
 def _once(source: LiveSource, args: argparse.Namespace) -> int:

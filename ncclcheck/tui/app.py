@@ -21,9 +21,8 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import ColumnKey
 from textual.worker import get_current_worker
 
-from ncclcheck.analysis.watch import short
 from ncclcheck.model.watch import RankView, WatchState
-from ncclcheck.views.watch_report import GLYPH, flagged, to_json
+from ncclcheck.views.watch_report import HEALTHY, cells, flagged, to_json
 
 COLUMNS = ("", "rank", "local", "host", "pid", "state", "collective", "call site", "for", "cpu", "rss")
 # Fixed widths where the values are bounded; host and call site grow (auto width) when a longer value comes.
@@ -44,14 +43,8 @@ class Polled(Message):
 
 
 def row(v: RankView, bad: bool) -> tuple[Text, ...]:
-    s = v.sample
-    style = "bold red" if bad else ""
-    cells = (
-        GLYPH.get(s.status, "?"), str(s.rank), "" if s.local_rank is None else str(s.local_rank), s.host,
-        str(s.pid or "-"), s.status, v.collective or f"({v.doing})", short(v.call_site) if v.call_site else "",
-        f"{v.since_s:.0f}s", f"{s.cpu_percent:.0f}%", f"{s.rss_bytes >> 20}M",
-    )  # fmt: skip
-    return tuple(Text(c, style=style) for c in cells)
+    text = cells(v)
+    return tuple(Text(text[c], style="bold red" if bad else "") for c in COLUMNS)
 
 
 class RankTable(DataTable[Text]):
@@ -173,7 +166,7 @@ class WatchApp(App[None]):
     def findings_text(self) -> Text:
         assert self.shown is not None
         if not self.shown.findings:
-            return Text("✓ no problem seen: every rank progresses or has not stood still long enough", style="green")
+            return Text(HEALTHY, style="green")
         text = Text()
         for f in self.shown.findings:
             text.append(f"✗ {f.kind}: ", style="bold red")

@@ -57,6 +57,28 @@ def rank_json(v: RankView) -> dict[str, Any]:
     }
 
 
+HEALTHY = "✓ no problem seen: every rank progresses or has not stood still long enough"
+
+
+def cells(v: RankView) -> dict[str, str]:
+    """Every column either rank table (rich or Textual) shows, as text."""
+    s = v.sample
+    return {
+        "": GLYPH.get(s.status, "?"),
+        "rank": str(s.rank),
+        "local": "" if s.local_rank is None else str(s.local_rank),
+        "host": s.host,
+        "pid": str(s.pid or "-"),
+        "state": s.status,
+        "in": v.doing,
+        "collective": v.collective or f"({v.doing})",
+        "call site": short(v.call_site) if v.call_site else "",
+        "for": f"{v.since_s:.0f}s",
+        "cpu": f"{s.cpu_percent:.0f}%",
+        "rss": f"{s.rss_bytes >> 20}M",
+    }
+
+
 def flagged(state: WatchState) -> set[int]:
     return {r for f in state.findings for r in f.ranks}
 
@@ -65,15 +87,13 @@ def render(state: WatchState, console: Console) -> None:
     job = state.job
     console.print(Text(f"job {job.id}: world size {job.world_size}, {len(state.ranks)} rank(s) on this node"))
     table = Table()
-    for column in ("", "rank", "pid", "status", "in", "call site", "for", "cpu", "rss"):
-        table.add_column(column)
+    columns = ("", "rank", "pid", "state", "in", "call site", "for", "cpu", "rss")
+    for column in columns:
+        table.add_column("status" if column == "state" else column)
     bad = flagged(state)
     for v in state.ranks:
-        style = "bold red" if v.rank in bad else ""
-        s = v.sample
-        cells = (GLYPH.get(s.status, "?"), str(s.rank), str(s.pid or "-"), s.status, v.doing, short(v.call_site) if v.call_site else "",
-                 f"{v.since_s:.0f}s", f"{s.cpu_percent:.0f}%", f"{s.rss_bytes >> 20}M")  # fmt: skip
-        table.add_row(*(Text(c, style=style) for c in cells))
+        text = cells(v)
+        table.add_row(*(Text(text[c], style="bold red" if v.rank in bad else "") for c in columns))
     console.print(table)
     for f in state.findings:
         console.print(Text(f"✗ {f.kind}: {f.message}", style="bold red"))
@@ -81,6 +101,4 @@ def render(state: WatchState, console: Console) -> None:
     for note in state.notes:
         console.print(Text(f"! {note}", style="yellow"))
     if not state.findings:
-        console.print(
-            Text("✓ no problem seen: every rank progresses or has not stood still long enough", style="green")
-        )
+        console.print(Text(HEALTHY, style="green"))
