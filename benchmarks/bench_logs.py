@@ -1,7 +1,8 @@
 """How fast and how lean is ``ncclcheck logs``? Against ``grep -E`` with the catalogue's patterns, same file, same run.
 
 Generates two multi-rank logs of ``--size-mb`` MiB each (64 ranks on 8 hosts), then times
-``ncclcheck logs --json`` and ``grep -E -c`` with every rule's literal, alternately, on each:
+``ncclcheck logs --json`` and ``grep -E -c`` with every literal ncclcheck looks for (rules, NCCL, torchrun's
+summary, exceptions), alternately, on each:
 - ``job``: what a failed job's log looks like: every rank's NCCL_DEBUG=INFO chatter and the failure
   (real lines from ../shared/fixtures/nccl_logs) around a bulk of training-step output;
 - ``dense``: the worst case, nothing but NCCL/torch lines (the fixtures and channel lines, repeated).
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from _timing import wall  # benchmarks/ is on sys.path when run as a script
 
-from ncclcheck.analysis.logs.rules import RULES
+from ncclcheck.analysis.logs.diagnose import GATE
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nccl_logs"
 
@@ -83,7 +84,7 @@ def main() -> int:
             generate(log, args.size_mb)
             size = log.stat().st_size / 2**20
             ours = [sys.executable, "-m", "ncclcheck", "logs", "--json", str(log)]
-            grep = ["grep", "-E", "-c", *[x for r in {r.literal for r in RULES} for x in ("-e", ere(r))], str(log)]
+            grep = ["grep", "-E", "-c", *[x for t in GATE.literals for x in ("-e", ere(t))], str(log)]
             times: dict[str, list[float]] = {"ncclcheck": [], "grep": []}
             for _ in range(args.n):
                 times["ncclcheck"].append(wall(ours))

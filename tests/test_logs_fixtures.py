@@ -112,6 +112,37 @@ def test_quiet_chunks_skipped_change_nothing(size: int) -> None:
         assert fast.root_cause == slow.root_cause, number
 
 
+def test_fixtures_inside_megabytes_of_training_output_give_the_same_report(tmp_path: Path) -> None:
+    """Full-size chunks: the sampled gate, busy chunks judged again in pieces, line numbers across skipped ones."""
+    steps = "".join(
+        f"[rank{r % 8}]:step {r} | loss {r % 97 / 10:.2f} | lr 3.0e-04 | tokens/s {5000 + r}\n" for r in range(6000)
+    )
+    for number, _, _ in EXPECTED:
+        text = steps + fixture(number).read_text(encoding="utf-8", errors="replace") + "\n" + steps
+        log = tmp_path / f"{number}.log"
+        log.write_text(text, encoding="utf-8")
+        fold = LogFold()
+        for line in frame_chunks(chunks(LogSource(log.name, str(log)), 1 << 20), log.name, quiet, fold.skip):
+            fold.feed(line)
+        fast, slow = fold.result(), analyse(frame_all(text.splitlines(keepends=True), log.name))
+        assert fast.findings == slow.findings and fast.root_cause == slow.root_cause, number
+        assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, number
+        assert fast.lines == slow.lines, number
+
+
+@pytest.mark.parametrize(
+    ("line", "fid"),
+    [
+        ("node1:123:456 [0] misc/ibvwrap.cc:137 NCCL WARN Call to ibv_open_device failed", "ib-no-device"),
+        ("node1:123:456 [0] include/alloc.h:103 NCCL WARN Failed to CUDA calloc 2097152 bytes", "cuda-oom"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-oom"),
+    ],
+)
+def test_messages_whose_literal_is_not_the_rest_of_their_rule(line: str, fid: str) -> None:
+    """Each alternative of a message has its own literal: none is gated out by another's."""
+    assert fid in {f.id for f in analyse(frame_all([line], "x.log")).findings}
+
+
 def test_watchdog_timeouts_name_the_silent_ranks() -> None:
     got = report("41")
     assert sorted(t.rank for t in got.timeouts) == [1, 2, 3, 6, 7]

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ncclcheck.analysis.flight import FlightReport
+from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import RankFold, source_key
 from ncclcheck.analysis.logs.rules import RULES, SECONDARY_IDS, Rule
 from ncclcheck.analysis.ranks import span
@@ -37,7 +38,7 @@ EXCEPTION = Rule(
 )
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
-GATE = tuple(sorted(t for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS)))
+GATE = Gate.of(_TRIGGERS)
 MAX_TIMEOUTS = 10_000
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
 WATCHDOG = re.compile(
@@ -204,7 +205,7 @@ class LogFold:
 
 def quiet(chunk: str) -> bool:
     """Whether no line of ``chunk`` can matter: none holds a rule's literal or an NCCL/torch/torchrun marker."""
-    return not any(trigger in chunk for trigger in GATE)
+    return not GATE.hit(chunk)
 
 
 def analyse(lines: Iterable[LogLine]) -> LogReport:

@@ -36,6 +36,7 @@ WRAP_MIN = 64
 MAX_LINE = 64 * 1024
 # Lines at the top of a quiet chunk still framed: they may finish a line hard-wrapped at the chunk's edge.
 QUIET_HEAD = 4
+PIECE = 64 << 10
 
 
 def strip_prefixes(text: str) -> tuple[str, int | None]:
@@ -116,21 +117,40 @@ def _physical(
 ) -> Iterator[tuple[int, str]]:
     number = 0
     for chunk in chunks:
-        if not quiet(chunk):
-            for text in chunk.splitlines(keepends=True):
+        for piece, still in _pieces(chunk, quiet):
+            if not still:
+                for text in piece.splitlines(keepends=True):
+                    number += 1
+                    yield number, text
+                continue
+            head = 0
+            for _ in range(QUIET_HEAD):
+                end = piece.find("\n", head)
+                if end < 0:
+                    break
                 number += 1
-                yield number, text
-            continue
-        head = 0
-        for _ in range(QUIET_HEAD):
-            end = chunk.find("\n", head)
-            if end < 0:
-                break
-            number += 1
-            yield number, chunk[head : end + 1]
-            head = end + 1
-        rest = chunk[head:]
-        count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
-        skipped(count - rest.count("\n\n"))
-        number += count
-        yield number, ""  # a break: nothing rejoins across the skipped lines
+                yield number, piece[head : end + 1]
+                head = end + 1
+            rest = piece[head:]
+            count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
+            skipped(count - rest.count("\n\n"))
+            number += count
+            yield number, ""  # a break: nothing rejoins across the skipped lines
+
+
+def _pieces(chunk: str, quiet: Callable[[str], bool]) -> Iterator[tuple[str, bool]]:
+    """A chunk and whether it is quiet; a busy one in pieces of about PIECE characters, each judged again, so
+    a few NCCL lines do not cost parsing the megabytes of training output around them."""
+    if quiet(chunk):
+        yield chunk, True
+        return
+    if len(chunk) <= PIECE:
+        yield chunk, False
+        return
+    start = 0
+    while start < len(chunk):
+        end = chunk.find("\n", start + PIECE)
+        end = len(chunk) if end < 0 else end + 1
+        piece = chunk[start:end]
+        yield piece, quiet(piece)
+        start = end

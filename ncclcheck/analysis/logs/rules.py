@@ -1,6 +1,9 @@
 """The message catalogue: each rule is a literal prefilter, a regex, a finding id, and what to tell the user.
 
-Literal-first matching keeps a multi-GB log fast: the regex runs only on lines holding the literal.
+Literal-first matching keeps a multi-GB log fast: the regex runs only on lines holding the literal, and
+``gate`` skips whole blocks holding none. Each literal is a part every match of its regex contains (so
+a rule never misses a line its regex would match), as long as possible and with a capital where the
+message has one: rare characters make the gate fast.
 ``secondary`` marks echoes (a peer closing, a flushed queue, a stuck watchdog): they never win the
 root cause while a primary error is in the logs.
 """
@@ -34,39 +37,48 @@ STORE_LOST_FIX = (
     "a consequence: the store lives in rank 0 (env:// launches) or in node 0's torchrun agent; read that"
     " process's log and its node's dmesg (OOM killer) for why it died, then restart the job"
 )
+NO_RDMA = "no usable RDMA device: NCCL falls back to TCP sockets (slow)"
+NO_RDMA_FIX = (
+    "if the node has IB/RoCE NICs: pass /dev/infiniband and IPC_LOCK into the container (--device"
+    " /dev/infiniband --cap-add IPC_LOCK, or the RDMA device plugin), check `ibv_devinfo`"
+)
+OOM = "the GPU ran out of memory inside NCCL (buffers or kernel launch)"
+OOM_FIX = (
+    "leave GPU memory headroom (smaller batch or sharding), create communicators before the model fills the"
+    " GPU, or lower NCCL_BUFFSIZE"
+)
 RULES: tuple[Rule, ...] = (
     _rule(
-        "ib-retry-exceeded", "error", "ompletion",
+        "ib-retry-exceeded", "error", "Got completion",
         r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)12\b.*?vendor err (?P<vendor>\d+)",
         "IB transport retry counter exceeded talking to {peer}: the remote NIC never acknowledged", GID_FIX,
     ),
     _rule(
-        "ib-local-protection", "error", "ompletion",
+        "ib-local-protection", "error", "Got completion",
         r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)4\b",
         "IB local protection error (peer {peer}): GPUDirect RDMA writes are rejected",
         "usually PCIe ACS or the IOMMU breaking GPUDirect RDMA: disable ACS on the switches, boot with iommu=pt;"
         " confirm with NCCL_NET_GDR_LEVEL=0 (works, slower)",
     ),
     _rule(
-        "ib-wr-flush", "error", "ompletion",
+        "ib-wr-flush", "error", "Got completion",
         r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)5\b",
         "IB work requests flushed (peer {peer}): the queue pair had already failed",
         "a consequence: find the first completion error (12 or 4) on this or the peer node", True,
     ),
     _rule(
-        "ib-modify-qp-failed", "error", "ibv_modify_qp",
+        "ib-modify-qp-failed", "error", "Call to ibv_modify_qp",
         r"Call to ibv_modify_qp failed with (?:error )?(?:\d+ )?(?P<why>[A-Za-z ]+)",
         "ibv_modify_qp failed ({why}) while connecting: the remote GID is not reachable from this NIC",
         "`show_gids` and set NCCL_IB_GID_INDEX to a routable RoCE v2 GID; NCCL_IB_HCA to ports on the same"
         " rail/subnet as the peer; test with `ib_write_bw -x <gid>`",
     ),
     _rule(
-        "ib-no-device", "warning", "IB",
-        r"NET/IB : No device found|Call to ibv_open_device failed|NET/IB : Unable to open device (?P<dev>\S+)",
-        "no usable RDMA device: NCCL falls back to TCP sockets (slow)",
-        "if the node has IB/RoCE NICs: pass /dev/infiniband and IPC_LOCK into the container (--device"
-        " /dev/infiniband --cap-add IPC_LOCK, or the RDMA device plugin), check `ibv_devinfo`",
+        "ib-no-device", "warning", "NET/IB : ",
+        r"NET/IB : No device found|NET/IB : Unable to open device (?P<dev>\S+)",
+        NO_RDMA, NO_RDMA_FIX,
     ),
+    _rule("ib-no-device", "warning", "Call to ibv_open_device failed", r"Call to ibv_open_device failed", NO_RDMA, NO_RDMA_FIX),
     _rule(
         "gdr-disabled", "warning", "GPU Direct RDMA Disabled",
         r"GPU Direct RDMA Disabled for (?:HCA \d+ '(?P<hca>[\w-]+)'(?P<nomod> \(no module\))?|GPU (?P<gpu>\S+) / HCA)",
@@ -88,7 +100,7 @@ RULES: tuple[Rule, ...] = (
         " every rank must run the same NCCL build",
     ),
     _rule(
-        "connect-failed", "error", "onnect",
+        "connect-failed", "error", "Connect to ",
         r"Connect to (?P<addr>\S+?)<(?P<port>\d+)> (?:failed\s*:\s*|returned )(?P<why>.+)",
         "could not connect to {addr}:{port}: {why}",
         "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
@@ -109,7 +121,7 @@ RULES: tuple[Rule, ...] = (
         "open the ports between nodes (firewall), set NCCL_SOCKET_IFNAME to the routed interface on every node",
     ),
     _rule(
-        "peer-closed", "error", "losed",
+        "peer-closed", "error", "Connection closed by ",
         r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+))",
         "a peer closed its connection ({peer}): usually that process exited",
         "a consequence: read the peer's log for its first error", True,
@@ -128,25 +140,23 @@ RULES: tuple[Rule, ...] = (
         " visible GPUs (CUDA_VISIBLE_DEVICES)",
     ),
     _rule(
-        "shm-failure", "error", "shared memory",
+        "shm-failure", "error", "Error while ",
         r"Error while (?:creating|attaching to) shared memory segment (?P<seg>\S+)",
         "NCCL could not create its /dev/shm segment: /dev/shm is too small or full",
         "give the container a bigger /dev/shm (--shm-size=1g, --ipc=host, or a Memory emptyDir in Kubernetes);"
         " NCCL_SHM_DISABLE=1 only as a slower workaround",
     ),
     _rule(
-        "shm-failure", "error", "/dev/shm",
+        "shm-failure", "error", "failed to extend /dev/shm",
         r"failed to extend (?P<seg>/dev/shm/\S+) to (?P<size>\d+) bytes",
         "NCCL could not grow {seg} to {size} bytes: /dev/shm is too small or full",
         "give the container a bigger /dev/shm (--shm-size=1g, --ipc=host, or a Memory emptyDir in Kubernetes)",
     ),
     _rule(
-        "cuda-oom", "error", "out of memory",
-        r"Cuda failure (?:\d+ )?'out of memory'|CUDA out of memory|Failed to CUDA calloc (?P<size>\d+) bytes",
-        "the GPU ran out of memory inside NCCL (buffers or kernel launch)",
-        "leave GPU memory headroom (smaller batch or sharding), create communicators before the model fills the"
-        " GPU, or lower NCCL_BUFFSIZE",
+        "cuda-oom", "error", "Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'", OOM, OOM_FIX,
     ),
+    _rule("cuda-oom", "error", "CUDA out of memory", r"CUDA out of memory", OOM, OOM_FIX),
+    _rule("cuda-oom", "error", "Failed to CUDA calloc", r"Failed to CUDA calloc (?P<size>\d+) bytes", OOM, OOM_FIX),
     _rule(
         "p2p-unsupported", "error", "peer access is not supported",
         r"peer access is not supported between these two devices",
@@ -187,7 +197,7 @@ RULES: tuple[Rule, ...] = (
         " this abort", True,
     ),
     _rule(
-        "store-connect-failed", "error", "client socket has",
+        "store-connect-failed", "error", "The client socket has",
         r"The client socket has (?:timed out after (?P<t>\d+)(?:ms|s) while trying to connect to|failed to connect to"
         r"(?: any network address of)?) \(?(?P<host>[^,\s)]+),? ?(?P<port>\d+)?",
         "could not reach the c10d store (rendezvous) at {host}:{port}",
@@ -201,7 +211,7 @@ RULES: tuple[Rule, ...] = (
         "check MASTER_ADDR/MASTER_PORT routing and the firewall; `ncclcheck env --master-addr HOST` checks it",
     ),
     _rule(
-        "store-connection-lost", "error", "store",
+        "store-connection-lost", "error", "store->get(",
         r"store->get\('(?P<key>\w+)'\) got error: (?P<why>.+)",
         "the c10d store connection broke: the store host (rank 0 / MASTER_ADDR) went away",
         STORE_LOST_FIX, True,
@@ -213,13 +223,13 @@ RULES: tuple[Rule, ...] = (
         STORE_LOST_FIX, True,
     ),
     _rule(
-        "store-connection-lost", "error", "remote server shutdown",
+        "store-connection-lost", "error", "Did the remote server shutdown",
         r"Failed to recv, got 0 bytes\. Connection was likely closed\. Did the remote server shutdown or crash",
         "the c10d store connection broke: the store host (rank 0 / MASTER_ADDR) went away",
         STORE_LOST_FIX, True,
     ),
     _rule(
-        "collective-mismatch", "error", "mismatch between collectives",
+        "collective-mismatch", "error", "Detected mismatch between collectives",
         r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running collective: .*?OpType=(?P<opa>\w+)"
         r".*?but Rank (?P<b>\d+) is running collective: .*?OpType=(?P<opb>\w+)",
         "ranks call different collectives: rank {a} runs {opa} while rank {b} runs {opb}",
@@ -239,7 +249,7 @@ RULES: tuple[Rule, ...] = (
         " loss; TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters",
     ),
     _rule(
-        "peer-crashed", "error", "by peer",
+        "peer-crashed", "error", " by peer",
         r"Connection (?:closed|reset) by peer \[?(?P<peer>[^\]\s]*)",
         "a peer process closed the gloo connection ({peer}): it crashed or exited",
         "a consequence on this rank: find the rank that died first (torchrun's root cause, its stderr)", True,
