@@ -89,6 +89,35 @@ async def _keys_flagged_sort_pause_stack_save(tmp_path: Path) -> None:
         assert saved["schema"] == "ncclcheck.watch/1" and len(saved["ranks"]) == 4
 
 
+def test_rows_off_screen_are_current_once_scrolled_to() -> None:
+    asyncio.run(_rows_off_screen_are_current_once_scrolled_to())
+
+
+async def _rows_off_screen_are_current_once_scrolled_to() -> None:
+    """500 ranks, a screen of about 20 rows: rank 450 changes state while far below the screen; with the view
+    paused, moving the cursor down to it shows the new state, not the old one."""
+    before = states(job(500), all_in(500, "all_reduce"))
+    after = states(
+        job(500), all_in(500, "all_reduce"), all_in(500, "all_reduce", r450=sample(450, stack("barrier", 60)))
+    )
+    source = Scripted(before, after)
+    source.hold = True
+    a = app(source)
+    async with a.run_test(size=(150, 30)) as pilot:
+        await until(pilot, lambda: a.shown is before)
+        table = a.query_one(RankTable)
+        assert table.row_count == 500 and rows(a)[0][6] == "all_reduce"
+        source.hold = False
+        await until(pilot, lambda: a.shown is after)
+        assert rows(a)[1][8] == "5s"  # on screen: updated at once
+        await pilot.press("p")  # paused: only scrolling can bring the rows below up to date now
+        table.move_cursor(row=450)
+        await pilot.pause()
+        assert table.scroll_y > 400
+        assert rows(a)[450][6] == "barrier" and rows(a)[450][8] == "0s"
+        assert rows(a)[449][8] == "5s" and rows(a)[455][8] == "5s"
+
+
 def test_snapshot_mismatch(snap_compare: object) -> None:
     async def first_sample(pilot: object) -> None:
         await until(pilot, lambda: a.shown is not None)

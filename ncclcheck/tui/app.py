@@ -28,6 +28,7 @@ COLUMNS = ("", "rank", "local", "host", "pid", "state", "collective", "call site
 # Fixed widths where the values are bounded; host and call site grow (auto width) when a longer value comes.
 WIDTHS = {"": 1, "rank": 5, "local": 5, "pid": 8, "state": 10, "collective": 24, "for": 6, "cpu": 5, "rss": 7}
 SORTS = ("rank", "time in state", "state")
+MARGIN = 20  # rows above and below the screen kept up to date too
 
 
 class Source(Protocol):
@@ -42,9 +43,13 @@ class Polled(Message):
         self.state = state
 
 
-def row(v: RankView, bad: bool) -> tuple[Text, ...]:
+def plain_row(v: RankView) -> tuple[str, ...]:
     text = cells(v)
-    return tuple(Text(text[c], style="bold red" if bad else "") for c in COLUMNS)
+    return tuple(text[c] for c in COLUMNS)
+
+
+def _cell(text: str, bad: bool) -> Text:
+    return Text(text, style="bold red" if bad else "")
 
 
 class RankTable(DataTable[Text]):
@@ -53,7 +58,9 @@ class RankTable(DataTable[Text]):
     def __init__(self, source: Source, interval: float) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable", id="ranks")
         self.source, self.interval = source, interval
-        self.shown_cells: dict[str, tuple[Text, ...]] = {}
+        self.shown_cells: dict[int, tuple[bool, tuple[str, ...]]] = {}  # per row position: red, texts shown
+        self.latest: list[tuple[bool, RankView]] = []  # per row position: red, the rank's latest view
+        self.stale: set[int] = set()  # positions whose shown cells may be older than ``latest``
 
     def on_mount(self) -> None:
         for column in COLUMNS:
@@ -69,6 +76,8 @@ class RankTable(DataTable[Text]):
                 return
 
     def show(self, state: WatchState, only_flagged: bool, sort: str) -> None:
+        """Rows are positions, not ranks: a new order or a new sample only changes cells, and only those on
+        screen are written now (``sync_visible``), so a refresh costs what the screen shows."""
         bad = flagged(state)
         views = [v for v in state.ranks if v.rank in bad or not only_flagged]
         key: Callable[[RankView], Any] = {
@@ -77,26 +86,50 @@ class RankTable(DataTable[Text]):
             "state": lambda v: (v.rank not in bad, v.sample.status, v.rank),
         }[sort]
         views.sort(key=key)
-        rendered = {str(v.rank): row(v, v.rank in bad) for v in views}  # each row built once per refresh
-        wanted = list(rendered)
-        current = [str(k.value) for k in self.rows]
+        chosen = self.rank_at(self.cursor_row)
+        self.latest = [(v.rank in bad, v) for v in views]
         with self.app.batch_update():
-            if current != wanted:  # order or membership changed: rebuild, keeping the cursor on its rank
-                chosen = current[self.cursor_row] if current and 0 <= self.cursor_row < len(current) else None
-                for k in current:
-                    self.remove_row(k)
-                for k, cells in rendered.items():
-                    self.add_row(*cells, key=k)
-                if chosen in wanted:
-                    self.move_cursor(row=wanted.index(chosen))
-            else:
-                for k, cells in rendered.items():
-                    before = self.shown_cells.get(k, ())
-                    for i, (column, cell) in enumerate(zip(COLUMNS, cells)):
-                        if i >= len(before) or before[i] != cell:  # only what changed: 4,096 rows stay cheap
-                            grow = column not in WIDTHS and len(cell) > self.columns[ColumnKey(column)].content_width
-                            self.update_cell(k, column or "glyph", cell, update_width=grow)
-        self.shown_cells = rendered
+            for position in range(len(views), self.row_count):
+                self.remove_row(str(position))
+                self.shown_cells.pop(position, None)
+            blank = tuple(Text() for _ in COLUMNS)
+            for position in range(self.row_count, len(views)):
+                self.add_row(*blank, key=str(position))
+            self.stale = set(range(len(views)))
+            ranks = [v.rank for v in views]
+            if chosen is not None and chosen in ranks and ranks.index(chosen) != self.cursor_row:
+                self.move_cursor(row=ranks.index(chosen))  # the cursor stays on its rank
+            self.sync_visible()
+
+    def rank_at(self, position: int) -> int | None:
+        return self.latest[position][1].rank if 0 <= position < len(self.latest) else None
+
+    def sync_visible(self) -> None:
+        """Bring the rows on screen (and a margin) up to date; the others wait until scrolled to."""
+        if not self.stale:
+            return
+        top, height = int(self.scroll_y), self.size.height or len(self.latest)
+        for position in range(max(top - MARGIN, 0), min(top + height + MARGIN, len(self.latest))):
+            if position not in self.stale:
+                continue
+            self.stale.discard(position)
+            red, view = self.latest[position]
+            texts = plain_row(view)
+            was_red, before = self.shown_cells.get(position, (red, ()))
+            if red == was_red and texts == before:
+                continue
+            for i, (column, text) in enumerate(zip(COLUMNS, texts)):
+                if red != was_red or i >= len(before) or before[i] != text:  # only what changed
+                    grow = column not in WIDTHS and len(text) > self.columns[ColumnKey(column)].content_width
+                    self.update_cell(str(position), column or "glyph", _cell(text, red), update_width=grow)
+            self.shown_cells[position] = (red, texts)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.sync_visible()
+
+    def on_resize(self) -> None:
+        self.sync_visible()
 
 
 class WatchApp(App[None]):
@@ -178,10 +211,8 @@ class WatchApp(App[None]):
 
     def selected(self) -> RankView | None:
         table = self.query_one(RankTable)
-        if self.shown is None or not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return next((v for v in self.shown.ranks if str(v.rank) == key), None)
+        rank = table.rank_at(table.cursor_row)
+        return next((v for v in self.shown.ranks if v.rank == rank), None) if self.shown else None
 
     def on_data_table_row_selected(self, _: DataTable.RowSelected) -> None:
         self.query_one("#stack").toggle_class("open")
