@@ -137,6 +137,7 @@ class WatchApp(App[None]):
 
     CSS = """
     #job { height: 1; background: $primary-background; }
+    #ranks { height: 1fr; min-height: 3; }
     #findings { height: auto; max-height: 12; border: round $error; }
     #findings.clear { border: round $success; }
     #stack { height: auto; max-height: 16; border: round $secondary; display: none; }
