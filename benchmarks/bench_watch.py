@@ -5,7 +5,7 @@
    formatting every row as strings.
 2. The step rate of a running 2-rank gloo job while watched at the default interval, against the
    same job unwatched, alternately (goal: slowdown <= 2 %).
-Usage: python benchmarks/bench_watch.py [--duration 20] [-n 2]
+Usage: python benchmarks/bench_watch.py [--duration 20] [-n 3]
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def refresh_cost(world: int, refreshes: int = 10) -> tuple[float, float, float]:
     return statistics.median(cpu) * 1e3, statistics.median(ours) * 1e3, statistics.median(base) * 1e3
 
 
-def step_rate(duration: float, watched: bool) -> float:
+def step_rate(duration: float, watched: bool) -> tuple[float, float]:
+    """The job's steps/s, and the CPU seconds the watcher used (its py-spy children included)."""
     cmd = [
         sys.executable,
         "-m",
@@ -83,7 +84,7 @@ def step_rate(duration: float, watched: bool) -> float:
     ]
     job_proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 env={**os.environ, "DURATION": str(duration)})  # fmt: skip
-    watcher = None
+    watcher, cpu = None, 0.0
     if watched:
         time.sleep(3)  # let the ranks start; the watcher then samples at the default interval until the end
         watch = [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(job_proc.pid),
@@ -91,14 +92,16 @@ def step_rate(duration: float, watched: bool) -> float:
         watcher = subprocess.Popen(watch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out, _ = job_proc.communicate(timeout=duration + 120)
     if watcher:
-        watcher.wait(timeout=duration + 60)
-    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("steps/s")))
+        _, status, usage = os.wait4(watcher.pid, 0)
+        watcher.returncode = os.waitstatus_to_exitcode(status)
+        cpu = usage.ru_utime + usage.ru_stime
+    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("steps/s"))), cpu
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--duration", type=float, default=20.0)
-    parser.add_argument("-n", type=int, default=2)
+    parser.add_argument("-n", type=int, default=3)
     args = parser.parse_args()
     for world in (64, 512, 4096):
         cpu, wall, base = refresh_cost(world)
@@ -107,12 +110,21 @@ def main() -> int:
             f" formatting every row alone {base:.1f} ms, ratio {cpu / base:.1f}x"
         )
     rates: dict[bool, list[float]] = {False: [], True: []}
+    cpu: list[float] = []
     for _ in range(args.n):
         for watched in (False, True):
-            rates[watched].append(step_rate(args.duration, watched))
+            rate, used = step_rate(args.duration, watched)
+            rates[watched].append(rate)
+            cpu += [used] if watched else []
     plain, watched = statistics.median(rates[False]), statistics.median(rates[True])
     print(
-        f"gloo job step rate: unwatched {plain:.1f}/s, watched {watched:.1f}/s: slowdown {(1 - watched / plain) * 100:.1f}% (goal <= 2%)"
+        f"gloo job step rate: unwatched {plain:.1f}/s, watched {watched:.1f}/s: slowdown {(1 - watched / plain) * 100:.1f}%"
+        f" (goal <= 2%); runs unwatched {', '.join(f'{r:.0f}' for r in rates[False])},"
+        f" watched {', '.join(f'{r:.0f}' for r in rates[True])}"
+    )
+    print(
+        f"  the watcher's own CPU (py-spy included): {statistics.median(cpu):.2f} s per {args.duration:.0f} s"
+        f" watched = {statistics.median(cpu) / args.duration * 100:.1f}% of one core, startup included"
     )
     return 0
 

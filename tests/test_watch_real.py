@@ -17,6 +17,9 @@ import psutil
 import pytest
 
 from ncclcheck.cli import main
+from ncclcheck.collectors import sampler
+from ncclcheck.collectors.jobs import discover
+from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.collectors.watch_source import LauncherSource
 from ncclcheck.tui.app import RankTable, WatchApp
 
@@ -164,3 +167,28 @@ def test_launcher_source_shows_real_ranks_in_the_app(job: Any) -> None:
             assert "no problem seen" in str(app.query_one("#findings").render())
 
     asyncio.run(drive())
+
+
+@pytest.mark.parametrize(("mode", "most"), [("healthy", 3), ("op", 8)])
+def test_ranks_whose_io_moves_are_dumped_less_often(
+    job: Any, monkeypatch: pytest.MonkeyPatch, mode: str, most: int
+) -> None:
+    """A healthy gloo job's ranks move bytes between samples: their stacks are refreshed every REFRESH-th
+    sample only. Ranks stuck in a collective move nothing and are dumped at every sample."""
+    j = job(mode)
+    dumped: list[int] = []
+
+    def counting(pids: list[int], *args: Any) -> Any:
+        dumped.extend(pids)
+        return dump_all(pids, *args)
+
+    monkeypatch.setattr(sampler, "dump_all", counting)
+    s = sampler.Sampler(discover(j.proc.pid)[0])
+    snapshots = []
+    for _ in range(8):
+        snapshots.append(s.sample())
+        time.sleep(0.3)
+    for rank in (0, 1):
+        pid = j.rank_pid(rank)
+        assert (dumped.count(pid) <= most) and (dumped.count(pid) >= (8 if mode == "op" else 2)), dumped
+        assert all(snap.samples[rank].stack for snap in snapshots)  # a kept stack is still shown

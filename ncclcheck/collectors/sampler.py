@@ -1,7 +1,10 @@
 """Sample a job's ranks: psutil for state, CPU, memory and I/O; py-spy (non-blocking, time-limited) for stacks.
 
 Never pauses or signals the job: py-spy runs with ``--nonblocking`` and psutil only reads /proc.
-py-spy calls run at most ``concurrency`` at a time, so 8+ ranks per node stay cheap.
+py-spy calls run at most ``concurrency`` at a time, so 8+ ranks per node stay cheap. A rank whose
+I/O moved since the last sample is progressing whatever its stack says, so it keeps its last stack
+for up to ``REFRESH`` samples instead of a fresh dump: a healthy gloo job is dumped a quarter as often,
+while a rank that stands still is dumped every time.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import psutil
 
 from ncclcheck.collectors.processes import normal_status
 from ncclcheck.collectors.pyspy import dump_all
+from ncclcheck.model.smoke import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
+
+REFRESH = 4
 
 
 class Sampler:
@@ -21,6 +27,8 @@ class Sampler:
     def __init__(self, job: Job, stacks: bool = True, concurrency: int = 4, timeout_s: float = 5.0) -> None:
         self.job, self.stacks, self.timeout_s, self.concurrency = job, stacks, timeout_s, concurrency
         self.procs: dict[int, psutil.Process] = {}
+        # per pid: the I/O count, stack and error of its last dump, and how many samples ago that was
+        self.dumped: dict[int, tuple[int, tuple[Frame, ...], str | None, int]] = {}
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -32,7 +40,7 @@ class Sampler:
         by_rank = {r.rank: r for r in self.job.ranks}
         states = {r.pid: self._state(r) for r in self.job.ranks}
         live = [pid for pid, s in states.items() if s[0] not in ("gone", "zombie", "stopped")] if self.stacks else []
-        dumps = dump_all(live, self.timeout_s, self.concurrency) if live else {}
+        dumps = self._stacks(live, {pid: s[4] for pid, s in states.items()})
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
@@ -45,6 +53,19 @@ class Sampler:
                 RankSample(rank, proc.local_rank, proc.pid, proc.host, status, cpu, rss, threads, io, stack, error)
             )
         return Snapshot(time.monotonic(), self.job, tuple(samples))
+
+    def _stacks(self, pids: list[int], io: dict[int, int]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
+        """Each live rank's stack: a fresh dump, or the last one while its I/O moves (at most REFRESH samples)."""
+        kept: dict[int, tuple[tuple[Frame, ...], str | None]] = {}
+        for pid in pids:
+            last = self.dumped.get(pid)
+            if last is not None and io[pid] != last[0] and last[3] + 1 < REFRESH and last[2] is None:
+                kept[pid] = (last[1], None)
+                self.dumped[pid] = (io[pid], last[1], None, last[3] + 1)
+        fresh = dump_all([p for p in pids if p not in kept], self.timeout_s, self.concurrency)
+        for pid, (stack, error) in fresh.items():
+            self.dumped[pid] = (io[pid], stack, error, 0)
+        return {**kept, **fresh}
 
     def _state(self, rank: RankProc) -> tuple[str, float, int, int, int]:
         proc = self.procs.get(rank.pid)
