@@ -143,6 +143,14 @@ def test_messages_whose_literal_is_not_the_rest_of_their_rule(line: str, fid: st
     assert fid in {f.id for f in analyse(frame_all([line], "x.log")).findings}
 
 
+def test_repeated_lines_do_not_grow_what_is_kept() -> None:
+    """Memory follows processes, not lines: the same GDR notice 5,000 times is kept once per HCA."""
+    line = "6a5a91752e39:74352:74370 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA {} 'mlx5_{}' (no module)"
+    got = analyse(frame_all([line.format(i % 2, i % 2) for i in range(5000)], "x.log"))
+    (rank,) = got.ranks
+    assert len(rank.gdr_disabled) == 2 and {f.id for f in got.findings} == {"gdr-disabled"}
+
+
 def test_watchdog_timeouts_name_the_silent_ranks() -> None:
     got = report("41")
     assert sorted(t.rank for t in got.timeouts) == [1, 2, 3, 6, 7]

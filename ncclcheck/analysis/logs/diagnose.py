@@ -39,7 +39,7 @@ EXCEPTION = Rule(
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
 GATE = Gate.of(_TRIGGERS)
-MAX_TIMEOUTS = 10_000
+MAX_TIMEOUTS = 10_000  # also the most torchrun failure entries kept
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
 WATCHDOG = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
@@ -174,7 +174,7 @@ class LogFold:
 
     def _close_child(self) -> None:
         child, self._child = self._child, None
-        if child and "rank" in child:
+        if child and "rank" in child and len(self.failures) < MAX_TIMEOUTS:
             code = _int(child.get("code"))
             sig = child.get("sig") or (_signal_name(-code) if code is not None and code < 0 else None)
             self.failures.append(

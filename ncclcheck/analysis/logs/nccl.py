@@ -102,10 +102,13 @@ def _read_other(acc: _Rank, text: str) -> None:
         acc.version = acc.version or m.group(1)
     elif (m := TOPO.search(text)) is not None:
         acc.rank, acc.nranks = int(m.group(1)), int(m.group(2))
-    elif (m := GDR_OFF.search(text)) is not None:
-        acc.gdr_off.append(m.group(0))
+    elif (m := GDR_OFF.search(text)) is not None and len(acc.gdr_off) < MAX_GDR_OFF and m.group(0) not in acc.gdr_off:
+        acc.gdr_off.append(m.group(0))  # one per HCA, not one per line
     for name, value in ENV.findall(text):
         acc.env[name] = value.rstrip(".")
+
+
+MAX_GDR_OFF = 32
 
 
 class RankFold:
