@@ -192,3 +192,21 @@ def test_ranks_whose_io_moves_are_dumped_less_often(
         pid = j.rank_pid(rank)
         assert (dumped.count(pid) <= most) and (dumped.count(pid) >= (8 if mode == "op" else 2)), dumped
         assert all(snap.samples[rank].stack for snap in snapshots)  # a kept stack is still shown
+
+
+def test_native_frames_show_where_the_collective_waits(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """--native adds the C++ frames under the collective (c10d's Work::wait) and changes nothing else."""
+    j = job("op")
+    code = main(["watch", "--once", "--json", "--native", "--pid", str(j.proc.pid), *FAST])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and kinds(report) == {"mismatch": [1]}
+    rank0 = next(r for r in report["ranks"] if r["rank"] == 0)
+    native = [f for f in rank0["stack"] if f["native"]]
+    assert native and any(".so" in f["file"] for f in native), rank0["stack"]
+    assert rank0["collective"] == "all_reduce"
+    assert rank0["call_site"] == f"{WORKERS / at('    dist.all_reduce(t)')} (train_step)"
+
+
+def test_native_without_stacks_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["watch", "--once", "--native", "--no-stacks"]) == 2
+    assert "--native needs stacks" in capsys.readouterr().err

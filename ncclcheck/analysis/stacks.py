@@ -47,7 +47,7 @@ def collective(frames: Sequence[Frame]) -> str | None:
 def call_site(frames: Sequence[Frame]) -> str | None:
     """``file:line (function)`` of the innermost frame outside torch and the standard library runners."""
     for frame in frames:
-        if not any(part in frame.filename for part in LIBRARY_PARTS):
+        if not frame.native and not any(part in frame.filename for part in LIBRARY_PARTS):
             return f"{frame.filename}:{frame.line} ({frame.function})"
     return None
 

@@ -43,7 +43,8 @@ def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
     if found:
         return found, site, found
     if sample.stack:
-        inner = next((f for f in sample.stack if "/torch/" not in f.filename), sample.stack[0])
+        python = [f for f in sample.stack if not f.native] or list(sample.stack)
+        inner = next((f for f in python if "/torch/" not in f.filename), python[0])
         return None, site, inner.function
     return None, site, sample.status
 

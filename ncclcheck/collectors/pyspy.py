@@ -1,4 +1,7 @@
-"""Take a py-spy dump of a process, never pausing it (``--nonblocking``), with a timeout."""
+"""Take a py-spy dump of a process, never pausing it (``--nonblocking``), with a timeout.
+
+``native`` adds C/C++ frames; py-spy can only unwind them with the process paused, so it is the
+one mode that briefly stops the process, and only when a user asks for it."""
 
 from __future__ import annotations
 
@@ -12,14 +15,14 @@ from ncclcheck.probes.host import find_py_spy
 DUMP_TIMEOUT_S = 10.0
 
 
-def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[Frame, ...], str | None]:
+def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S, native: bool = False) -> tuple[tuple[Frame, ...], str | None]:
     """The main thread's frames (innermost first), or an error that says why there are none."""
     binary = find_py_spy()
     if binary is None:
         return (), "py-spy is not installed (pip install py-spy)"
     try:
         done = subprocess.run(
-            [binary, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+            [binary, "dump", "--pid", str(pid), "--json", "--native" if native else "--nonblocking"],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -37,12 +40,15 @@ def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[Frame, ...]
     main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0] if threads else None)
     if main is None:
         return (), "py-spy found no thread"
-    return tuple(Frame(f.get("name", "?"), f.get("filename", "?"), int(f.get("line", 0))) for f in main["frames"]), None
+    return tuple(
+        Frame(f.get("name", "?"), f.get("filename", "?"), int(f.get("line", 0)), bool(f.get("module")))
+        for f in main["frames"]
+    ), None
 
 
 def dump_all(
-    pids: list[int], timeout_s: float = DUMP_TIMEOUT_S, in_flight: int = 8
+    pids: list[int], timeout_s: float = DUMP_TIMEOUT_S, in_flight: int = 8, native: bool = False
 ) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
     """Dumps of several processes at once, at most ``in_flight`` py-spy processes at a time."""
     with ThreadPoolExecutor(max_workers=min(in_flight, max(len(pids), 1))) as pool:
-        return dict(zip(pids, pool.map(lambda pid: dump(pid, timeout_s), pids)))
+        return dict(zip(pids, pool.map(lambda pid: dump(pid, timeout_s, native), pids)))

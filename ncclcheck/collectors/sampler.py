@@ -24,8 +24,11 @@ REFRESH = 4
 class Sampler:
     """Keeps each rank's psutil handle between samples, so CPU % is over the interval."""
 
-    def __init__(self, job: Job, stacks: bool = True, concurrency: int = 4, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, job: Job, stacks: bool = True, concurrency: int = 4, timeout_s: float = 5.0, native: bool = False
+    ) -> None:
         self.job, self.stacks, self.timeout_s, self.concurrency = job, stacks, timeout_s, concurrency
+        self.native = native  # C/C++ frames too: py-spy pauses each rank briefly to unwind them
         self.procs: dict[int, psutil.Process] = {}
         # per pid: the I/O count, stack and error of its last dump, and how many samples ago that was
         self.dumped: dict[int, tuple[int, tuple[Frame, ...], str | None, int]] = {}
@@ -62,7 +65,7 @@ class Sampler:
             if last is not None and io[pid] != last[0] and last[3] + 1 < REFRESH and last[2] is None:
                 kept[pid] = (last[1], None)
                 self.dumped[pid] = (io[pid], last[1], None, last[3] + 1)
-        fresh = dump_all([p for p in pids if p not in kept], self.timeout_s, self.concurrency)
+        fresh = dump_all([p for p in pids if p not in kept], self.timeout_s, self.concurrency, self.native)
         for pid, (stack, error) in fresh.items():
             self.dumped[pid] = (io[pid], stack, error, 0)
         return {**kept, **fresh}

@@ -20,9 +20,9 @@ PTRACE_FIX = (
 class LiveSource:
     """Each ``poll`` takes one sample of every local rank and returns the tracked state."""
 
-    def __init__(self, job: Job, stall_s: float, stacks: bool = True) -> None:
+    def __init__(self, job: Job, stall_s: float, stacks: bool = True, native: bool = False) -> None:
         self.job, self.stall_s = job, stall_s
-        self.sampler = Sampler(job, stacks=stacks and find_py_spy() is not None)
+        self.sampler = Sampler(job, stacks=stacks and find_py_spy() is not None, native=native)
         self.state: WatchState | None = None
         self.samples = 0
         self.notes: tuple[str, ...] = (

@@ -1,7 +1,8 @@
 """Watch a running or stuck distributed job on this node: every rank's collective, call site and state.
 
 Attaches with no code change: ranks are found by their environment (RANK, WORLD_SIZE, ...), stacks
-are read with py-spy --nonblocking (the job is never paused, slowed or signalled). Without a
+are read with py-spy --nonblocking (the job is never paused, slowed or signalled; --native, which
+adds C/C++ frames, is the exception: py-spy pauses each rank briefly to unwind them). Without a
 terminal, or with --once, samples for --settle seconds and prints once. Exit code (--once): 0 no
 finding, 1 findings, 2 usage error (e.g. several jobs and no --job), 3 no job found; the live view
 exits 0 on q.
@@ -43,11 +44,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="sample, print once and exit (also without a terminal)")
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.watch/1 JSON (implies --once)")
     parser.add_argument("--no-stacks", action="store_true", help="psutil only, no py-spy")
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="C/C++ frames too (where NCCL or gloo waits); py-spy must pause each rank briefly to unwind"
+        " them, so this is the one mode that stops the job for a moment at every sample",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.interval <= 0 or args.stall < 0 or (args.settle is not None and args.settle < 0):
         print("ncclcheck watch: --interval must be > 0, --stall and --settle >= 0", file=sys.stderr)
+        return 2
+    if args.native and args.no_stacks:
+        print("ncclcheck watch: --native needs stacks; drop --no-stacks", file=sys.stderr)
         return 2
     jobs = discover(args.pid)
     if args.job:
@@ -65,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 2
-    source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks)
+    source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
     if args.once or args.json or not sys.stdout.isatty():
         return _once(source, args)
     from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Frame:
-    """One Python frame of a py-spy dump, innermost first."""
+    """One frame of a py-spy dump, innermost first: Python, or C/C++ (``native``, from ``--native``)."""
 
     function: str
     filename: str
     line: int
+    native: bool = False
 
 
 @dataclass(frozen=True)

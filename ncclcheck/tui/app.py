@@ -226,7 +226,10 @@ class WatchApp(App[None]):
         s = view.sample
         text = Text(f"rank {s.rank} (pid {s.pid}) main thread, innermost first\n", style="bold")
         for f in s.stack:
-            text.append(f"  {f.function}  {f.filename}:{f.line}\n")
+            if f.native:
+                text.append(f"  {f.function[:120]}  {f.filename.rsplit('/', 1)[-1]}\n", style="dim")
+            else:
+                text.append(f"  {f.function}  {f.filename}:{f.line}\n")
         if not s.stack:
             text.append(f"  no stack: {s.stack_error or s.status}\n", style="yellow")
         self.query_one("#stack", Static).update(text)

@@ -52,7 +52,7 @@ def rank_json(v: RankView) -> dict[str, Any]:
         "cpu_percent": s.cpu_percent,
         "rss_bytes": s.rss_bytes,
         "threads": s.threads,
-        "stack": [{"function": f.function, "file": f.filename, "line": f.line} for f in s.stack],
+        "stack": [{"function": f.function, "file": f.filename, "line": f.line, "native": f.native} for f in s.stack],
         "stack_error": s.stack_error,
     }
 
