@@ -117,8 +117,8 @@ def _physical(
 ) -> Iterator[tuple[int, str]]:
     number = 0
     for chunk in chunks:
-        for piece, still in _pieces(chunk, quiet):
-            if not still:
+        for piece, is_quiet in _pieces(chunk, quiet):
+            if not is_quiet:
                 for text in piece.splitlines(keepends=True):
                     number += 1
                     yield number, text

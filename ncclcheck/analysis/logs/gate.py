@@ -11,10 +11,10 @@ worst case costs about what testing every literal costs.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-SAMPLE = 64 << 10  # at most this many characters counted to rank a block's characters by rarity,
-SLICES = 16  # taken from this many places spread over the block
+SAMPLE = 64 << 10  # at most this many characters are counted to rank a block's characters by rarity
+SLICES = 16  # the sample's slices, spread over the block
 # Checking n literals at one occurrence of their anchor costs about (n + 1) * 200 ns; a plain ``in`` pass,
 # about 0.3 ns per character for each literal. So walking pays while the anchor occurs at most
 # n / (n + 1) times per WALK_PER characters.
@@ -27,14 +27,17 @@ class Gate:
     """The literals to look for; ``hit(block)`` says whether any occurs."""
 
     literals: tuple[str, ...]
-    chars: frozenset[str] = frozenset()
+    chars: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chars", frozenset("".join(self.literals)))
 
     @classmethod
     def of(cls, literals: Iterable[str]) -> Gate:
         """Keep only literals no other one is inside of (finding the inner one is enough)."""
         found = set(literals)
         kept = tuple(sorted(t for t in found if t and not any(o != t and o in t for o in found)))
-        return cls(kept, frozenset("".join(kept)))
+        return cls(kept)
 
     def hit(self, block: str) -> bool:
         if len(block) < SMALL:
