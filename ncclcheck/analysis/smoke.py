@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ncclcheck.analysis.stacks import call_site, collective, render
-from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample, RankState, Timing
+from ncclcheck.model.smoke import Hang, HangSample, OpResult, RankProgress, RankState, Timing
 from ncclcheck.smoke.plan import bus_factor
 
 INIT_GRACE_S = 30.0
@@ -70,7 +70,7 @@ def _hung_step(ranks: Sequence[RankProgress]) -> tuple[str, int]:
     return (str(other.last_op), other.last_bytes) if other else ("init", 0)
 
 
-def rank_state(progress: RankProgress, sample: RankSample | None, op: str) -> RankState:
+def rank_state(progress: RankProgress, sample: HangSample | None, op: str) -> RankState:
     frames = sample.stack if sample else ()
     process = sample.process if sample else "unknown"
     in_op = progress.last_event == "start" and progress.last_op == op
@@ -84,7 +84,7 @@ def rank_state(progress: RankProgress, sample: RankSample | None, op: str) -> Ra
     return RankState(progress.rank, state, collective(frames) or called, call_site(frames), stack)
 
 
-def diagnose(ranks: Sequence[RankProgress], samples: Mapping[int, RankSample], world_size: int) -> Hang:
+def diagnose(ranks: Sequence[RankProgress], samples: Mapping[int, HangSample], world_size: int) -> Hang:
     """Which op hangs and who is to blame: ranks not in it, in another one, stopped, or dead."""
     op, size = _hung_step(ranks)
     states = tuple(rank_state(r, samples.get(r.rank), op) for r in ranks)

@@ -10,6 +10,7 @@ while a rank that stands still is dumped every time.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import psutil
 
@@ -21,6 +22,16 @@ from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 REFRESH = 4
 
 
+@dataclass(frozen=True)
+class _Dumped:
+    """A rank's last py-spy dump, the I/O count at the last sample, and how many samples old the dump is."""
+
+    io: int
+    stack: tuple[Frame, ...]
+    error: str | None
+    age: int
+
+
 class Sampler:
     """Keeps each rank's psutil handle between samples, so CPU % is over the interval."""
 
@@ -30,8 +41,7 @@ class Sampler:
         self.job, self.stacks, self.timeout_s, self.concurrency = job, stacks, timeout_s, concurrency
         self.native = native  # C/C++ frames too: py-spy pauses each rank briefly to unwind them
         self.procs: dict[int, psutil.Process] = {}
-        # per pid: the I/O count, stack and error of its last dump, and how many samples ago that was
-        self.dumped: dict[int, tuple[int, tuple[Frame, ...], str | None, int]] = {}
+        self.dumped: dict[int, _Dumped] = {}
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -62,12 +72,12 @@ class Sampler:
         kept: dict[int, tuple[tuple[Frame, ...], str | None]] = {}
         for pid in pids:
             last = self.dumped.get(pid)
-            if last is not None and io[pid] != last[0] and last[3] + 1 < REFRESH and last[2] is None:
-                kept[pid] = (last[1], None)
-                self.dumped[pid] = (io[pid], last[1], None, last[3] + 1)
+            if last is not None and io[pid] != last.io and last.age + 1 < REFRESH and last.error is None:
+                kept[pid] = (last.stack, None)
+                self.dumped[pid] = _Dumped(io[pid], last.stack, None, last.age + 1)
         fresh = dump_all([p for p in pids if p not in kept], self.timeout_s, self.concurrency, self.native)
         for pid, (stack, error) in fresh.items():
-            self.dumped[pid] = (io[pid], stack, error, 0)
+            self.dumped[pid] = _Dumped(io[pid], stack, error, 0)
         return {**kept, **fresh}
 
     def _state(self, rank: RankProc) -> tuple[str, float, int, int, int]:

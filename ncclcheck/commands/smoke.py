@@ -33,7 +33,7 @@ from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.progress import read_beats, read_progress
 from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.model.findings import Finding
-from ncclcheck.model.smoke import Hang, OpResult, RankProgress, RankSample
+from ncclcheck.model.smoke import Hang, HangSample, OpResult, RankProgress
 from ncclcheck.probes import gpu, versions
 from ncclcheck.smoke.__main__ import DEFAULT_SIZES
 from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
@@ -299,7 +299,7 @@ def _take_dumps(ranks: tuple[RankProgress, ...], settings: launcher.Launch, cons
     pids = [r.pid for r in ranks if r.pid]
     dumps = dump_all(pids)
     samples = {
-        r.rank: RankSample(r.rank, r.pid, process_state(r.pid), *dumps.get(r.pid or -1, ((), "no pid"))) for r in ranks
+        r.rank: HangSample(r.rank, r.pid, process_state(r.pid), *dumps.get(r.pid or -1, ((), "no pid"))) for r in ranks
     }
     hang = diagnose(ranks, samples, settings.nproc * settings.nodes)
     with open(os.path.join(settings.log_dir, "hang-dumps.txt"), "w", encoding="utf-8") as handle:

@@ -77,7 +77,7 @@ class OpResult:
 
 
 @dataclass(frozen=True)
-class RankSample:
+class HangSample:
     """What the watchdog saw of one local rank when the deadline passed."""
 
     rank: int
