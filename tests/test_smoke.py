@@ -61,13 +61,29 @@ def test_hang_drill_names_the_culprit_and_stacks(tmp_path: Path) -> None:
     no_orphans()
 
 
-def test_crash_drill_is_an_error_with_last_output(tmp_path: Path) -> None:
-    code, report = smoke(tmp_path, "--nproc", "2", "--ops", "broadcast,all_reduce", "--drill", "crash@1:all_reduce")
+def test_crash_drill_names_the_rank_that_failed_first(tmp_path: Path) -> None:
+    # Ranks 0 and 1 fail too, within the same second, as echoes; torchrun's "first observed
+    # failure" would name rank 0. The rank named must be the one that raised first.
+    code, report = smoke(tmp_path, "--nproc", "3", "--ops", "broadcast,all_reduce", "--drill", "crash@2:all_reduce")
     assert code == 1
     assert report["hang"] is None
-    message = report["findings"][0]["message"]
-    assert message.startswith("rank 1 died (exit code 1)") and "ncclcheck drill: rank 1 crashed" in message
+    (finding,) = report["findings"]
+    assert finding["ranks"] == [2]
+    assert finding["message"] == (
+        "rank 2 died (exit code 1) during all_reduce: RuntimeError: ncclcheck drill: rank 2 crashed at all_reduce"
+    )
+    assert "/2/stderr.log" in finding["fix"]
     assert [r["status"] for r in report["results"] if r["op"] == "all_reduce"] == ["error"]
+    no_orphans()
+
+
+def test_killed_rank_is_named_with_its_signal_and_the_oom_hint(tmp_path: Path) -> None:
+    # torchrun stops the other ranks with SIGTERM: they are not the cause.
+    code, report = smoke(tmp_path, "--nproc", "3", "--ops", "all_reduce", "--drill", "kill@1:all_reduce")
+    assert code == 1
+    (finding,) = report["findings"]
+    assert finding["ranks"] == [1] and finding["message"].startswith("rank 1 died (signal SIGKILL) during all_reduce")
+    assert "OOM killer" in finding["fix"]
     no_orphans()
 
 

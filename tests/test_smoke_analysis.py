@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.smoke import local_results, merge, stalled_ranks
+from ncclcheck.analysis.smoke import death_hint, first_failure, local_results, merge, stalled_ranks
+from ncclcheck.collectors.launch import failures
 from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
 
 
@@ -65,3 +69,68 @@ def test_merge_adds_the_other_nodes_ranks_and_culprits() -> None:
     merged = merge(local, [remote], world_size=3)
     assert merged.culprits == (1,) and [s.rank for s in merged.ranks] == [0, 1]
     assert "rank 1 is not in all_reduce" in merged.message and "rank(s) 2 live on other nodes" in merged.message
+
+
+def failed(rank: int, error_time: float | None) -> RankProgress:
+    return dataclasses.replace(progress(rank), error="RuntimeError: x" if error_time else None, error_time=error_time)
+
+
+def test_first_failure_is_the_earliest_python_error_not_the_lowest_rank() -> None:
+    ranks = [failed(0, 10.5), failed(1, 10.2), failed(2, 10.9)]
+    assert first_failure(ranks, {0: 1, 1: 1, 2: 1}, reported=0) == 1
+
+
+def test_first_failure_puts_a_crash_signal_before_its_peers_errors_but_not_sigterm() -> None:
+    ranks = [failed(0, 10.0), failed(1, None), failed(2, None)]
+    # rank 2 was stopped by torchrun (SIGTERM) after rank 1 was SIGKILLed; rank 0 raised as an echo.
+    assert first_failure(ranks, {0: 1, 1: -9, 2: -15}, reported=0) == 1
+    assert first_failure(ranks, {0: 1, 1: -15, 2: -15}, reported=1) == 0
+    # rank 0 died of SIGABRT after its own error (torch's watchdog): an echo, not a crash signal.
+    assert first_failure([failed(0, None), failed(1, 9.0)], {0: -6, 1: 1}, reported=0) == 1
+
+
+def test_first_failure_falls_back_to_torchrun_then_to_an_unfinished_rank() -> None:
+    ranks = [failed(0, None), dataclasses.replace(failed(1, None), ended=True)]
+    assert first_failure(ranks, {1: -15}, reported=1) == 1
+    assert first_failure(ranks, {}, reported=None) == 0
+
+
+def test_death_hints() -> None:
+    assert "OOM killer" in death_hint(-9) and "/dev/shm" in death_hint(-7) and "native code" in death_hint(-11)
+    assert death_hint(1) == death_hint(-15) == death_hint(None) == ""
+
+
+# The error summary a real torchrun 2.13 printed when rank 1 of 3 SIGKILLed itself.
+TORCHRUN_SUMMARY = """\
+Failures:
+[1]:
+  time      : 2026-11-21_08:20:42
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 24369)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 24369
+[2]:
+  time      : 2026-11-21_08:20:42
+  host      : localhost
+  rank      : 2 (local_rank: 2)
+  exitcode  : -15 (pid: 24371)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 24371
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-21_08:20:42
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 24370)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 24370
+=======================================================
+"""
+
+
+def test_torchrun_failures_are_read_per_rank(tmp_path: Path) -> None:
+    (tmp_path / "torchrun.log").write_text("W1121 worker log line rank: 7\n" + TORCHRUN_SUMMARY)
+    assert failures(str(tmp_path)) == ({0: -15, 2: -15, 1: -9}, 1)
+    assert failures(str(tmp_path / "absent")) == ({}, None)

@@ -136,24 +136,40 @@ def _signal(proc: psutil.Process, sig: int) -> None:
         proc.send_signal(sig)
 
 
-def root_cause(log_dir: str) -> tuple[int | None, int | None]:
-    """(rank, exitcode) of torchrun's "Root Cause (first observed failure)", if it printed one."""
+def failures(log_dir: str) -> tuple[dict[int, int], int | None]:
+    """Every failed rank's exit code from torchrun's error summary, and its "Root Cause" rank."""
     try:
         with open(os.path.join(log_dir, "torchrun.log"), encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
-        return None, None
-    section = text.split("Root Cause", 1)[-1] if "Root Cause" in text else ""
-    rank = re.search(r"rank\s*:\s*(\d+)", section)
-    code = re.search(r"exitcode\s*:\s*(-?\d+)", section)
-    return (int(rank.group(1)) if rank else None, int(code.group(1)) if code else None)
+        return {}, None
+    exits: dict[int, int] = {}
+    rank: int | None = None
+    for line in text.splitlines():
+        if found := _RANK_LINE.match(line):
+            rank = int(found.group(1))
+        elif (found := _EXIT_LINE.match(line)) and rank is not None:
+            exits[rank] = int(found.group(1))
+            rank = None
+    root = _RANK_LINE.search(text.split("Root Cause", 1)[1]) if "Root Cause" in text else None
+    return exits, int(root.group(1)) if root else None
+
+
+_RANK_LINE = re.compile(r"\s*rank\s*:\s*(\d+)", re.MULTILINE)
+_EXIT_LINE = re.compile(r"\s*exitcode\s*:\s*(-?\d+)")
+
+
+def stderr_path(log_dir: str, local_rank: int) -> str | None:
+    """Where torchrun (--redirects) put a local rank's stderr, latest attempt."""
+    paths = sorted(glob.glob(os.path.join(log_dir, "ranks", "*", "attempt_*", str(local_rank), "stderr.log")))
+    return paths[-1] if paths else None
 
 
 def last_output(log_dir: str, local_rank: int, lines: int = 5) -> str:
-    """The last lines a local rank wrote to stderr (torchrun --redirects)."""
-    paths = sorted(glob.glob(os.path.join(log_dir, "ranks", "*", "attempt_*", str(local_rank), "stderr.log")))
-    if not paths:
+    """The last lines a local rank wrote to stderr."""
+    path = stderr_path(log_dir, local_rank)
+    if path is None:
         return ""
-    with open(paths[-1], encoding="utf-8", errors="replace") as handle:
+    with open(path, encoding="utf-8", errors="replace") as handle:
         tail = [line.rstrip() for line in handle.readlines() if line.strip()][-lines:]
     return " | ".join(tail)

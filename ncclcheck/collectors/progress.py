@@ -80,6 +80,7 @@ def _read_rank(path: str) -> RankProgress | None:
         if e.get("ev") == "done" and "times_us" in e
     )
     job: list[Any] = next((e["fingerprints"] for e in events if e.get("ev") == "fingerprints"), [])
+    error = next((e for e in events if e.get("ev") == "error"), None)
     return RankProgress(
         rank=int(hello["rank"]),
         pid=hello.get("pid"),
@@ -96,6 +97,8 @@ def _read_rank(path: str) -> RankProgress | None:
         timings=timings,
         fingerprint=_fingerprint(hello.get("fingerprint")),
         job_fingerprints=tuple(f for f in map(_fingerprint, job) if f is not None),
+        error=str(error.get("error", "")) if error else None,
+        error_time=float(error.get("t", 0.0)) if error else None,
     )
 
 

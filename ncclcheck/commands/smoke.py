@@ -25,7 +25,16 @@ import time
 from rich.console import Console
 
 from ncclcheck.analysis.fingerprint import differences
-from ncclcheck.analysis.smoke import INIT_GRACE_S, diagnose, job_results, local_results, merge, stalled_ranks
+from ncclcheck.analysis.smoke import (
+    INIT_GRACE_S,
+    death_hint,
+    diagnose,
+    first_failure,
+    job_results,
+    local_results,
+    merge,
+    stalled_ranks,
+)
 from ncclcheck.collectors import hang_exchange
 from ncclcheck.collectors import launch as launcher
 from ncclcheck.collectors.nccl_logs import nccl_transports
@@ -66,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KIND@RANK:OP",
-        help="make a rank misbehave: hang@1:all_reduce, crash@0:broadcast, mismatch@1:all_gather",
+        help="make a rank misbehave: hang@1:all_reduce, crash@0:broadcast, kill@1:all_reduce (SIGKILL), mismatch@1:all_gather",
     )
     parser.add_argument("--tui", action="store_true", help="show the ranks live in the watch app while it runs")
     parser.add_argument("--json", metavar="FILE", help="write the ncclcheck.smoke/1 report to FILE as it runs")
@@ -311,7 +320,7 @@ def _take_dumps(ranks: tuple[RankProgress, ...], settings: launcher.Launch, cons
 def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launcher.Launch) -> tuple[Finding, ...]:
     if code == 0:
         return ()
-    rank, exitcode = launcher.root_cause(settings.log_dir)
+    exits, reported = launcher.failures(settings.log_dir)
     if not ranks:
         endpoint = f"{settings.master_addr or '127.0.0.1'}:{settings.master_port}"
         return (
@@ -325,19 +334,35 @@ def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launche
                 f" --master-port {settings.master_port}` on this node",
             ),
         )
-    if rank is None:
-        dead = [r for r in ranks if not r.ended]
-        rank = dead[0].rank if dead else None
+    rank = first_failure(ranks, exits, reported)
+    exitcode = exits.get(rank) if rank is not None else None
     where = next((r for r in ranks if r.rank == rank), None)
-    how = f"signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0 else f"exit code {exitcode}"
+    how = f" ({_exit_words(exitcode)})" if exitcode is not None else ""
     local = where.local_rank if where else (rank or 0) % settings.nproc
-    output = launcher.last_output(settings.log_dir, local)
     at = ""
     if where and where.last_op:
         at = f" {'during' if where.last_event in ('start', 'drill') else 'after'} {where.last_op}"
-    message = f"rank {rank} died ({how}){at}" + (f"; last output: {output}" if output else "")
-    fix = "read that rank's stderr in the log dir; the other ranks' errors are echoes of this one"
+    if where and where.error:
+        said = f": {where.error}"
+    else:
+        output = launcher.last_output(settings.log_dir, local)
+        said = f"; last output: {output}" if output else ""
+    message = f"rank {rank} died{how}{at}{said}"
+    stderr = launcher.stderr_path(settings.log_dir, local)
+    hint = death_hint(exitcode)
+    fix = (f"{hint}; " if hint else "") + (
+        f"read that rank's stderr{f' ({stderr})' if stderr else ' in the log dir'}; the other ranks' errors are echoes of this one"
+    )
     return (Finding("rank-died", "error", message, fix, (rank,) if rank is not None else ()),)
+
+
+def _exit_words(code: int) -> str:
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
 
 
 def _failed_rows(

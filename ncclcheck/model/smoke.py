@@ -59,6 +59,8 @@ class RankProgress:
     timings: tuple[Timing, ...] = ()
     fingerprint: Fingerprint | None = None
     job_fingerprints: tuple[Fingerprint, ...] = ()
+    error: str | None = None  # the exception this rank failed with, if it failed in Python
+    error_time: float | None = None
 
 
 @dataclass(frozen=True)

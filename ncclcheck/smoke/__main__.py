@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 
 from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
 
@@ -45,7 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as exc:
         print(f"ncclcheck.smoke: {exc}", file=sys.stderr)
         return 2
-    code = run_rank(plan)
+    try:
+        code = run_rank(plan)
+    except Exception:
+        # Exit as the error, not as its teardown: with a peer still inside a collective, the live
+        # process group's C++ destructors can abort the interpreter's exit ("terminate called
+        # without an active exception", SIGABRT) and hide the exit code and the message's meaning.
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     if os.environ.get("RANK") == "0" and "NCCLCHECK_LOG_DIR" not in os.environ:
         # Under the user's own torchrun there is no ncclcheck launcher to report: rank 0 does.
         from ncclcheck.commands.smoke import worker_report

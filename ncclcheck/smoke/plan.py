@@ -17,7 +17,7 @@ OPS = (
     "send_recv",
     "barrier",
 )
-DRILLS = ("hang", "crash", "mismatch")
+DRILLS = ("hang", "crash", "kill", "mismatch")
 ELEMENT_BYTES = 4  # float32
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -69,7 +69,7 @@ def parse_ops(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Drill:
-    """Make ``rank`` misbehave at ``op``: hang, crash, or call a different collective."""
+    """Make ``rank`` misbehave at ``op``: hang, crash (raise), kill (SIGKILL itself, as the OOM killer would), or call a different collective."""
 
     kind: str
     rank: int

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import mmap
 import os
+import signal
 import socket
 import struct
 import time
@@ -220,9 +221,14 @@ def run_rank(plan: RankPlan) -> int:
         progress.event("fingerprints", fingerprints=everyone)
     progress.event("done", op="init", bytes=0)
     timer = Timer(device)
-    for op in plan.ops:
-        for size in plan.sizes if op != "barrier" else plan.sizes[:1]:
-            _run_step(plan, op, size, rank, world, device, progress, timer, cpu_group)
+    try:
+        for op in plan.ops:
+            for size in plan.sizes if op != "barrier" else plan.sizes[:1]:
+                _run_step(plan, op, size, rank, world, device, progress, timer, cpu_group)
+    except Exception as exc:
+        # Timed to the microsecond: the rank that failed first is the cause, the others' errors echo it.
+        progress.event("error", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+        raise
     progress.event("end")
     dist.destroy_process_group()
     return 0
@@ -247,6 +253,9 @@ def _run_step(
     if drill and drill.kind == "crash":
         progress.event("drill", kind="crash", op=op)
         raise RuntimeError(f"ncclcheck drill: rank {rank} crashed at {op}")
+    if drill and drill.kind == "kill":
+        progress.event("drill", kind="kill", op=op)
+        os.kill(os.getpid(), signal.SIGKILL)
     collective = Collective(op, count, rank, world, device)
     call = _mismatch_call(op) if drill and drill.kind == "mismatch" else None
     progress.event("start", op=op, bytes=nbytes, call=call or op)
