@@ -14,7 +14,8 @@ from typing import Any
 from ncclcheck.model.smoke import Hang, RankState
 
 KEY = "ncclcheck/hang/node{}"
-CONNECT_S = 3.0
+SEEN = "ncclcheck/hang/node{}/seen"
+CONNECT_S = 5.0
 
 
 def _store(master_addr: str, port: int) -> Any:
@@ -23,28 +24,52 @@ def _store(master_addr: str, port: int) -> Any:
     return TCPStore(master_addr, port, is_master=False, timeout=timedelta(seconds=CONNECT_S))
 
 
-def post(master_addr: str, port: int, node_rank: int, diagnosis: dict[str, Any]) -> str | None:
+def announce(master_addr: str, port: int, node_rank: int) -> Any | None:
+    """Tell node 0 this node saw the hang and is taking its dumps (so node 0 waits for them).
+
+    Returns the store connection to post on, or None where the store cannot be reached.
+    """
+    try:
+        store = _store(master_addr, port)
+        store.set(SEEN.format(node_rank), "1")
+    except Exception:  # the post will say why
+        return None
+    return store
+
+
+def post(store: Any | None, master_addr: str, port: int, node_rank: int, diagnosis: dict[str, Any]) -> str | None:
     """Post this node's diagnosis; returns why it could not, or None."""
     try:
-        _store(master_addr, port).set(KEY.format(node_rank), json.dumps(diagnosis))
+        (store or _store(master_addr, port)).set(KEY.format(node_rank), json.dumps(diagnosis))
     except Exception as exc:  # store gone (node 0 already ended) or unreachable: the local report still stands
         return f"could not post to the rendezvous store {master_addr}:{port}: {exc}"
     return None
 
 
-def gather(master_addr: str, port: int, nodes: int, wait_s: float) -> dict[int, dict[str, Any]]:
-    """The diagnoses other nodes posted within ``wait_s`` seconds, by node rank."""
+def gather(master_addr: str, port: int, nodes: int, wait_s: float, seen_wait_s: float) -> dict[int, dict[str, Any]]:
+    """The diagnoses other nodes posted, by node rank.
+
+    A node is waited for ``wait_s`` seconds to see the hang too, and one that said it did
+    (``announce``) up to ``seen_wait_s`` for its dumps: on a loaded node they take a while.
+    """
     try:
         store = _store(master_addr, port)
     except Exception:
         return {}
     found: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + wait_s
-    while len(found) < nodes - 1 and time.monotonic() < deadline:
+    seen: set[int] = set()
+    start = time.monotonic()
+    while len(found) < nodes - 1:
         for node in range(1, nodes):
-            key = KEY.format(node)
-            if node not in found and store.check([key]):
-                found[node] = json.loads(store.get(key))
+            if node in found:
+                continue
+            if store.check([KEY.format(node)]):
+                found[node] = json.loads(store.get(KEY.format(node)))
+            elif node not in seen and store.check([SEEN.format(node)]):
+                seen.add(node)
+        waited = time.monotonic() - start
+        if waited > seen_wait_s or (waited > wait_s and not seen - set(found)):
+            break
         time.sleep(0.1)
     return found
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from rich.console import Console
 
@@ -51,6 +52,7 @@ from ncclcheck.views.smoke_report import SmokeSummary, hang_json, progress_line,
 
 POLL_S = 0.2
 GATHER_S = 8.0
+SEEN_S = 30.0  # py-spy's own timeout is 10 s a dump
 HANG_FIX = (
     "the culprit rank's stack shows where it is instead of the collective; if every rank is inside it,"
     " run `ncclcheck env` on each node and `ncclcheck logs` on the NCCL logs"
@@ -244,7 +246,10 @@ def _watch(
             never_started = True
             break
         if late or silent:
-            hang = _exchange(_take_dumps(ranks, settings, console), settings, console)
+            store = None
+            if settings.nodes > 1 and settings.master_addr and settings.node_rank > 0:
+                store = hang_exchange.announce(settings.master_addr, settings.master_port, settings.node_rank)
+            hang = _exchange(_take_dumps(ranks, settings, console), store, settings, console)
             launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
             break
         time.sleep(POLL_S)
@@ -289,16 +294,23 @@ def _summary(
     )  # fmt: skip
 
 
-def _exchange(hang: Hang, settings: launcher.Launch, console: Console) -> Hang:
+def _exchange(hang: Hang, store: Any | None, settings: launcher.Launch, console: Console) -> Hang:
     """Several nodes: post ours to the rendezvous store (nodes > 0) or gather the others' (node 0)."""
     if settings.nodes == 1 or not settings.master_addr:
         return hang
     if settings.node_rank > 0:
-        why = hang_exchange.post(settings.master_addr, settings.master_port, settings.node_rank, hang_json(hang))
+        why = hang_exchange.post(store, settings.master_addr, settings.master_port, settings.node_rank, hang_json(hang))
         if why:
             console.print(f"watchdog: {why}; node 0's report lacks this node's ranks", style="yellow")
         return hang
-    posted = hang_exchange.gather(settings.master_addr, settings.master_port, settings.nodes, GATHER_S)
+    posted = hang_exchange.gather(settings.master_addr, settings.master_port, settings.nodes, GATHER_S, SEEN_S)
+    silent = [node for node in range(1, settings.nodes) if node not in posted]
+    if silent:
+        console.print(
+            f"watchdog: node(s) {', '.join(map(str, silent))} posted no diagnosis"
+            f" (waited {GATHER_S:.0f} s, {SEEN_S:.0f} s for a node that saw the hang); see their own reports",
+            style="yellow",
+        )
     remote = [h for h in map(hang_exchange.hang_from_json, posted.values()) if h is not None]
     return merge(hang, remote, settings.nproc * settings.nodes)
 
