@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,9 @@ CONNECT_S = 5.0
 
 
 def _store(master_addr: str, port: int) -> Any:
-    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+    with warnings.catch_warnings():  # a torch without numpy warns on import; not this tool's business
+        warnings.simplefilter("ignore")
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     return TCPStore(master_addr, port, is_master=False, timeout=timedelta(seconds=CONNECT_S))
 

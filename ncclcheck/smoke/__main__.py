@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 
 from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
 
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         from ncclcheck.cli import main as cli_main
 
         return cli_main(["smoke", *(sys.argv[1:] if argv is None else argv)])
+    # A torch without numpy warns on import; it would be the last line of a killed rank's output.
+    warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
     from ncclcheck.smoke.worker import RankPlan, run_rank
 
     args = rank_parser().parse_args(argv)
