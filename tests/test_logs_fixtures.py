@@ -136,6 +136,22 @@ def test_fixtures_inside_megabytes_of_training_output_give_the_same_report(tmp_p
         ("node1:123:456 [0] misc/ibvwrap.cc:137 NCCL WARN Call to ibv_open_device failed", "ib-no-device"),
         ("node1:123:456 [0] include/alloc.h:103 NCCL WARN Failed to CUDA calloc 2097152 bytes", "cuda-oom"),
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-oom"),
+        # gloo's tcp/pair.cc when a peer is gone: the first two as a real torch 2.13 run printed them, the
+        # third in the format of its source (GLOO_ERROR_MSG("writev ", peer_.str(), ": ", strerror(errno))).
+        (
+            "[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537]"
+            " Read error [127.0.0.1]:15242: Connection reset by peer. This is typically caused by a remote worker",
+            "peer-crashed",
+        ),
+        (
+            "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553]"
+            " Connection closed by peer [127.0.0.1]:15242. This is typically caused by a remote worker hanging",
+            "peer-crashed",
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] writev [10.1.0.2]:7: Broken pipe",
+            "peer-crashed",
+        ),
     ],
 )
 def test_messages_whose_literal_is_not_the_rest_of_their_rule(line: str, fid: str) -> None:

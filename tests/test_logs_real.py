@@ -25,15 +25,15 @@ WORKERS = Path(__file__).parent / "workers"
 LOGS = SHARED / "fixtures" / "nccl_logs"
 
 
-def failing_run(tmp_path: Path, worker: str) -> Path:
-    """Run ``worker`` on 2 gloo ranks under torchrun; its console output, as a user would save it."""
+def failing_run(tmp_path: Path, worker: str, *torchrun: str) -> Path:
+    """Run ``worker`` on gloo ranks (2 unless told) under torchrun; its console output, as a user would save it."""
     log = tmp_path / f"{worker}.log"
     cmd = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
-        "--nproc-per-node=2",
+        *(torchrun or ["--nproc-per-node=2"]),
         str(WORKERS / f"{worker}.py"),
     ]
     with log.open("wb") as out:
@@ -65,6 +65,20 @@ def test_real_gloo_failures(
         assert report["verdict"]["ranks"] == [1] and "worker bug on rank 1" in report["verdict"]["message"]
         child = next(f for f in report["findings"] if f["id"] == "child-failed")
         assert child["ranks"] == [1]
+
+
+def test_a_killed_rank_is_the_root_cause_not_its_peers_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Rank 2 is SIGKILLed; ranks 0 and 1 then raise gloo's "Connection closed/reset by peer".
+    log = failing_run(tmp_path, "oom_killed", "--nproc-per-node=3", "--monitor-interval=3")
+    code, report = diagnose(log, capsys)
+    assert code == 1 and report["verdict"]["root_cause"] == "child-failed" and report["verdict"]["ranks"] == [2]
+    child = next(f for f in report["findings"] if f["id"] == "child-failed")
+    assert "rank 2 on localhost" in child["message"] and "SIGKILL" in child["message"] and "OOM killer" in child["fix"]
+    peers = next(f for f in report["findings"] if f["id"] == "peer-crashed")
+    assert peers["severity"] == "error" and set(peers["ranks"]) <= {0, 1}
+    assert "python-exception" not in {f["id"] for f in report["findings"]}
 
 
 def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
@@ -137,3 +151,35 @@ def test_hard_wrapped_lines_are_rejoined(width: int) -> None:
     report = analyse(frame_all(["node1:2345:2345 [3] NCCL INFO Using network IB\n", *wrapped], "wrapped.log"))
     assert report.root_cause is not None and report.root_cause.id == "ib-retry-exceeded"
     assert "10.1.2.3" in report.root_cause.message
+
+
+def test_torchrun_naming_an_echo_as_first_failure_is_corrected() -> None:
+    # torchrun's timestamps are whole seconds and ties go to the lowest rank: here it names rank 0,
+    # which raised because rank 2 was SIGKILLed in the same second. (Real 2.13 summary, ranks swapped.)
+    summary = """\
+Failures:
+[1]:
+  time      : 2026-11-21_08:20:42
+  host      : gpu-7
+  rank      : 2 (local_rank: 2)
+  exitcode  : -9 (pid: 24370)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 24370
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-21_08:20:42
+  host      : gpu-7
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 24369)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+=======================================================
+"""
+    report = analyse(frame_all(summary.splitlines(), "torchrun.log"))
+    assert report.root_cause is not None and report.root_cause.id == "child-failed"
+    assert report.root_cause.ranks == (2,)
+    assert report.root_cause.message == (
+        "torchrun: rank 2 on gpu-7 was killed (signal SIGKILL); rank(s) 0 failed too; torchrun's"
+        ' "first observed failure" names rank 0 (exit code 1), an echo of it'
+    )

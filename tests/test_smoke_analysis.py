@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ncclcheck.analysis.deaths import hint, signal_of
 from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.smoke import death_hint, first_failure, local_results, merge, stalled_ranks
+from ncclcheck.analysis.smoke import first_failure, local_results, merge, stalled_ranks
 from ncclcheck.collectors.launch import failures
+from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
 
 
@@ -75,29 +77,34 @@ def failed(rank: int, error_time: float | None) -> RankProgress:
     return dataclasses.replace(progress(rank), error="RuntimeError: x" if error_time else None, error_time=error_time)
 
 
+def died(rank: int, code: int, root: bool = False) -> ChildFailure:
+    return ChildFailure(rank, rank, "a", code, signal_of(code), root)
+
+
 def test_first_failure_is_the_earliest_python_error_not_the_lowest_rank() -> None:
     ranks = [failed(0, 10.5), failed(1, 10.2), failed(2, 10.9)]
-    assert first_failure(ranks, {0: 1, 1: 1, 2: 1}, reported=0) == 1
+    assert first_failure(ranks, [died(0, 1, root=True), died(1, 1), died(2, 1)]) == 1
 
 
 def test_first_failure_puts_a_crash_signal_before_its_peers_errors_but_not_sigterm() -> None:
     ranks = [failed(0, 10.0), failed(1, None), failed(2, None)]
     # rank 2 was stopped by torchrun (SIGTERM) after rank 1 was SIGKILLed; rank 0 raised as an echo.
-    assert first_failure(ranks, {0: 1, 1: -9, 2: -15}, reported=0) == 1
-    assert first_failure(ranks, {0: 1, 1: -15, 2: -15}, reported=1) == 0
+    assert first_failure(ranks, [died(0, 1, root=True), died(1, -9), died(2, -15)]) == 1
+    assert first_failure(ranks, [died(0, 1), died(1, -15, root=True), died(2, -15)]) == 0
     # rank 0 died of SIGABRT after its own error (torch's watchdog): an echo, not a crash signal.
-    assert first_failure([failed(0, None), failed(1, 9.0)], {0: -6, 1: 1}, reported=0) == 1
+    assert first_failure([failed(0, None), failed(1, 9.0)], [died(0, -6, root=True), died(1, 1)]) == 1
 
 
 def test_first_failure_falls_back_to_torchrun_then_to_an_unfinished_rank() -> None:
     ranks = [failed(0, None), dataclasses.replace(failed(1, None), ended=True)]
-    assert first_failure(ranks, {1: -15}, reported=1) == 1
-    assert first_failure(ranks, {}, reported=None) == 0
+    assert first_failure(ranks, [died(1, -15, root=True)]) == 1
+    assert first_failure(ranks, []) == 0
 
 
 def test_death_hints() -> None:
-    assert "OOM killer" in death_hint(-9) and "/dev/shm" in death_hint(-7) and "native code" in death_hint(-11)
-    assert death_hint(1) == death_hint(-15) == death_hint(None) == ""
+    assert "OOM killer" in hint("SIGKILL") and "/dev/shm" in hint("SIGBUS") and "native code" in hint("SIGFPE")
+    assert "watchdog" in hint("SIGABRT") and hint(None) == ""
+    assert signal_of(-9) == "SIGKILL" and signal_of(1) is None and signal_of(-200) is None
 
 
 # The error summary a real torchrun 2.13 printed when rank 1 of 3 SIGKILLed itself.
@@ -132,5 +139,9 @@ Root Cause (first observed failure):
 
 def test_torchrun_failures_are_read_per_rank(tmp_path: Path) -> None:
     (tmp_path / "torchrun.log").write_text("W1121 worker log line rank: 7\n" + TORCHRUN_SUMMARY)
-    assert failures(str(tmp_path)) == ({0: -15, 2: -15, 1: -9}, 1)
-    assert failures(str(tmp_path / "absent")) == ({}, None)
+    assert failures(str(tmp_path)) == (
+        ChildFailure(0, 0, "localhost", -15, "SIGTERM", False),
+        ChildFailure(2, 2, "localhost", -15, "SIGTERM", False),
+        ChildFailure(1, 1, "localhost", -9, "SIGKILL", True),
+    )
+    assert failures(str(tmp_path / "absent")) == ()

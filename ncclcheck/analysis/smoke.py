@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import signal
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from ncclcheck.analysis.deaths import killed
 from ncclcheck.analysis.stacks import call_site, collective, render
+from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import Hang, HangSample, OpResult, RankProgress, RankState, Timing
 from ncclcheck.smoke.plan import bus_factor
 
 INIT_GRACE_S = 30.0
 BAD_PROCESS = {"gone": "dead", "zombie": "dead", "stopped": "stopped"}
-CRASH_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
 
 
 def stalled_ranks(
@@ -29,35 +29,23 @@ def stalled_ranks(
     return tuple(late)
 
 
-def first_failure(ranks: Sequence[RankProgress], exits: Mapping[int, int], reported: int | None) -> int | None:
-    """The rank whose failure the others echo.
+def first_failure(ranks: Sequence[RankProgress], failures: Sequence[ChildFailure]) -> int | None:
+    """The rank whose failure the others echo (``failures``: torchrun's error summary).
 
-    A rank killed by the OOM killer or a crash signal without a Python error of its own comes
-    first: its peers' errors are what its death caused. (SIGTERM is torchrun stopping the rest after
-    a failure; SIGABRT is also how torch's watchdog ends the ranks left waiting.) Then the rank whose
-    Python error came first. Then torchrun's "first observed failure" (``reported``), which only has
-    the second and breaks ties by the lowest rank, and last the first rank that did not finish.
+    A rank killed by a crash signal without a Python error of its own comes first (see
+    ``deaths``). Then the rank whose Python error came first: each rank records its error's
+    time. Then torchrun's root cause, and last the first rank that did not finish.
     """
     errors = {r.rank: r.error_time for r in ranks if r.error_time is not None}
-    killed = sorted(rank for rank, code in exits.items() if -code in CRASH_SIGNALS and rank not in errors)
-    if killed:
-        return killed[0]
+    crashed = killed([f for f in failures if f.rank not in errors])
+    if crashed:
+        return crashed.rank
     if errors:
         return min(errors, key=lambda rank: (errors[rank], rank))
-    if reported is not None:
-        return reported
+    root = next((f.rank for f in failures if f.root_cause), None)
+    if root is not None:
+        return root
     return next((r.rank for r in ranks if not r.ended), None)
-
-
-def death_hint(exitcode: int | None) -> str:
-    """What a rank's way of dying most often means, for the fix line ("" when it says nothing)."""
-    if exitcode == -signal.SIGKILL:
-        return "SIGKILL with no error of its own is most often the kernel's OOM killer: `dmesg -T | grep -i -e oom -e killed` on its host"
-    if exitcode == -signal.SIGBUS:
-        return "SIGBUS under NCCL is most often /dev/shm too small for its shared-memory buffers (docker's 64 MB): run `ncclcheck env`"
-    if exitcode is not None and -exitcode in CRASH_SIGNALS:
-        return "a crash in native code: run it again with `TORCH_SHOW_CPP_STACKTRACES=1` and `NCCL_DEBUG=INFO`"
-    return ""
 
 
 def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -15,6 +14,10 @@ from dataclasses import dataclass
 
 import psutil
 
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.collectors.logfiles import LogSource, lines
+from ncclcheck.model.logs import ChildFailure
 from ncclcheck.probes import net, rdzv
 
 KILL_GRACE_S = 2.0
@@ -136,27 +139,13 @@ def _signal(proc: psutil.Process, sig: int) -> None:
         proc.send_signal(sig)
 
 
-def failures(log_dir: str) -> tuple[dict[int, int], int | None]:
-    """Every failed rank's exit code from torchrun's error summary, and its "Root Cause" rank."""
-    try:
-        with open(os.path.join(log_dir, "torchrun.log"), encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return {}, None
-    exits: dict[int, int] = {}
-    rank: int | None = None
-    for line in text.splitlines():
-        if found := _RANK_LINE.match(line):
-            rank = int(found.group(1))
-        elif (found := _EXIT_LINE.match(line)) and rank is not None:
-            exits[rank] = int(found.group(1))
-            rank = None
-    root = _RANK_LINE.search(text.split("Root Cause", 1)[1]) if "Root Cause" in text else None
-    return exits, int(root.group(1)) if root else None
-
-
-_RANK_LINE = re.compile(r"\s*rank\s*:\s*(\d+)", re.MULTILINE)
-_EXIT_LINE = re.compile(r"\s*exitcode\s*:\s*(-?\d+)")
+def failures(log_dir: str) -> tuple[ChildFailure, ...]:
+    """torchrun's error summary (every failed rank, its exit code or signal, its "Root Cause"),
+    read by the same parser as ``ncclcheck logs``."""
+    path = os.path.join(log_dir, "torchrun.log")
+    if not os.path.exists(path):
+        return ()
+    return analyse(frame_all(lines(LogSource(path, path)), path)).failures
 
 
 def stderr_path(log_dir: str, local_rank: int) -> str | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -25,10 +24,10 @@ from typing import Any
 
 from rich.console import Console
 
+from ncclcheck.analysis import deaths
 from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.smoke import (
     INIT_GRACE_S,
-    death_hint,
     diagnose,
     first_failure,
     job_results,
@@ -332,7 +331,7 @@ def _take_dumps(ranks: tuple[RankProgress, ...], settings: launcher.Launch, cons
 def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launcher.Launch) -> tuple[Finding, ...]:
     if code == 0:
         return ()
-    exits, reported = launcher.failures(settings.log_dir)
+    failures = launcher.failures(settings.log_dir)
     if not ranks:
         endpoint = f"{settings.master_addr or '127.0.0.1'}:{settings.master_port}"
         return (
@@ -346,10 +345,12 @@ def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launche
                 f" --master-port {settings.master_port}` on this node",
             ),
         )
-    rank = first_failure(ranks, exits, reported)
-    exitcode = exits.get(rank) if rank is not None else None
+    rank = first_failure(ranks, failures)
+    death = next((f for f in failures if f.rank == rank), None)
+    how = ""
+    if death and (death.signal or death.exitcode is not None):
+        how = f" (signal {death.signal})" if death.signal else f" (exit code {death.exitcode})"
     where = next((r for r in ranks if r.rank == rank), None)
-    how = f" ({_exit_words(exitcode)})" if exitcode is not None else ""
     local = where.local_rank if where else (rank or 0) % settings.nproc
     at = ""
     if where and where.last_op:
@@ -361,20 +362,11 @@ def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launche
         said = f"; last output: {output}" if output else ""
     message = f"rank {rank} died{how}{at}{said}"
     stderr = launcher.stderr_path(settings.log_dir, local)
-    hint = death_hint(exitcode)
+    hint = deaths.hint(death.signal if death else None)
     fix = (f"{hint}; " if hint else "") + (
         f"read that rank's stderr{f' ({stderr})' if stderr else ' in the log dir'}; the other ranks' errors are echoes of this one"
     )
     return (Finding("rank-died", "error", message, fix, (rank,) if rank is not None else ()),)
-
-
-def _exit_words(code: int) -> str:
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        return f"signal {signal.Signals(-code).name}"
-    except ValueError:
-        return f"signal {-code}"
 
 
 def _failed_rows(

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import signal
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ncclcheck.analysis.deaths import hint, killed, signal_of
 from ncclcheck.analysis.flight import FlightReport
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import RankFold, source_key
@@ -176,7 +176,7 @@ class LogFold:
         child, self._child = self._child, None
         if child and "rank" in child and len(self.failures) < MAX_TIMEOUTS:
             code = _int(child.get("code"))
-            sig = child.get("sig") or (_signal_name(-code) if code is not None and code < 0 else None)
+            sig = child.get("sig") or (signal_of(code))
             self.failures.append(
                 ChildFailure(
                     int(str(child["rank"])), child.get("local"), child.get("host"),  # type: ignore[arg-type]
@@ -191,7 +191,9 @@ class LogFold:
         findings += cross_checks(ranks, tuple(self.timeouts), tuple(self.failures))
         findings = _annotate_timeouts(findings, tuple(self.timeouts), ranks)
         ordered = by_severity(tuple(findings))
-        return LogReport(ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings), self.lines)
+        return LogReport(
+            ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines
+        )
 
     def _finding(self, found: _Found) -> Finding:
         ranks = set(found.ranks) | {r for k in found.keys if (r := self.nccl.rank_of(k)) is not None}
@@ -225,11 +227,17 @@ def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
     return dataclasses.replace(report, findings=findings, root_cause=cause, flight=flight)
 
 
-def root_cause(findings: Iterable[Finding]) -> Finding | None:
-    """The first primary error in log order; else the first error of any kind."""
+def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = ()) -> Finding | None:
+    """The first primary error in log order; else the first error of any kind.
+
+    A rank killed by a crash signal (torchrun's summary) comes before the Python errors of the
+    others: they are what its death caused.
+    """
     errors = [f for f in findings if f.severity == "error"]
     primary = [f for f in errors if f.id not in SECONDARY_IDS and f.id not in WRAPPERS]
     wrappers = [f for f in errors if f.id in WRAPPERS]
+    if killed(tuple(failures)):
+        wrappers.sort(key=lambda f: f.id != "child-failed")
     chosen = primary or wrappers or errors
     return chosen[0] if chosen else None
 
@@ -371,23 +379,22 @@ def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
 def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
     if not failures:
         return []
-    first = next((f for f in failures if f.root_cause), failures[0])
+    reported = next((f for f in failures if f.root_cause), failures[0])
+    first = killed(failures) or reported
     how = f"signal {first.signal}" if first.signal else f"exit code {first.exitcode}"
-    hint = {
-        "SIGABRT": "SIGABRT is ProcessGroupNCCL's abort (a watchdog timeout or NCCL error): the cause is earlier in"
-        " that rank's output",
-        "SIGKILL": "SIGKILL is usually the kernel's OOM killer (dmesg) or the scheduler",
-        "SIGTERM": "SIGTERM came from outside (the scheduler, or the agent tearing down after another failure)",
-    }.get(first.signal or "", "the rank's own traceback is earlier in its output")
+    fix = hint(first.signal) or "the rank's own traceback is earlier in its output"
     others = sorted({f.rank for f in failures} - {first.rank})
     also = f"; rank(s) {span(others)} failed too" if others else ""
     where = f" on {first.host}" if first.host else ""
-    return [
-        Finding(
-            "child-failed", "error", f"torchrun: rank {first.rank}{where} failed first ({how}){also}", hint,
-            (first.rank,),
+    if first is reported:
+        message = f"torchrun: rank {first.rank}{where} failed first ({how}){also}"
+    else:
+        said = f"signal {reported.signal}" if reported.signal else f"exit code {reported.exitcode}"
+        message = (
+            f"torchrun: rank {first.rank}{where} was killed ({how}){also}; torchrun's"
+            f' "first observed failure" names rank {reported.rank} ({said}), an echo of it'
         )
-    ]  # fmt: skip
+    return [Finding("child-failed", "error", message, fix, (first.rank,))]
 
 
 def _annotate_timeouts(
@@ -430,13 +437,6 @@ def _format(template: str, groups: dict[str, str]) -> str:
     for name in re.findall(r"{(\w+)}", template):
         values.setdefault(name, "?")
     return template.format(**values)
-
-
-def _signal_name(number: int) -> str | None:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return None
 
 
 def _int(text: object) -> int | None:

@@ -250,8 +250,14 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "peer-crashed", "error", " by peer",
-        r"Connection (?:closed|reset) by peer \[?(?P<peer>[^\]\s]*)",
+        r"Read error \[(?P<peer2>[^\]\s]+)\]:\d+: Connection reset by peer|Connection (?:closed|reset) by peer \[?(?P<peer>[^\]\s]*)",
         "a peer process closed the gloo connection ({peer}): it crashed or exited",
+        "a consequence on this rank: find the rank that died first (torchrun's root cause, its stderr)", True,
+    ),
+    _rule(
+        "peer-crashed", "error", "Broken pipe",
+        r"writev \[(?P<peer>[^\]\s]+)\]:\d+: Broken pipe",  # gloo's tcp/pair.cc: "writev " + peer + strerror
+        "a peer process closed the gloo connection ({peer}) while this rank wrote to it: it crashed or exited",
         "a consequence on this rank: find the rank that died first (torchrun's root cause, its stderr)", True,
     ),
     _rule(
