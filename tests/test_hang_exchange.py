@@ -55,5 +55,5 @@ def test_a_node_that_never_saw_the_hang_is_not_waited_for_long(store_port: int) 
 
 
 def test_posting_to_a_store_nobody_serves_says_why() -> None:
-    why = hang_exchange.post(None, "127.0.0.1", 1, 1, DIAGNOSIS)
+    why = hang_exchange.post(None, "127.0.0.1", 1, 1, DIAGNOSIS, within_s=0)
     assert why is not None and why.startswith("could not post to the rendezvous store 127.0.0.1:1")

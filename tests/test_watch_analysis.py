@@ -5,7 +5,7 @@ from __future__ import annotations
 from watch_states import all_in, job, sample, stack, states
 
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import WatchState
+from ncclcheck.model.watch import RankSample, WatchState
 
 
 def kinds(state: WatchState) -> dict[str, tuple[int, ...]]:
@@ -70,6 +70,18 @@ def test_since_resets_when_a_rank_moves() -> None:
     state = states(job(2), *rounds)
     assert [v.since_s for v in state.ranks] == [15.0, 0.0]
     assert state.ranks[1].progressing and not state.ranks[0].progressing
+
+
+def test_native_frames_that_differ_between_samples_are_not_progress() -> None:
+    # --native: a thread parked in c10d's wait wakes and sleeps in different C frames each sample.
+    def parked(rank: int, i: int) -> RankSample:
+        wait = ("pthread_cond_wait", "futex_wait", "__futex_abstimed_wait_common")[i % 3]
+        return sample(rank, (Frame(wait, "libc.so.6", 0, native=True), *stack("all_reduce" if rank else "broadcast")))
+
+    rounds = [{r: parked(r, i + r) for r in range(3)} for i in range(4)]
+    state = states(job(3), *rounds)
+    assert [v.since_s for v in state.ranks] == [15.0, 15.0, 15.0]
+    assert kinds(state) == {"mismatch": (0,)}
 
 
 def test_ddp_backward_counts_as_a_collective() -> None:

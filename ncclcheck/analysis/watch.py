@@ -60,11 +60,18 @@ def track(previous: WatchState | None, snapshot: Snapshot, stall_s: float) -> Wa
 def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankView:
     found, site, label = doing(sample)
     prior = before.sample if before else None
-    still = prior is not None and (prior.stack, prior.status, prior.io_chars) == (
-        sample.stack, sample.status, sample.io_chars,
-    )  # fmt: skip
+    still = prior is not None and _place(prior) == _place(sample)
     since = before.since_s + elapsed if still and before else 0.0
     return RankView(sample, found, site, label, since, prior is not None and not still)
+
+
+def _place(sample: RankSample) -> tuple[object, ...]:
+    """What must not change for a rank to be standing still: its Python frames, status and I/O.
+
+    Native frames (``--native``) are left out: a thread parked in a wait loop wakes and sleeps in
+    different C frames from one sample to the next without moving at all.
+    """
+    return tuple(f for f in sample.stack if not f.native), sample.status, sample.io_chars
 
 
 def analyse(views: Sequence[RankView], stall_s: float) -> tuple[WatchFinding, ...]:

@@ -16,15 +16,24 @@ from ncclcheck.model.smoke import Hang, RankState
 
 KEY = "ncclcheck/hang/node{}"
 SEEN = "ncclcheck/hang/node{}/seen"
-CONNECT_S = 5.0
+CONNECT_S = 5.0  # one try
+CONNECT_WITHIN_S = 20.0  # all tries
 
 
-def _store(master_addr: str, port: int) -> Any:
+def _store(master_addr: str, port: int, within_s: float = CONNECT_WITHIN_S) -> Any:
+    """A client of the store, trying again for ``within_s``: on a loaded node one connect can time out."""
     with warnings.catch_warnings():  # a torch without numpy warns on import; not this tool's business
         warnings.simplefilter("ignore")
         from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
-    return TCPStore(master_addr, port, is_master=False, timeout=timedelta(seconds=CONNECT_S))
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return TCPStore(master_addr, port, is_master=False, timeout=timedelta(seconds=CONNECT_S))
+        except Exception:
+            if time.monotonic() + 1.0 >= deadline:
+                raise
+            time.sleep(1.0)
 
 
 def announce(master_addr: str, port: int, node_rank: int) -> Any | None:
@@ -40,10 +49,17 @@ def announce(master_addr: str, port: int, node_rank: int) -> Any | None:
     return store
 
 
-def post(store: Any | None, master_addr: str, port: int, node_rank: int, diagnosis: dict[str, Any]) -> str | None:
-    """Post this node's diagnosis; returns why it could not, or None."""
+def post(
+    store: Any | None,
+    master_addr: str,
+    port: int,
+    node_rank: int,
+    diagnosis: dict[str, Any],
+    within_s: float = CONNECT_WITHIN_S,
+) -> str | None:
+    """Post this node's diagnosis (on ``store``, or a new connection); returns why it could not, or None."""
     try:
-        (store or _store(master_addr, port)).set(KEY.format(node_rank), json.dumps(diagnosis))
+        (store or _store(master_addr, port, within_s)).set(KEY.format(node_rank), json.dumps(diagnosis))
     except Exception as exc:  # store gone (node 0 already ended) or unreachable: the local report still stands
         return f"could not post to the rendezvous store {master_addr}:{port}: {exc}"
     return None

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="S",
-        help="--once: sample this long (default: --stall + 2 intervals)",
+        help="--once: sample this long after the first sample, at least twice (default: --stall + 2 intervals)",
     )
     parser.add_argument("--once", action="store_true", help="sample, print once and exit (also without a terminal)")
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.watch/1 JSON (implies --once)")
@@ -86,11 +86,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _once(source: LiveSource, args: argparse.Namespace) -> int:
     settle = args.settle if args.settle is not None else args.stall + 2 * args.interval
-    deadline = time.monotonic() + settle
     state = source.poll()
-    while time.monotonic() < deadline:
+    # Counted from the first sample, and never fewer than two: standing still is a difference between
+    # samples, and on a loaded node (or with --native) one sample can take longer than the whole window.
+    deadline = time.monotonic() + settle
+    while True:
         time.sleep(min(args.interval, max(deadline - time.monotonic(), 0)))
         state = source.poll()
+        if time.monotonic() >= deadline:
+            break
     if args.json:
         print(json.dumps(to_json(state, args.interval, source.samples), indent=1))
     else:
