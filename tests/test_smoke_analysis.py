@@ -8,7 +8,7 @@ from pathlib import Path
 from ncclcheck.analysis.deaths import hint, signal_of
 from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.smoke import first_failure, local_results, merge, stalled_ranks
+from ncclcheck.analysis.smoke import first_failure, local_results, merge, rank_died, stalled_ranks
 from ncclcheck.collectors.launch import failures
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
@@ -145,3 +145,13 @@ def test_torchrun_failures_are_read_per_rank(tmp_path: Path) -> None:
         ChildFailure(1, 1, "localhost", -9, "SIGKILL", True),
     )
     assert failures(str(tmp_path / "absent")) == ()
+
+
+def test_rank_died_says_how_where_and_what() -> None:
+    raised = dataclasses.replace(failed(2, 10.0), error="RuntimeError: boom")
+    finding = rank_died(2, died(2, 1), raised, "", "/logs/2/stderr.log")
+    assert finding.message == "rank 2 died (exit code 1) during all_reduce: RuntimeError: boom"
+    assert finding.fix.startswith("read that rank's stderr (/logs/2/stderr.log)") and finding.ranks == (2,)
+    finding = rank_died(1, died(1, -9), failed(1, None), "last words", None)
+    assert finding.message == "rank 1 died (signal SIGKILL) during all_reduce; last output: last words"
+    assert "OOM killer" in finding.fix and "in the log dir" in finding.fix

@@ -6,8 +6,9 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from ncclcheck.analysis.deaths import killed
+from ncclcheck.analysis.deaths import hint, killed
 from ncclcheck.analysis.stacks import call_site, collective, render
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import Hang, HangSample, OpResult, RankProgress, RankState, Timing
 from ncclcheck.smoke.plan import bus_factor
@@ -46,6 +47,25 @@ def first_failure(ranks: Sequence[RankProgress], failures: Sequence[ChildFailure
     if root is not None:
         return root
     return next((r.rank for r in ranks if not r.ended), None)
+
+
+def rank_died(
+    rank: int | None, death: ChildFailure | None, where: RankProgress | None, output: str, stderr: str | None
+) -> Finding:
+    """The finding for the rank the others echo: how it died, in which op, its error or last output."""
+    how = ""
+    if death and (death.signal or death.exitcode is not None):
+        how = f" (signal {death.signal})" if death.signal else f" (exit code {death.exitcode})"
+    at = ""
+    if where and where.last_op:
+        at = f" {'during' if where.last_event in ('start', 'drill') else 'after'} {where.last_op}"
+    said = f": {where.error}" if where and where.error else f"; last output: {output}" if output else ""
+    meaning = hint(death.signal if death else None)
+    fix = (f"{meaning}; " if meaning else "") + (
+        f"read that rank's stderr{f' ({stderr})' if stderr else ' in the log dir'};"
+        " the other ranks' errors are echoes of this one"
+    )
+    return Finding("rank-died", "error", f"rank {rank} died{how}{at}{said}", fix, (rank,) if rank is not None else ())
 
 
 def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:

@@ -24,7 +24,6 @@ from typing import Any
 
 from rich.console import Console
 
-from ncclcheck.analysis import deaths
 from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.smoke import (
     INIT_GRACE_S,
@@ -33,6 +32,7 @@ from ncclcheck.analysis.smoke import (
     job_results,
     local_results,
     merge,
+    rank_died,
     stalled_ranks,
 )
 from ncclcheck.collectors import hang_exchange
@@ -346,27 +346,11 @@ def _errors(code: int | None, ranks: tuple[RankProgress, ...], settings: launche
             ),
         )
     rank = first_failure(ranks, failures)
-    death = next((f for f in failures if f.rank == rank), None)
-    how = ""
-    if death and (death.signal or death.exitcode is not None):
-        how = f" (signal {death.signal})" if death.signal else f" (exit code {death.exitcode})"
     where = next((r for r in ranks if r.rank == rank), None)
     local = where.local_rank if where else (rank or 0) % settings.nproc
-    at = ""
-    if where and where.last_op:
-        at = f" {'during' if where.last_event in ('start', 'drill') else 'after'} {where.last_op}"
-    if where and where.error:
-        said = f": {where.error}"
-    else:
-        output = launcher.last_output(settings.log_dir, local)
-        said = f"; last output: {output}" if output else ""
-    message = f"rank {rank} died{how}{at}{said}"
-    stderr = launcher.stderr_path(settings.log_dir, local)
-    hint = deaths.hint(death.signal if death else None)
-    fix = (f"{hint}; " if hint else "") + (
-        f"read that rank's stderr{f' ({stderr})' if stderr else ' in the log dir'}; the other ranks' errors are echoes of this one"
-    )
-    return (Finding("rank-died", "error", message, fix, (rank,) if rank is not None else ()),)
+    output = "" if where and where.error else launcher.last_output(settings.log_dir, local)
+    death = next((f for f in failures if f.rank == rank), None)
+    return (rank_died(rank, death, where, output, launcher.stderr_path(settings.log_dir, local)),)
 
 
 def _failed_rows(
