@@ -25,8 +25,8 @@ def store_port() -> Any:
 
 def test_a_node_that_saw_the_hang_is_waited_for_past_the_first_window(store_port: int) -> None:
     # Node 1 says it saw the hang, then its dumps take longer than node 0's first window.
-    store = hang_exchange.announce("127.0.0.1", store_port, 1)
-    assert store is not None
+    store, why = hang_exchange.announce("127.0.0.1", store_port, 1)
+    assert store is not None and why is None
 
     def late_post() -> None:
         time.sleep(1.5)
@@ -41,7 +41,8 @@ def test_a_node_that_saw_the_hang_is_waited_for_past_the_first_window(store_port
 
 
 def test_a_node_that_never_saw_the_hang_is_not_waited_for_long(store_port: int) -> None:
-    assert hang_exchange.post(None, "127.0.0.1", store_port, 2, DIAGNOSIS) is None
+    node2 = hang_exchange.announce("127.0.0.1", store_port, 2)[0]
+    assert hang_exchange.post(node2, "127.0.0.1", store_port, 2, DIAGNOSIS) is None
     # Node 1 never announces: the gather returns node 2's diagnosis after the first window, not the long one.
     found: dict[int, Any] = {}
     gatherer = threading.Thread(
@@ -55,5 +56,6 @@ def test_a_node_that_never_saw_the_hang_is_not_waited_for_long(store_port: int) 
 
 
 def test_posting_to_a_store_nobody_serves_says_why() -> None:
-    why = hang_exchange.post(None, "127.0.0.1", 1, 1, DIAGNOSIS, within_s=0)
+    store, why = hang_exchange.announce("127.0.0.1", 1, 1, within_s=0)
+    assert store is None
     assert why is not None and why.startswith("could not post to the rendezvous store 127.0.0.1:1")

@@ -38,6 +38,13 @@ def signal_of(exitcode: int | None) -> str | None:
         return None
 
 
+def how(failure: ChildFailure) -> str | None:
+    """ "signal SIGKILL" or "exit code 1", as torchrun's summary gave it (None when it gave neither)."""
+    if failure.signal:
+        return f"signal {failure.signal}"
+    return f"exit code {failure.exitcode}" if failure.exitcode is not None else None
+
+
 def hint(sig: str | None) -> str:
     """What dying of ``sig`` most often means ("" when nothing useful can be said)."""
     return _HINTS.get(sig or "", _HINTS["SIGSEGV"] if sig in CRASH_SIGNALS else "")

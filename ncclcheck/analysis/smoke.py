@@ -6,7 +6,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from ncclcheck.analysis.deaths import hint, killed
+from ncclcheck.analysis.deaths import hint, how, killed
 from ncclcheck.analysis.stacks import call_site, collective, render
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import ChildFailure
@@ -53,9 +53,7 @@ def rank_died(
     rank: int | None, death: ChildFailure | None, where: RankProgress | None, output: str, stderr: str | None
 ) -> Finding:
     """The finding for the rank the others echo: how it died, in which op, its error or last output."""
-    how = ""
-    if death and (death.signal or death.exitcode is not None):
-        how = f" (signal {death.signal})" if death.signal else f" (exit code {death.exitcode})"
+    manner = how(death) if death else None
     at = ""
     if where and where.last_op:
         at = f" {'during' if where.last_event in ('start', 'drill') else 'after'} {where.last_op}"
@@ -65,7 +63,8 @@ def rank_died(
         f"read that rank's stderr{f' ({stderr})' if stderr else ' in the log dir'};"
         " the other ranks' errors are echoes of this one"
     )
-    return Finding("rank-died", "error", f"rank {rank} died{how}{at}{said}", fix, (rank,) if rank is not None else ())
+    died = f"rank {rank} died" + (f" ({manner})" if manner else "")
+    return Finding("rank-died", "error", f"{died}{at}{said}", fix, (rank,) if rank is not None else ())
 
 
 def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:

@@ -36,33 +36,32 @@ def _store(master_addr: str, port: int, within_s: float = CONNECT_WITHIN_S) -> A
             time.sleep(1.0)
 
 
-def announce(master_addr: str, port: int, node_rank: int) -> Any | None:
+def announce(
+    master_addr: str, port: int, node_rank: int, within_s: float = CONNECT_WITHIN_S
+) -> tuple[Any | None, str | None]:
     """Tell node 0 this node saw the hang and is taking its dumps (so node 0 waits for them).
 
-    Returns the store connection to post on, or None where the store cannot be reached.
+    Returns the store connection to post the diagnosis on, or None and why it cannot be reached.
     """
     try:
-        store = _store(master_addr, port)
+        store = _store(master_addr, port, within_s)
         store.set(SEEN.format(node_rank), "1")
-    except Exception:  # the post will say why
-        return None
-    return store
-
-
-def post(
-    store: Any | None,
-    master_addr: str,
-    port: int,
-    node_rank: int,
-    diagnosis: dict[str, Any],
-    within_s: float = CONNECT_WITHIN_S,
-) -> str | None:
-    """Post this node's diagnosis (on ``store``, or a new connection); returns why it could not, or None."""
-    try:
-        (store or _store(master_addr, port, within_s)).set(KEY.format(node_rank), json.dumps(diagnosis))
     except Exception as exc:  # store gone (node 0 already ended) or unreachable: the local report still stands
-        return f"could not post to the rendezvous store {master_addr}:{port}: {exc}"
+        return None, _cannot(master_addr, port, exc)
+    return store, None
+
+
+def post(store: Any, master_addr: str, port: int, node_rank: int, diagnosis: dict[str, Any]) -> str | None:
+    """Post this node's diagnosis on the store ``announce`` connected to; returns why it could not, or None."""
+    try:
+        store.set(KEY.format(node_rank), json.dumps(diagnosis))
+    except Exception as exc:
+        return _cannot(master_addr, port, exc)
     return None
+
+
+def _cannot(master_addr: str, port: int, exc: Exception) -> str:
+    return f"could not post to the rendezvous store {master_addr}:{port}: {exc}"
 
 
 def gather(master_addr: str, port: int, nodes: int, wait_s: float, seen_wait_s: float) -> dict[int, dict[str, Any]]:

@@ -245,10 +245,8 @@ def _watch(
             never_started = True
             break
         if late or silent:
-            store = None
-            if settings.nodes > 1 and settings.master_addr and settings.node_rank > 0:
-                store = hang_exchange.announce(settings.master_addr, settings.master_port, settings.node_rank)
-            hang = _exchange(_take_dumps(ranks, settings, console), store, settings, console)
+            link = _announce(settings)
+            hang = _exchange(_take_dumps(ranks, settings, console), link, settings, console)
             launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
             break
         time.sleep(POLL_S)
@@ -293,12 +291,23 @@ def _summary(
     )  # fmt: skip
 
 
-def _exchange(hang: Hang, store: Any | None, settings: launcher.Launch, console: Console) -> Hang:
+def _announce(settings: launcher.Launch) -> tuple[Any | None, str | None]:
+    """Nodes > 0 of several: say on the rendezvous store that this node saw the hang, before its dumps."""
+    if settings.nodes == 1 or not settings.master_addr or settings.node_rank == 0:
+        return None, None
+    return hang_exchange.announce(settings.master_addr, settings.master_port, settings.node_rank)
+
+
+def _exchange(hang: Hang, link: tuple[Any | None, str | None], settings: launcher.Launch, console: Console) -> Hang:
     """Several nodes: post ours to the rendezvous store (nodes > 0) or gather the others' (node 0)."""
     if settings.nodes == 1 or not settings.master_addr:
         return hang
     if settings.node_rank > 0:
-        why = hang_exchange.post(store, settings.master_addr, settings.master_port, settings.node_rank, hang_json(hang))
+        store, why = link
+        if store is not None:
+            why = hang_exchange.post(
+                store, settings.master_addr, settings.master_port, settings.node_rank, hang_json(hang)
+            )
         if why:
             console.print(f"watchdog: {why}; node 0's report lacks this node's ranks", style="yellow")
         return hang

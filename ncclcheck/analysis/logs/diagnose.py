@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ncclcheck.analysis.deaths import hint, killed, signal_of
+from ncclcheck.analysis.deaths import hint, how, killed, signal_of
 from ncclcheck.analysis.flight import FlightReport
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import RankFold, source_key
@@ -176,7 +176,7 @@ class LogFold:
         child, self._child = self._child, None
         if child and "rank" in child and len(self.failures) < MAX_TIMEOUTS:
             code = _int(child.get("code"))
-            sig = child.get("sig") or (signal_of(code))
+            sig = child.get("sig") or signal_of(code)
             self.failures.append(
                 ChildFailure(
                     int(str(child["rank"])), child.get("local"), child.get("host"),  # type: ignore[arg-type]
@@ -381,18 +381,16 @@ def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
         return []
     reported = next((f for f in failures if f.root_cause), failures[0])
     first = killed(failures) or reported
-    how = f"signal {first.signal}" if first.signal else f"exit code {first.exitcode}"
     fix = hint(first.signal) or "the rank's own traceback is earlier in its output"
     others = sorted({f.rank for f in failures} - {first.rank})
     also = f"; rank(s) {span(others)} failed too" if others else ""
     where = f" on {first.host}" if first.host else ""
     if first is reported:
-        message = f"torchrun: rank {first.rank}{where} failed first ({how}){also}"
+        message = f"torchrun: rank {first.rank}{where} failed first ({how(first)}){also}"
     else:
-        said = f"signal {reported.signal}" if reported.signal else f"exit code {reported.exitcode}"
         message = (
-            f"torchrun: rank {first.rank}{where} was killed ({how}){also}; torchrun's"
-            f' "first observed failure" names rank {reported.rank} ({said}), an echo of it'
+            f"torchrun: rank {first.rank}{where} was killed ({how(first)}){also}; torchrun's"
+            f' "first observed failure" names rank {reported.rank} ({how(reported)}), an echo of it'
         )
     return [Finding("child-failed", "error", message, fix, (first.rank,))]
 
