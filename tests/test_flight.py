@@ -48,12 +48,12 @@ def by_group(rep: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_real_gloo_divergence_per_group(real_dumps: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
     code, rep = report([real_dumps / kind], capsys)
     assert code == 1
-    found = {(f["id"], tuple(f["ranks"])) for f in rep["findings"]}
-    assert found == {
-        ("fr-op-mismatch", (1,)),
-        ("fr-size-mismatch", (1,)),
-        ("fr-dtype-mismatch", (1,)),
-        ("fr-not-joined", (1,)),
+    found = {(f["id"], tuple(f["ranks"]), tuple(f["culprits"])) for f in rep["findings"]}
+    assert found == {  # two ranks that disagree are a tie: both listed, neither blamed
+        ("fr-op-mismatch", (0, 1), ()),
+        ("fr-size-mismatch", (0, 1), ()),
+        ("fr-dtype-mismatch", (0, 1), ()),
+        ("fr-not-joined", (0, 1), (1,)),  # rank 1 never issued #2: rank 0 waits on it
     }
     groups = by_group(rep)
     assert {d: g["first_divergent_seq"] for d, g in groups.items()} == {
@@ -63,17 +63,22 @@ def test_real_gloo_divergence_per_group(real_dumps: Path, capsys: pytest.Capture
     assert groups["default_pg"]["pg_status"]["0"]["last_enqueued"] == 2
     assert rep["flight_recorder"]["missing_ranks"] == [] and rep["flight_recorder"]["world_size"] == 2
     # the op mismatch was issued first, so it is the root cause
-    assert rep["verdict"]["root_cause"] == "fr-op-mismatch" and rep["verdict"]["ranks"] == [1]
+    assert rep["verdict"]["root_cause"] == "fr-op-mismatch" and rep["verdict"]["ranks"] == [0, 1]
+    assert rep["verdict"]["culprits"] == []
     op = next(f for f in rep["findings"] if f["id"] == "fr-op-mismatch")
     assert "all_reduce" in op["message"] and "broadcast" in op["message"]
+    assert "the dumps cannot tell which side is wrong" in op["message"]
     if kind == "pickle":  # only pickles carry stacks: the user's line is named
         assert "fr_diverge.py:" in op["message"]
 
 
-def test_human_report_names_the_culprit_call(real_dumps: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_human_report_shows_both_sides_of_a_tie(real_dumps: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", str(real_dumps / "pickle")]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("✗ root cause (rank 1): process group 2 (op), collective #2")
+    assert out.startswith("✗ root cause (rank 0, 1): process group 2 (op), collective #2")
+    source = (Path(__file__).parent / "workers" / "fr_diverge.py").read_text().splitlines()
+    for call in ('dist.all_reduce(t, group=groups["op"], async_op=True)', "dist.broadcast(t, 0, group=groups"):
+        assert f"fr_diverge.py:{next(i for i, line in enumerate(source, 1) if call in line)}" in out, call
     assert "Flight Recorder: 2 dump(s), rank 0-1 of 2" in out and "first divergent collective #2" in out
 
 
@@ -161,8 +166,18 @@ def test_majority_names_the_odd_rank_out(tmp_path: Path) -> None:
     dumps = [write(tmp_path, r, [entry(1), entry(2, "all_gather" if r == 2 else "all_reduce", "started")], world=4)
              for r in range(4)]  # fmt: skip
     rep = analyse(dumps)
-    assert [(f.id, f.ranks) for f in rep.findings] == [("fr-op-mismatch", (2,))]
+    assert [(f.id, f.ranks, f.culprits) for f in rep.findings] == [("fr-op-mismatch", (0, 1, 2, 3), (2,))]
     assert "rank 0-1,3 called all_reduce at train.py:88 step" in rep.findings[0].message
+    assert "rank 2 is out of step with the majority" in rep.findings[0].message
+
+
+def test_two_against_two_is_a_tie_whichever_ranks_diverge(tmp_path: Path) -> None:
+    for odd in ((0, 1), (2, 3), (0, 3)):
+        (tmp_path / f"{odd[0]}{odd[1]}").mkdir()
+        dumps = [write(tmp_path / f"{odd[0]}{odd[1]}", r, [entry(1), entry(2, "broadcast" if r in odd else "all_reduce", "started")],
+                       world=4) for r in range(4)]  # fmt: skip
+        (finding,) = analyse(dumps).findings
+        assert (finding.id, finding.ranks, finding.culprits) == ("fr-op-mismatch", (0, 1, 2, 3), ())
 
 
 def test_p2p_send_nobody_receives(tmp_path: Path) -> None:
@@ -174,7 +189,7 @@ def test_p2p_send_nobody_receives(tmp_path: Path) -> None:
         write(tmp_path, 1, [entry(1), recv]),
     ]
     rep = analyse(dumps)
-    assert [(f.id, f.ranks) for f in rep.findings] == [("fr-p2p-unmatched", (1,))]
+    assert [(f.id, f.ranks, f.culprits) for f in rep.findings] == [("fr-p2p-unmatched", (0, 1), (1,))]
     assert "send #2 on channel 0->1" in rep.findings[0].message
 
 
@@ -183,7 +198,7 @@ def test_flight_recorder_outranks_a_timeout_but_not_a_hardware_error(tmp_path: P
     flight = analyse(dumps)
     timeout = "[rank0]:[E ProcessGroupNCCL.cpp:1] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600001 milliseconds before timing out."
     logs = with_flight(analyse_logs(frame_all([timeout], "rank0.log")), flight)
-    assert logs.root_cause is not None and logs.root_cause.id == "fr-not-joined" and logs.root_cause.ranks == (1,)
+    assert logs.root_cause is not None and logs.root_cause.id == "fr-not-joined" and logs.root_cause.culprits == (1,)
     ib = "node1:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.1 remoteGidsfe80::1 hca mlx5_0"
     logs = with_flight(analyse_logs(frame_all([timeout, ib], "rank0.log")), flight)
     assert logs.root_cause is not None and logs.root_cause.id == "ib-retry-exceeded"

@@ -190,7 +190,7 @@ def test_first_error_wins_over_its_echoes() -> None:
 def test_cli_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", "--json", str(fixture("02"))]) == 0
     healthy = json.loads(capsys.readouterr().out)
-    assert healthy["schema"] == "ncclcheck.logs/1" and healthy["verdict"]["status"] == "pass"
+    assert healthy["schema"] == "ncclcheck.logs/2" and healthy["verdict"]["status"] == "pass"
     assert healthy["flight_recorder"] is None and any(r["peers"] for r in healthy["ranks"])
     assert main(["logs", "--json", str(fixture("34"))]) == 1
     bad = json.loads(capsys.readouterr().out)

@@ -162,8 +162,8 @@ def _compare(
     ]
     for fid, key, detail in checks:
         odd = _odd_ones({r: key(e) for r, e in present.items()})
-        if odd:
-            return [_mismatch(fid, where, present, odd, key, detail, by_rank)]
+        if odd != ():
+            return [_mismatch(fid, where, present, odd or (), key, detail, by_rank)]
     if behind and present and not all(e.state == "completed" for e in present.values()):
         return [_not_joined(where, present, behind, by_rank)]
     return []
@@ -179,14 +179,16 @@ def _dtypes(e: FrEntry) -> object:
     return frozenset(e.input_dtypes) | frozenset(e.output_dtypes)
 
 
-def _odd_ones(values: dict[int, object]) -> tuple[int, ...]:
-    """Ranks whose value differs from the reference: the commonest value, on a tie the lowest rank's."""
+def _odd_ones(values: dict[int, object]) -> tuple[int, ...] | None:
+    """Ranks whose value differs from a strict majority's: () when all agree, None when they differ and no value
+    is held by more than half the ranks (a tie: the dumps cannot tell which side is wrong)."""
     counts = Counter(values.values())
     if len(counts) < 2:
         return ()
-    top = max(counts.values())
-    reference = next(v for _, v in sorted(values.items()) if counts[v] == top)
-    return tuple(sorted(r for r, v in values.items() if v != reference))
+    top, held = counts.most_common(1)[0]
+    if held * 2 <= len(values):
+        return None
+    return tuple(sorted(r for r, v in values.items() if v != top))
 
 
 def _shape(e: FrEntry) -> str:
@@ -203,7 +205,7 @@ def _mismatch(
     fid: str, where: str, present: dict[int, FrEntry], odd: tuple[int, ...],
     key: Callable[[FrEntry], object], detail: Callable[[FrEntry], str], by_rank: dict[int, FrDump],
 ) -> Finding:  # fmt: skip
-    ref_rank = next(r for r in sorted(present) if r not in odd)
+    """``odd``: the ranks out of step with a strict majority; () on a tie, where nobody is blamed."""
     variants: dict[object, list[int]] = defaultdict(list)
     for r in sorted(present):
         variants[key(present[r])].append(r)
@@ -211,8 +213,13 @@ def _mismatch(
     for rs in variants.values():
         e = present[rs[0]]
         parts.append(f"rank {span(rs)} called {e.op}{detail(e)}{f' at {e.call_site}' if e.call_site else ''}")
-    message = f"{where}: " + "; ".join(parts) + f" (reference: rank {ref_rank})"
-    return Finding(fid, "error", message, MISMATCH_FIX, odd, _evidence(present, sorted(present), by_rank))
+    if odd:
+        blame = f"rank {span(odd)} {'is' if len(odd) == 1 else 'are'} out of step with the majority"
+    else:
+        blame = "no value is held by a majority, so the dumps cannot tell which side is wrong: compare both call sites"
+    message = f"{where}: " + "; ".join(parts) + f" ({blame})"
+    return Finding(fid, "error", message, MISMATCH_FIX, tuple(sorted(present)),
+                   _evidence(present, sorted(present), by_rank), culprits=odd)  # fmt: skip
 
 
 def _not_joined(where: str, present: dict[int, FrEntry], behind: list[int], by_rank: dict[int, FrDump]) -> Finding:
@@ -222,8 +229,8 @@ def _not_joined(where: str, present: dict[int, FrEntry], behind: list[int], by_r
         f"{where}: rank {span(sorted(present))} entered {first.op}{site} and {'is' if len(present) == 1 else 'are'} waiting; "
         f"rank {span(behind)} never issued it (not all ranks joined the collective)"
     )
-    return Finding("fr-not-joined", "error", message, NOT_JOINED_FIX, tuple(behind),
-                   _evidence(present, sorted(present)[:2], by_rank))  # fmt: skip
+    return Finding("fr-not-joined", "error", message, NOT_JOINED_FIX, tuple(sorted([*present, *behind])),
+                   _evidence(present, sorted(present)[:2], by_rank), culprits=tuple(behind))  # fmt: skip
 
 
 def _stalled(
@@ -279,8 +286,8 @@ def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
                    f"on channel {src}->{dst}{site}; rank {peer} never posted the matching "
                    f"{'recv' if extra[1].op.startswith('send') else 'send'}")  # fmt: skip
         by = {d.rank: d for d in dumps}
-        out.append(Finding("fr-p2p-unmatched", "error", message, MISMATCH_FIX, (peer,),
-                           _evidence({extra[0]: extra[1]}, [extra[0]], by)))  # fmt: skip
+        out.append(Finding("fr-p2p-unmatched", "error", message, MISMATCH_FIX, tuple(sorted({extra[0], peer})),
+                           _evidence({extra[0]: extra[1]}, [extra[0]], by), culprits=(peer,)))  # fmt: skip
     return out
 
 

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="log files, directories, .gz files, Flight Recorder dumps, or - for stdin",
     )
-    parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/1 JSON report")
+    parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/2 JSON report")
 
 
 def _analyse(found: tuple[LogSource, ...]) -> LogReport:

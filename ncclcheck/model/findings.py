@@ -25,14 +25,21 @@ class Finding:
     severity: str
     message: str
     fix: str = ""
-    ranks: tuple[int, ...] = ()
+    ranks: tuple[int, ...] = ()  # every rank involved
     evidence: tuple[Evidence, ...] = ()
+    culprits: tuple[int, ...] = ()  # the ranks to blame, only where the evidence singles them out
+
+    @property
+    def blamed(self) -> tuple[int, ...]:
+        """The ranks a reader should look at first: the culprits, else every rank involved."""
+        return self.culprits or self.ranks
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "severity": self.severity,
             "ranks": list(self.ranks),
+            "culprits": list(self.culprits),
             "message": self.message,
             "fix": self.fix,
             "evidence": [{"file": e.file, "line": e.line, "text": e.text} for e in self.evidence],

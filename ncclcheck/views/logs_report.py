@@ -12,7 +12,7 @@ from ncclcheck.analysis.logs.diagnose import LogReport
 from ncclcheck.views.flight_report import flight_json, render_flight
 from ncclcheck.views.transports import render_transports, transports_json
 
-SCHEMA = "ncclcheck.logs/1"
+SCHEMA = "ncclcheck.logs/2"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
@@ -27,6 +27,7 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
             "root_cause": cause.id if cause else None,
             "message": cause.message if cause else None,
             "ranks": list(cause.ranks) if cause else [],
+            "culprits": list(cause.culprits) if cause else [],
         },
         "findings": [f.to_json() for f in report.findings],
         "ranks": transports_json(report.ranks),
@@ -39,7 +40,7 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
 def render(report: LogReport, files: list[str], console: Console) -> None:
     cause = report.root_cause
     if cause:
-        who = f" (rank {', '.join(map(str, cause.ranks))})" if cause.ranks else ""
+        who = f" (rank {', '.join(map(str, cause.blamed))})" if cause.blamed else ""
         console.print(Text(f"✗ root cause{who}: {cause.message}", style="bold red"))
         console.print(Text(f"  fix: {cause.fix}"))
     elif report.findings:
@@ -49,7 +50,7 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
     for finding in report.findings:
         if finding is cause:
             continue
-        ranks = f" [ranks {','.join(map(str, finding.ranks))}]" if finding.ranks else ""
+        ranks = f" [ranks {','.join(map(str, finding.blamed))}]" if finding.blamed else ""
         console.print(Text(f"{finding.severity} {finding.id}{ranks}: {finding.message}", style=STYLE[finding.severity]))
         console.print(Text(f"  fix: {finding.fix}", style="dim"))
         for ev in finding.evidence[:2]:
