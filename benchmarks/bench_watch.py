@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from watch_states import all_in, job, sample, stack
 
-from ncclcheck.analysis.watch import track
+from ncclcheck.analysis.watch import Judging, track
 from ncclcheck.model.watch import Snapshot, WatchState
 from ncclcheck.tui.app import RankTable, WatchApp, plain_row
 
@@ -50,14 +50,14 @@ def refresh_cost(world: int, refreshes: int = 10) -> tuple[float, float, float]:
     base: list[float] = []
 
     async def drive() -> None:
-        state = track(None, Snapshot(0.0, j, tuple(rounds[0][r] for r in range(world))), 10.0)
+        state = track(None, Snapshot(0.0, j, tuple(rounds[0][r] for r in range(world))), Judging(10.0))
         app = WatchApp(Frozen(state), 3600.0, clock=lambda: 0.0)
         async with app.run_test(size=(150, 40)) as pilot:
             await pilot.pause()
             table = app.query_one(RankTable)
             for i, samples in enumerate(rounds[1:], 1):
                 start, start_cpu = time.perf_counter(), time.process_time()
-                state = track(state, Snapshot(i * 1.5, j, tuple(samples[r] for r in range(world))), 10.0)
+                state = track(state, Snapshot(i * 1.5, j, tuple(samples[r] for r in range(world))), Judging(10.0))
                 app.state = state
                 app.refresh_view()
                 await pilot.pause()

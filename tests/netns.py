@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +100,73 @@ def namespaces(count: int) -> Iterator[list[Namespace]]:
     finally:
         for ns in made:
             _ip("netns", "del", ns.name, check=False)
+
+
+@dataclass
+class Host:
+    """A test host: its own network, PID, mount and UTS namespaces, so that a process on one host cannot see
+    another host's processes. Its PID 1 (a sleep) holds the namespaces; ending it ends everything on the host."""
+
+    ns: Namespace
+    name: str
+    init: subprocess.Popen[str]
+    pid1: int  # the host's PID 1, as this machine numbers it
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        return ["nsenter", "-t", str(self.pid1), "-n", "-p", "-m", "-u", "--", *argv]
+
+    def popen(self, argv: Sequence[str], env: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.command(argv), text=True, env=env, **kwargs)  # type: ignore[call-overload]
+
+    def run(
+        self, argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(argv), capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+    def end(self) -> None:
+        """SIGKILL the host's PID 1: the kernel kills every process in its PID namespace."""
+        with suppress(ProcessLookupError):
+            os.kill(self.pid1, 9)
+        self.init.kill()
+        self.init.wait(timeout=30)
+
+
+@contextmanager
+def two_hosts(subnet: str = "10.78.0") -> Iterator[list[Host]]:
+    """node0 (``subnet``.1) and node1 (``subnet``.2) joined by a veth, each resolving both names through its own
+    /etc/hosts (``ip netns exec`` bind-mounts /etc/netns/NS/hosts), each its own PID, mount and UTS namespace."""
+    for tool in ("unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"util-linux `{tool}` is needed to give each test host its own PID and UTS namespace")
+    import psutil  # only here: the rest of this module runs without it
+
+    with namespaces(2) as spaces:
+        made: list[Host] = []
+        try:
+            spaces[0].veth("h0", "h1", spaces[1])
+            for i, ns in enumerate(spaces):
+                ns.set("lo", "up")
+                ns.addr(f"h{i}", f"{subnet}.{i + 1}/24")
+                etc = Path("/etc/netns") / ns.name
+                etc.mkdir(parents=True, exist_ok=True)
+                (etc / "hosts").write_text(f"127.0.0.1 localhost\n{subnet}.1 node0\n{subnet}.2 node1\n")
+                script = f"hostname node{i} && exec sleep infinity"
+                init = ns.popen(["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c", script])
+                made.append(Host(ns, f"node{i}", init, _child(psutil, init.pid)))
+            yield made
+        finally:
+            for host in made:
+                host.end()
+            for ns in spaces:
+                shutil.rmtree(Path("/etc/netns") / ns.name, ignore_errors=True)
+
+
+def _child(psutil: Any, pid: int) -> int:
+    """The pid of the first child of ``pid`` (unshare's forked child, PID 1 of the new namespace)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        children = psutil.Process(pid).children()
+        if children and "sleep" in " ".join(children[0].cmdline()):
+            return int(children[0].pid)
+        time.sleep(0.05)
+    raise RuntimeError("the test host's PID 1 never started")

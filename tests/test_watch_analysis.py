@@ -1,74 +1,217 @@
-"""The watch analysis over hand-built snapshots: mismatch, straggler, dead, stalled, healthy, and 4,096 ranks."""
+"""The watch analysis over hand-built snapshots: each finding where it must fire and where it must not."""
 
 from __future__ import annotations
 
 from watch_states import all_in, job, sample, stack, states
 
+from ncclcheck.analysis.watch import Judging, decided, next_delay, rejudge
 from ncclcheck.model.smoke import Frame
 from ncclcheck.model.watch import RankSample, WatchState
 
 
 def kinds(state: WatchState) -> dict[str, tuple[int, ...]]:
-    return {f.kind: f.ranks for f in state.findings}
+    return {f.kind: f.culprits for f in state.findings}
 
 
-def test_mismatched_collectives_name_the_odd_rank() -> None:
-    rounds = [all_in(4, "all_reduce", r1=sample(1, stack("all_gather", 57)))] * 4
-    state = states(job(4), *rounds)
-    assert kinds(state) == {"mismatch": (1,)}
-    assert state.findings[0].message == (
-        "rank 0,2-3 wait in all_reduce at train.py:88; rank 1 waits in all_gather at train.py:57 — mismatched collectives"
+def finding(state: WatchState, kind: str) -> tuple[tuple[int, ...], tuple[int, ...], str, str]:
+    f = next(f for f in state.findings if f.kind == kind)
+    return f.ranks, f.culprits, f.severity, f.message
+
+
+# mismatch: the majority names the odd ones out; a tie names nobody
+
+
+def test_mismatch_with_a_clear_majority_blames_the_odd_rank() -> None:
+    state = states(job(4), *[all_in(4, "all_reduce", r1=sample(1, stack("all_gather", 57)))] * 4)
+    ranks, culprits, severity, message = finding(state, "mismatch")
+    assert (ranks, culprits, severity) == ((0, 1, 2, 3), (1,), "error")
+    assert message == (
+        "rank 0,2-3 wait in all_reduce at train.py:88; rank 1 waits in all_gather at train.py:57 — "
+        "mismatched collectives: rank 1 is the odd one out"
     )
+    assert state.verdict.status == "problem"
+
+
+def test_mismatch_tie_blames_nobody_and_shows_both_call_sites() -> None:
+    for odd_rank in (0, 1):  # whichever rank diverged, the answer is the same: the stacks cannot tell
+        state = states(
+            job(2), *[all_in(2, "all_reduce", **{f"r{odd_rank}": sample(odd_rank, stack("broadcast", 60))})] * 4
+        )
+        ranks, culprits, _, message = finding(state, "mismatch")
+        assert ranks == (0, 1) and culprits == ()
+        assert "all_reduce at train.py:88" in message and "broadcast at train.py:60" in message
+        assert "cannot tell which side is wrong" in message
+
+
+def test_mismatch_two_against_two_is_a_tie_and_three_ways_without_majority_too() -> None:
+    two_two = all_in(4, "all_reduce", r2=sample(2, stack("broadcast", 60)), r3=sample(3, stack("broadcast", 60)))
+    assert finding(states(job(4), *[two_two] * 4), "mismatch")[1] == ()
+    three = all_in(4, "all_reduce", r2=sample(2, stack("broadcast", 60)), r3=sample(3, stack("barrier", 70)))
+    assert finding(states(job(4), *[three] * 4), "mismatch")[1] == ()
 
 
 def test_same_collective_from_different_call_sites() -> None:
-    rounds = [all_in(2, "all_reduce", r1=sample(1, stack("all_reduce", 91)))] * 4
-    state = states(job(2), *rounds)
-    assert kinds(state) == {"mismatch": (1,)}
-    assert state.findings[0].message.endswith("the same collective from different call sites")
+    state = states(job(3), *[all_in(3, "all_reduce", r1=sample(1, stack("all_reduce", 91)))] * 4)
+    assert "the same collective from different call sites: rank 1 is the odd one out" in finding(state, "mismatch")[3]
 
 
-def test_straggler_names_what_it_does_and_for_how_long() -> None:
-    slow = sample(5, stack(None, 40, "__next__"))
-    state = states(job(8), *[all_in(8, "all_reduce", r5=slow)] * 4)
-    assert kinds(state) == {"straggler": (5,)}
-    assert (
-        "rank 5 is not in any collective: it has been in __next__ at train.py:40 for 15 s" in state.findings[0].message
-    )
-    assert "rank 0-4,6-7 wait in all_reduce at train.py:88" in state.findings[0].message
+# the quick answer: every rank blocked, no movement at all, a few samples close together
+
+
+def test_blocked_in_different_collectives_is_a_mismatch_within_the_quick_window() -> None:
+    rounds = [all_in(3, "all_reduce", r2=sample(2, stack("broadcast", 60)))] * 7
+    state = states(job(3), *rounds, every=0.3, stall=60.0)
+    assert state.window_s < 2.0 and kinds(state) == {"mismatch": (2,)}
+    assert decided(state)
+
+
+def test_no_quick_answer_before_enough_samples() -> None:
+    rounds = [all_in(3, "all_reduce", r2=sample(2, stack("broadcast", 60)))] * 3  # 2 intervals
+    state = states(job(3), *rounds, every=1.0, stall=60.0)
+    assert state.findings == () and state.verdict.status == "pending"
+    assert "before judging" in state.verdict.message and not state.verdict.message.startswith("✓")
+
+
+def test_a_spinning_main_thread_is_not_blocked_quickly_but_counts_after_stall() -> None:
+    """NCCL spins the main thread in a barrier or a CUDA sync: CPU moves, nothing else. Not the quick path;
+    after --stall it is standing still all the same."""
+
+    def spinning(i: int) -> dict[int, RankSample]:
+        return {r: sample(r, stack("all_reduce" if r else "barrier"), cpu=i * 0.3) for r in range(2)}
+
+    assert states(job(2), *[spinning(i) for i in range(7)], every=0.3).findings == ()
+    assert kinds(states(job(2), *[spinning(i) for i in range(4)], every=5.0)) == {"mismatch": ()}
+
+
+def test_no_quick_answer_while_ranks_live_on_other_nodes() -> None:
+    rounds = [all_in(4, "all_reduce", first=2, r3=sample(3, stack("broadcast", 60)))] * 7
+    state = states(job(4, per_node=2, node=1), *rounds, every=0.3, stall=60.0)
+    assert state.findings == () and state.verdict.status == "pending"
+    later = states(job(4, per_node=2, node=1), *rounds[:4], every=5.0)
+    ranks, culprits, _, message = finding(later, "mismatch")
+    assert ranks == (2, 3) and culprits == () and "rank 0-1 on other nodes not seen from here" in message
+
+
+# straggler: a rank outside any collective while the others wait
+
+
+def test_straggler_names_what_it_does_for_how_long_and_whether_it_computes() -> None:
+    rounds = [all_in(8, "all_reduce", r5=sample(5, stack(None, 40, "__next__"), cpu=0.0))] * 4
+    ranks, culprits, severity, message = finding(states(job(8), *rounds), "straggler")
+    assert culprits == (5,) and ranks == tuple(range(8)) and severity == "error"
+    assert "rank 5 is not in any collective: it has been in __next__ at train.py:40 for at least 15 s" in message
+    assert "its main thread is idle" in message and "rank 0-4,6-7 wait in all_reduce at train.py:88" in message
+    busy = [all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch"), cpu=i * 5.0)) for i in range(4)]
+    assert "its main thread is busy: 100% CPU" in finding(states(job(2), *busy), "straggler")[3]
+
+
+def test_straggler_needs_stall_and_says_how_long_until_judged() -> None:
+    rounds = [all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))] * 5
+    state = states(job(2), *rounds, every=1.0, stall=10.0)
+    assert state.findings == ()
+    assert state.verdict.status == "pending" and "6 s more before judging" in state.verdict.message
+
+
+def test_once_judges_what_stood_still_through_its_whole_window() -> None:
+    """--once --settle 3 with --stall 30: a rank that stood still all along counts at the last look."""
+    rounds = [all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))] * 4
+    assert states(job(2), *rounds, every=1.0, stall=30.0).findings == ()
+    state = states(job(2), *rounds, every=1.0, stall=30.0, final=True)
+    assert kinds(state) == {"straggler": (1,)}
+
+
+def test_a_rank_that_only_started_waiting_is_not_judged_at_the_last_look() -> None:
+    rounds = [{0: sample(0, stack(None, 80 + i)), 1: sample(1, stack(None, 40 + i))} for i in range(3)]
+    rounds += [all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))] * 2
+    state = states(job(2), *rounds, every=1.0, stall=30.0, final=True)
+    assert state.findings == () and state.verdict.message.startswith("… not judged")
+
+
+# dead: an error once others wait on it, a warning before; all exited: finished
 
 
 def test_stopped_rank_is_dead_while_others_wait() -> None:
     stopped = sample(3, stack(None, 60, "forward"), status="stopped")
-    state = states(job(4), *[all_in(4, "all_reduce", r3=stopped)] * 3)
-    assert kinds(state) == {"dead": (3,)}
-    assert "rank 3 is stopped" in state.findings[0].message and "kill -CONT 1003" in state.findings[0].message
-    assert "while rank 0-2 wait in all_reduce" in state.findings[0].message
+    ranks, culprits, severity, message = finding(states(job(4), *[all_in(4, "all_reduce", r3=stopped)] * 3), "dead")
+    assert culprits == (3,) and ranks == (0, 1, 2, 3) and severity == "error"
+    assert "rank 3 is stopped" in message and "kill -CONT 1003" in message
+    assert "while rank 0-2 wait in all_reduce" in message
 
 
-def test_everyone_in_the_same_collective_without_progress_is_stalled() -> None:
+def test_exited_rank_while_the_others_still_compute_is_a_warning() -> None:
+    rounds = [{0: sample(0, stack(None, 80 + i)), 1: sample(1, (), status="gone")} for i in range(4)]
+    state = states(job(2), *rounds)
+    _ranks, culprits, severity, message = finding(state, "dead")
+    assert severity == "warning" and culprits == (1,) and "do not wait on it (yet)" in message
+    assert state.verdict.status == "warning" and not decided(state)
+
+
+def test_exited_rank_is_an_error_as_soon_as_the_others_are_blocked() -> None:
+    rounds = [all_in(3, "all_reduce", r2=sample(2, (), status="gone"))] * 7
+    state = states(job(3), *rounds, every=0.3, stall=60.0)
+    assert finding(state, "dead")[2] == "error" and state.verdict.status == "problem"
+
+
+def test_a_job_whose_ranks_all_exited_is_finished_not_dead() -> None:
+    live = {r: sample(r, stack(None, 80 + r)) for r in range(2)}
+    done = {0: sample(0, (), status="zombie", exit_code=0), 1: sample(1, (), status="gone")}
+    state = states(job(2), live, done)
+    assert kinds(state) == {"finished": ()} and state.findings[0].severity == "info"
+    assert state.verdict.status == "finished" and decided(state)
+    assert "rank 0 with exit code 0; rank 1: exit code not known" in state.findings[0].message
+
+
+def test_a_finished_job_with_a_failed_rank_names_it() -> None:
+    live = {r: sample(r, stack(None, 80 + r)) for r in range(2)}
+    done = {0: sample(0, (), status="zombie", exit_code=0), 1: sample(1, (), status="zombie", exit_code=-9)}
+    _ranks, culprits, severity, message = finding(states(job(2), live, done), "finished")
+    assert (culprits, severity) == ((1,), "warning") and "rank 1 was killed by signal 9" in message
+
+
+# the node's own view of a multi-node job
+
+
+def test_every_local_rank_waiting_on_other_nodes_is_not_stalled() -> None:
+    state = states(job(4, per_node=2, node=1), *[all_in(4, "all_reduce", first=2)] * 4)
+    assert "stalled" not in kinds(state)
+    ranks, culprits, severity, message = finding(state, "waiting-remote")
+    assert ranks == (2, 3) and culprits == () and severity == "warning"
+    assert "rank 0-1 run on other nodes" in message
+
+
+def test_everyone_here_in_the_same_collective_is_stalled() -> None:
     state = states(job(4), *[all_in(4, "broadcast")] * 4)
-    assert kinds(state) == {"stalled": (0, 1, 2, 3)}
+    assert kinds(state) == {"stalled": ()} and finding(state, "stalled")[0] == (0, 1, 2, 3)
     assert "ncclcheck env" in state.findings[0].fix
 
 
-def test_not_long_enough_is_no_finding() -> None:
-    assert states(job(4), *[all_in(4, "all_reduce", r1=sample(1, stack("all_gather")))] * 2).findings == ()
+# progress: sockets and stacks, never what other threads write
 
 
 def test_healthy_job_never_flagged_however_long() -> None:
-    # the same collective at every sample, but the socket I/O keeps moving: progress
-    rounds = [{r: sample(r, stack("all_reduce"), io=i * 4096) for r in range(4)} for i in range(50)]
-    assert states(job(4), *rounds).findings == ()
+    # the same collective at every sample, but bytes keep crossing its sockets: progress
+    rounds = [{r: sample(r, stack("all_reduce"), net=i * 4096) for r in range(4)} for i in range(50)]
+    state = states(job(4), *rounds)
+    assert state.findings == () and state.verdict.status == "ok"
     # stacks changing between samples: progress too
     rounds = [{r: sample(r, stack(None, 80 + i % 3, "forward")) for r in range(4)} for i in range(50)]
     assert states(job(4), *rounds).findings == ()
+    # quick samples of a healthy loop: no quick mismatch either
+    rounds = [{r: sample(r, stack("all_reduce" if i % 2 else "broadcast"), net=i) for r in range(2)} for i in range(20)]
+    assert states(job(2), *rounds, every=0.3).findings == ()
+
+
+def test_without_socket_counters_main_thread_cpu_is_a_collectives_progress() -> None:
+    rounds = [{r: sample(r, stack("all_reduce"), net=None, cpu=i * 0.5) for r in range(2)} for i in range(10)]
+    assert states(job(2), *rounds).findings == ()
+    rounds = [{r: sample(r, stack("all_reduce"), net=None, cpu=1.0) for r in range(2)} for i in range(4)]
+    assert kinds(states(job(2), *rounds)) == {"stalled": ()}
 
 
 def test_since_resets_when_a_rank_moves() -> None:
-    rounds = [all_in(2, "all_reduce")] * 3 + [all_in(2, "all_reduce", r1=sample(1, stack("all_reduce"), io=1))]
+    rounds = [all_in(2, "all_reduce")] * 3 + [all_in(2, "all_reduce", r1=sample(1, stack("all_reduce"), net=1))]
     state = states(job(2), *rounds)
-    assert [v.since_s for v in state.ranks] == [15.0, 0.0]
+    assert [v.since_s for v in state.ranks] == [15.0, 15.0] and [v.quiet_s for v in state.ranks] == [15.0, 0.0]
     assert state.ranks[1].progressing and not state.ranks[0].progressing
 
 
@@ -78,18 +221,52 @@ def test_native_frames_that_differ_between_samples_are_not_progress() -> None:
         wait = ("pthread_cond_wait", "futex_wait", "__futex_abstimed_wait_common")[i % 3]
         return sample(rank, (Frame(wait, "libc.so.6", 0, native=True), *stack("all_reduce" if rank else "broadcast")))
 
-    rounds = [{r: parked(r, i + r) for r in range(3)} for i in range(4)]
-    state = states(job(3), *rounds)
+    state = states(job(3), *[{r: parked(r, i + r) for r in range(3)} for i in range(4)])
     assert [v.since_s for v in state.ranks] == [15.0, 15.0, 15.0]
     assert kinds(state) == {"mismatch": (0,)}
 
 
 def test_ddp_backward_counts_as_a_collective() -> None:
     engine = Frame("_engine_run_backward", "/env/torch/autograd/graph.py", 769)
-    backward = sample(1, (engine, *stack(None, 95, "step")))
-    state = states(job(2), *[all_in(2, "all_reduce", r1=backward)] * 4)
-    assert state.ranks[1].collective == "backward"
-    assert kinds(state) == {"mismatch": (1,)}
+    state = states(job(3), *[all_in(3, "all_reduce", r1=sample(1, (engine, *stack(None, 95, "step"))))] * 4)
+    assert state.ranks[1].collective == "backward" and kinds(state) == {"mismatch": (1,)}
+
+
+# without stacks: what cannot be seen is said, never passed as healthy
+
+
+def test_no_stacks_and_nothing_moving_is_a_warning_not_healthy() -> None:
+    rounds = [{r: sample(r, ()) for r in range(2)}] * 4
+    state = states(job(2), *rounds)
+    assert kinds(state) == {"no-progress": ()} and state.verdict.status == "warning"
+    moving = [{r: sample(r, (), cpu=i * 0.5) for r in range(2)} for i in range(4)]
+    ok = states(job(2), *moving)
+    assert ok.findings == () and "no stacks: collectives not compared" in ok.verdict.message
+
+
+def test_a_rank_without_a_stack_is_not_blamed_as_a_straggler() -> None:
+    unreadable = RankSample(1, 1, 1001, "node0", "sleeping", 0.0, 1, 1, 1.0, 0, (), "py-spy could not read pid 1001")
+    state = states(job(2), *[all_in(2, "all_reduce", r1=unreadable)] * 4)
+    assert "straggler" not in kinds(state)
+    _ranks, culprits, _, message = finding(state, "unreadable")
+    assert culprits == () and "py-spy could not read pid 1001" in message and "may be the rank they wait on" in message
+
+
+# the verdict line and pacing
+
+
+def test_the_first_sample_is_never_healthy() -> None:
+    state = states(job(2), all_in(2, "all_reduce"))
+    assert state.verdict.status == "pending" and "first sample" in state.verdict.message
+
+
+def test_rejudge_at_the_last_look_and_the_sampling_pace() -> None:
+    rounds = [all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))] * 4
+    state = states(job(2), *rounds, every=1.0, stall=30.0)
+    assert state.findings == () and kinds(rejudge(state, Judging(30.0, final=True))) == {"straggler": (1,)}
+    assert next_delay(None, 1.5) == 0.3 and next_delay(states(job(2), all_in(2, "all_reduce")), 1.5) == 0.3
+    healthy = [{r: sample(r, stack(None, 80 + i)) for r in range(2)} for i in range(4)]
+    assert next_delay(states(job(2), *healthy), 1.5) == 1.5
 
 
 def test_4096_ranks_one_straggler_one_dead() -> None:

@@ -1,8 +1,9 @@
-"""``ncclcheck watch --once --json`` against real stuck (and healthy) torchrun/gloo jobs."""
+"""``ncclcheck watch --once --json`` against real stuck, healthy and finishing torchrun/gloo jobs."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from ncclcheck.cli import main
 from ncclcheck.collectors import sampler
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.pyspy import dump_all
-from ncclcheck.collectors.watch_source import LauncherSource
+from ncclcheck.collectors.watch_source import LauncherSource, LiveSource
 from ncclcheck.tui.app import RankTable, WatchApp
 
 WORKERS = Path(__file__).parent / "workers"
@@ -35,16 +36,20 @@ def at(statement: str, nth: int = 0) -> str:
 
 
 class RealJob:
-    def __init__(self, mode: str, log: Path) -> None:
-        self.log = log
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "--monitor-interval=600", str(WORKERS / "watch_job.py")]  # fmt: skip
+    def __init__(self, mode: str, log: Path, nproc: int = 2, env: dict[str, str] | None = None,
+                 launcher: tuple[str, ...] = ("--monitor-interval=600",), script: Path = WORKERS / "watch_job.py") -> None:  # fmt: skip
+        self.log, self.nproc = log, nproc
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               *launcher, str(script)]  # fmt: skip
         with log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "MODE": mode},
-                                         start_new_session=True)  # fmt: skip
-        deadline = time.monotonic() + 90
-        while not all(f"ready {r}" in log.read_text(errors="replace") for r in (0, 1)):
-            assert self.proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "MODE": mode, **(env or {})}, start_new_session=True)  # fmt: skip
+        self.wait_for(*(f"ready {r}" for r in range(nproc)))
+
+    def wait_for(self, *lines: str, deadline_s: float = 90) -> None:
+        deadline = time.monotonic() + deadline_s
+        while not all(line in self.log.read_text(errors="replace") for line in lines):
+            assert time.monotonic() < deadline, self.log.read_text(errors="replace")
             time.sleep(0.1)
 
     def rank_pid(self, rank: int) -> int:
@@ -54,29 +59,34 @@ class RealJob:
         raise AssertionError(f"no rank {rank}")
 
     def stop(self) -> None:
-        """torchrun puts its workers in their own sessions: kill them by name, not by process group."""
+        stop_tree(self.proc)
+
+
+def stop_tree(proc: subprocess.Popen[Any]) -> None:
+    """torchrun and mp.spawn put their workers in their own sessions: kill them by tree, not by process group."""
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    for child in children:
         try:
-            children = psutil.Process(self.proc.pid).children(recursive=True)
+            child.send_signal(signal.SIGCONT)
+            child.kill()
         except psutil.NoSuchProcess:
-            children = []
-        for child in children:
-            try:
-                child.send_signal(signal.SIGCONT)
-                child.kill()
-            except psutil.NoSuchProcess:
-                pass
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        psutil.wait_procs(children, timeout=10)
-        assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE], "orphan ranks left"
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    psutil.wait_procs(children, timeout=10)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE], "orphan ranks left"
 
 
 @pytest.fixture
 def job(tmp_path: Path) -> Iterator[Any]:
     started: list[RealJob] = []
 
-    def start(mode: str) -> RealJob:
-        started.append(RealJob(mode, tmp_path / f"{mode}.log"))
+    def start(mode: str, **kwargs: Any) -> RealJob:
+        started.append(RealJob(mode, tmp_path / f"{mode}-{len(started)}.log", **kwargs))
         return started[-1]
 
     yield start
@@ -84,66 +94,213 @@ def job(tmp_path: Path) -> Iterator[Any]:
         j.stop()
 
 
-def watch(job: RealJob, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
-    code = main(["watch", "--once", "--json", "--pid", str(job.proc.pid), *FAST])
+def watch(job: RealJob, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
+    code = main(["watch", "--once", "--json", "--pid", str(job.proc.pid), *(extra or FAST)])
     return code, json.loads(capsys.readouterr().out)
 
 
 def kinds(report: dict[str, Any]) -> dict[str, list[int]]:
-    return {f["kind"]: f["ranks"] for f in report["findings"]}
+    return {f["kind"]: f["culprits"] for f in report["findings"]}
 
 
-def test_op_mismatch(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, report = watch(job("op"), capsys)
-    assert code == 1 and kinds(report) == {"mismatch": [1]}
-    assert report["schema"] == "ncclcheck.watch/1" and report["job"]["world_size"] == 2
+def the(report: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(f for f in report["findings"] if f["kind"] == kind)
+
+
+# mismatches: the odd rank where a majority exists, nobody on a tie
+
+
+def test_op_mismatch_with_a_majority_names_the_odd_rank(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("op", nproc=3), capsys)
+    assert code == 1 and kinds(report) == {"mismatch": [0]}
+    assert the(report, "mismatch")["ranks"] == [0, 1, 2]
+    assert report["schema"] == "ncclcheck.watch/2" and report["job"]["world_size"] == 3
     by_rank = {r["rank"]: r for r in report["ranks"]}
     assert by_rank[0]["collective"] == "all_reduce" and by_rank[1]["collective"] == "broadcast"
     assert by_rank[0]["call_site"] == f"{WORKERS / at('    dist.all_reduce(t)')} (train_step)"
     assert by_rank[0]["stack"] and by_rank[0]["since_s"] >= 1.5
-    assert f"rank 0 waits in all_reduce at {at('    dist.all_reduce(t)')}" in report["findings"][0]["message"]
+    message = the(report, "mismatch")["message"]
+    assert (
+        f"rank 0 waits in all_reduce at {at('    dist.all_reduce(t)')}" in message
+        and "rank 0 is the odd one out" in message
+    )
+
+
+def test_two_ranks_in_different_collectives_is_a_tie(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 0 diverged here (all_reduce against broadcast), but with two ranks the stacks cannot tell: both are
+    listed, neither is blamed, both call sites are shown, and no row is marked as the culprit."""
+    code, report = watch(job("op"), capsys)
+    mismatch = the(report, "mismatch")
+    assert code == 1 and mismatch["ranks"] == [0, 1] and mismatch["culprits"] == []
+    assert "cannot tell which side is wrong" in mismatch["message"]
+    assert at("    dist.all_reduce(t)") in mismatch["message"] and at("dist.broadcast(t, 0)") in mismatch["message"]
 
 
 def test_order_mismatch(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
     code, report = watch(job("order"), capsys)
-    assert code == 1 and kinds(report) == {"mismatch": [1]}
-    message = report["findings"][0]["message"]
+    assert code == 1 and kinds(report) == {"mismatch": []}
+    message = the(report, "mismatch")["message"]
     assert (
         f"all_reduce at {at('dist.all_reduce(t)', 2)}" in message
         and f"broadcast at {at('dist.broadcast(t, 0)', 2)}" in message
     )
 
 
+def test_an_already_stuck_mismatch_is_answered_before_stall(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The default --once (no --settle) with --stall 60: only the quick answer can come back before 60 s."""
+    j = job("op", nproc=3)
+    code, report = watch(j, capsys, "--stall", "60")
+    assert code == 1 and kinds(report) == {"mismatch": [0]}
+    assert report["window"]["seconds"] < 60 and report["verdict"]["status"] == "problem"
+
+
+# a straggler, with and without chatty threads
+
+
 def test_straggler_in_user_code(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
     code, report = watch(job("straggler"), capsys)
     assert code == 1 and kinds(report) == {"straggler": [1]}
     expected = f"rank 1 is not in any collective: it has been in slow_batch at {at('time.sleep(3600)')}"
-    assert expected in report["findings"][0]["message"]
+    assert expected in the(report, "straggler")["message"]
 
 
-def test_stopped_rank_is_dead(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_straggler_found_while_every_rank_logs_from_a_thread(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 2 stuck in its data loader, every rank printing a heartbeat 5 times a second: the heartbeats move
+    the processes' I/O, not their main threads, nor their sockets."""
+    j = job("straggler", nproc=3, env={"CHATTY": "1"})
+    code, report = watch(j, capsys, "--stall", "3", "--settle", "5")
+    assert code == 1 and kinds(report) == {"straggler": [2]}
+    assert "its main thread is idle" in the(report, "straggler")["message"]
+    assert "heartbeat" in j.log.read_text()
+
+
+@pytest.mark.parametrize("mode", ["healthy", "uneven"])
+def test_healthy_jobs_with_chatty_threads_have_no_finding(
+    job: Any, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """uneven: the last rank is 0.8 s slower per step, so the others wait in all_reduce a while every step."""
+    code, report = watch(job(mode, env={"CHATTY": "1"}), capsys, "--stall", "3", "--settle", "8", "--interval", "0.5")
+    assert code == 0 and report["findings"] == [], report["findings"]
+    assert report["verdict"]["status"] in ("ok", "pending") and report["window"]["seconds"] >= 8
+    assert {r["status"] for r in report["ranks"]} <= {"running", "sleeping"}
+
+
+def test_default_once_on_a_healthy_job_answers_early(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("healthy"), capsys, "--stall", "60")
+    assert code == 0 and report["findings"] == [] and report["verdict"]["status"] == "ok"
+    assert report["verdict"]["message"].startswith("✓") and report["window"]["seconds"] < 60
+
+
+def test_once_with_settle_shorter_than_stall_judges_its_window(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("straggler"), capsys, "--stall", "30", "--settle", "2.5", "--interval", "0.5")
+    assert code == 1 and kinds(report) == {"straggler": [1]}
+    assert 2.5 <= report["window"]["seconds"] < 30 and report["window"]["samples"] >= 2
+
+
+def test_no_stacks_on_a_stuck_job_is_not_healthy(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("op"), capsys, "--no-stacks", *FAST)
+    assert code == 1 and kinds(report) == {"no-progress": []}
+    assert not report["verdict"]["message"].startswith("✓")
+
+
+# dead, stopped, finished
+
+
+def test_stopped_rank_others_wait_on_is_an_error(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
     j = job("op")
     pid = j.rank_pid(1)
     os.kill(pid, signal.SIGSTOP)
     code, report = watch(j, capsys)
-    found = kinds(report)
-    assert code == 1 and found["dead"] == [1]
-    assert f"kill -CONT {pid}" in next(f["message"] for f in report["findings"] if f["kind"] == "dead")
+    dead = the(report, "dead")
+    assert code == 1 and dead["culprits"] == [1] and dead["severity"] == "error"
+    assert f"kill -CONT {pid}" in dead["message"]
     assert {r["rank"]: r["status"] for r in report["ranks"]}[1] == "stopped"
 
 
-def test_killed_rank_is_dead(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    j = job("wait")
+def test_killed_rank_nobody_waits_on_yet_is_a_warning(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    j = job("wait")  # rank 0 sleeps in user code: it does not wait on rank 1
     os.kill(j.rank_pid(1), signal.SIGKILL)
     code, report = watch(j, capsys)
-    assert code == 1 and kinds(report)["dead"] == [1]
+    dead = the(report, "dead")
+    assert code == 1 and dead["culprits"] == [1] and dead["severity"] == "warning"
     assert {r["rank"]: r["status"] for r in report["ranks"]}[1] in ("zombie", "gone", "missing")
 
 
-def test_healthy_job_has_no_finding(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, report = watch(job("healthy"), capsys)
-    assert code == 0 and report["findings"] == [], report
-    assert {r["status"] for r in report["ranks"]} <= {"running", "sleeping"}
+def test_a_job_that_finishes_is_finished_not_dead(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    j = job("finish", env={"FINISH_AFTER": "3"})
+    code, report = watch(j, capsys, "--stall", "10", "--settle", "60")  # ends when the job does
+    assert code == 0 and kinds(report) == {"finished": []}, report["findings"]
+    assert report["verdict"]["status"] == "finished"
+    assert {r["exit_code"] for r in report["ranks"]} == {0}  # zombies: torchrun here reaps every 600 s
+    assert report["window"]["seconds"] < 60
+
+
+def test_a_finished_job_with_a_failed_rank_says_which(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    j = job("finish", env={"FINISH_AFTER": "3", "FAIL_RANK": "1"})
+    code, report = watch(j, capsys, "--stall", "10", "--settle", "60")
+    finished = the(report, "finished")
+    assert code == 1 and finished["culprits"] == [1] and "rank 1 exited with code 1" in finished["message"]
+
+
+# discovery
+
+
+def test_a_rank_pid_finds_its_siblings(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    j = job("healthy")
+    code = main(["watch", "--once", "--json", "--pid", str(j.rank_pid(1)), "--stall", "3", "--settle", "3"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and [r["rank"] for r in report["ranks"]] == [0, 1] and report["findings"] == []
+    assert report["job"]["launcher_pid"] == j.proc.pid and report["job"]["script"].endswith("watch_job.py")
+
+
+def test_several_jobs_are_listed_and_picked_by_prefix(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = job("straggler"), job("healthy")
+    ours = [j for j in discover() if j.launcher_pid in (first.proc.pid, second.proc.pid)]
+    assert len(ours) == 2
+    assert main(["watch", "--once", "--json"]) == 2
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["schema"] == "ncclcheck.watch-jobs/1"
+    mine = {j["id"]: j for j in listed["jobs"] if j["launcher_pid"] in (first.proc.pid, second.proc.pid)}
+    assert {j["world_size"] for j in mine.values()} == {2} and all(j["cwd"] and j["started"] for j in mine.values())
+    target = next(j for j in ours if j.launcher_pid == first.proc.pid)
+    code = main(["watch", "--once", "--json", "--job", target.id[:8], *FAST])
+    assert code == 1 and kinds(json.loads(capsys.readouterr().out)) == {"straggler": [1]}
+    assert main(["watch", "--once", "--job", "no-such-job"]) == 3
+
+
+def test_an_mp_spawn_job_is_found_by_its_spawn_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "spawn.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(WORKERS / "spawn_job.py")], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PORT": "29617"}, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not all(f"ready {r}" in log.read_text(errors="replace") for r in (0, 1)):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.1)
+        code = main(["watch", "--once", "--json", "--pid", str(proc.pid), *FAST])
+        report = json.loads(capsys.readouterr().out)
+        assert report["job"]["id"] == f"spawn:{proc.pid}" and report["job"]["found_as"] == "spawn"
+        assert code == 1 and kinds(report) == {"straggler": [1]}
+        assert "load_batch" in the(report, "straggler")["message"]
+    finally:
+        stop_tree(proc)
+
+
+def test_the_live_source_follows_an_elastic_restart(job: Any) -> None:
+    j = job("restart", launcher=("--monitor-interval=0.5", "--max-restarts=1"))
+    source = LiveSource(discover(j.proc.pid)[0], 10.0)
+    before = {r.pid for r in source.job.ranks}
+    deadline = time.monotonic() + 90
+    state = source.poll()
+    while {v.sample.pid for v in state.ranks} & before or any(
+        v.sample.status != "sleeping" and v.sample.status != "running" for v in state.ranks
+    ):
+        assert time.monotonic() < deadline, [(v.rank, v.sample.pid, v.sample.status) for v in state.ranks]
+        time.sleep(0.5)
+        state = source.poll()
+    assert [v.rank for v in state.ranks] == [0, 1] and any("ranks restarted" in n for n in state.notes)
+    assert not any(f.kind == "dead" for f in state.findings)
 
 
 def test_no_job_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,26 +308,43 @@ def test_no_job_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no pid" in capsys.readouterr().err
 
 
-def test_launcher_source_shows_real_ranks_in_the_app(job: Any) -> None:
-    """What ``smoke --tui`` runs: the app over the ranks under a launcher, found once they exist."""
-    j = job("healthy")
-    source = LauncherSource(j.proc.pid, 2, 10.0)
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [(["--stall", "0.5"], "at least 1.5"), (["--settle", "nan"], "number of seconds"), (["--interval", "0"], "> 0"),
+     (["--native", "--no-stacks"], "--native needs stacks")],
+)  # fmt: skip
+def test_usage_errors_say_what_is_wrong(capsys: pytest.CaptureFixture[str], flags: list[str], says: str) -> None:
+    assert main(["watch", "--once", *flags]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+# the app over real ranks, and the sampler's cost
+
+
+def test_launcher_source_shows_every_real_rank_in_the_app(job: Any) -> None:
+    """What ``smoke --tui`` runs: the app over the ranks under a launcher, once all of them exist."""
+    j = job("healthy", nproc=3)
+    source = LauncherSource(j.proc.pid, 3, 10.0)
     app = WatchApp(source, 0.3)
 
     async def drive() -> None:
         async with app.run_test(size=(150, 30)):
-            for _ in range(300):
-                if app.shown is not None and app.query_one(RankTable).row_count == 2:
+            for _ in range(600):
+                if app.shown is not None and app.shown.verdict.status == "ok":
                     break
                 await asyncio.sleep(0.05)
-            assert app.shown is not None and {v.sample.pid for v in app.shown.ranks} == {j.rank_pid(0), j.rank_pid(1)}
-            assert "no problem seen" in str(app.query_one("#findings").render())
+            assert app.shown is not None and {v.sample.pid for v in app.shown.ranks} == {
+                j.rank_pid(r) for r in range(3)
+            }
+            assert app.query_one(RankTable).row_count == 3 and app.shown.findings == ()
+            assert "no problem seen" in str(app.query_one("#verdict").render())
 
     asyncio.run(drive())
 
 
 @pytest.mark.parametrize(("mode", "most"), [("healthy", 3), ("op", 8)])
-def test_ranks_whose_io_moves_are_dumped_less_often(
+def test_ranks_whose_sockets_move_are_dumped_less_often(
     job: Any, monkeypatch: pytest.MonkeyPatch, mode: str, most: int
 ) -> None:
     """A healthy gloo job's ranks move bytes between samples: their stacks are refreshed every REFRESH-th
@@ -188,18 +362,19 @@ def test_ranks_whose_io_moves_are_dumped_less_often(
     for _ in range(8):
         snapshots.append(s.sample())
         time.sleep(0.3)
+    assert s.sockets_readable
     for rank in (0, 1):
         pid = j.rank_pid(rank)
         assert (dumped.count(pid) <= most) and (dumped.count(pid) >= (8 if mode == "op" else 2)), dumped
         assert all(snap.samples[rank].stack for snap in snapshots)  # a kept stack is still shown
+        assert all(snap.samples[rank].net_bytes is not None for snap in snapshots)
 
 
 def test_native_frames_show_where_the_collective_waits(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """--native adds the C++ frames under the collective (c10d's Work::wait) and changes nothing else."""
-    j = job("op")
-    code = main(["watch", "--once", "--json", "--native", "--pid", str(j.proc.pid), *FAST])
-    report = json.loads(capsys.readouterr().out)
-    assert code == 1 and kinds(report) == {"mismatch": [1]}
+    j = job("op", nproc=3)
+    code, report = watch(j, capsys, "--native", *FAST)
+    assert code == 1 and kinds(report) == {"mismatch": [0]}
     rank0 = next(r for r in report["ranks"] if r["rank"] == 0)
     native = [f for f in rank0["stack"] if f["native"]]
     assert native and any(".so" in f["file"] for f in native), rank0["stack"]
@@ -207,6 +382,32 @@ def test_native_frames_show_where_the_collective_waits(job: Any, capsys: pytest.
     assert rank0["call_site"] == f"{WORKERS / at('    dist.all_reduce(t)')} (train_step)"
 
 
-def test_native_without_stacks_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["watch", "--once", "--native", "--no-stacks"]) == 2
-    assert "--native needs stacks" in capsys.readouterr().err
+def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang(tmp_path: Path) -> None:
+    """What ``smoke --tui`` shows: all 3 ranks (not the first one found, the rest "missing"), then, with rank 1
+    sitting in the hang drill, "watching" until the straggler is judged, never ✓."""
+    cmd = [sys.executable, "-m", "ncclcheck", "smoke", "--nproc", "3", "--backend", "gloo", "--ops",
+           "broadcast,all_reduce", "--timeout", "120", "--drill", "hang@1:all_reduce", "--log-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        source = LauncherSource(proc.pid, 3, 3.0)
+        seen = [source.poll()]
+        deadline = time.monotonic() + 120
+        while not any(f.kind == "straggler" for f in seen[-1].findings):
+            assert time.monotonic() < deadline and proc.poll() is None, [s.verdict for s in seen[-5:]]
+            time.sleep(0.2)
+            seen.append(source.poll())
+        assert {len(s.ranks) for s in seen if s.ranks} == {3}
+        assert not any(f.kind == "dead" for s in seen for f in s.findings)
+        straggler = next(f for f in seen[-1].findings if f.kind == "straggler")
+        assert straggler.culprits == (1,) and "drill_hang" in straggler.message
+        # the sample that first sees rank 1 in the drill also sees every rank arrive somewhere new: moving, truly;
+        # from the next one on, nothing moves, and nothing may say ✓
+        hung = next(i for i, s in enumerate(seen) if any(v.doing == "drill_hang" for v in s.ranks))
+        assert all(s.verdict.status != "ok" for s in seen[hung + 1 :]), [s.verdict for s in seen[hung:]]
+    finally:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        for p in tree:
+            p.kill()
+        stop_tree(proc)
+        psutil.wait_procs(tree, timeout=10)
+        assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "orphans left"

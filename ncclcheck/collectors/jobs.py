@@ -1,29 +1,60 @@
-"""Find the rank processes of torch distributed jobs on this node, from their environment (psutil).
+"""Find the rank processes of torch distributed jobs on this node (psutil and /proc, read-only).
 
-A rank process has RANK and WORLD_SIZE in its environment (torchrun, torch.distributed.launch, srun
-and mpirun wrappers set them). Dataloader workers and other children inherit that environment: a
-process whose parent carries the same RANK is not a rank. Reading another user's environment needs
-root or the same user; those processes are skipped.
+Two kinds of rank:
+- A process with RANK and WORLD_SIZE in its environment (torchrun, torch.distributed.launch, srun and
+  mpirun wrappers set them). Dataloader workers and other children inherit that environment: a
+  process whose parent carries the same RANK is not a rank.
+- A child of ``torch.multiprocessing.spawn`` (``collectors.spawn_jobs``): no RANK in its environment,
+  the rank is the spawn index.
+Reading another user's environment needs root or the same user; those processes are skipped.
 """
 
 from __future__ import annotations
 
 import socket
 from collections import defaultdict
-from collections.abc import Iterable
 
 import psutil
 
+from ncclcheck.collectors.processes import as_int, cwd_of, environ, script_of, started_of
+from ncclcheck.collectors.spawn_jobs import spawn_jobs
 from ncclcheck.model.watch import Job, RankProc
 
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "torchx", "srun", "mpirun")
+_Member = tuple[RankProc, dict[str, str], "psutil.Process | None"]
 
 
 def discover(pid: int | None = None) -> tuple[Job, ...]:
-    """Every job with ranks on this node; with ``pid``, only the job holding that rank or launcher process."""
-    found: dict[str, list[tuple[RankProc, dict[str, str], int | None]]] = defaultdict(list)
+    """Every job with ranks on this node; with ``pid``, the job that pid belongs to: one of its ranks (its
+    siblings are found too), their launcher, or a process above them (a wrapper script, srun)."""
+    jobs = _env_jobs() + spawn_jobs()
+    if pid is None:
+        return jobs
+    return tuple(j for j in jobs if _holds(j, pid))
+
+
+def pick(jobs: tuple[Job, ...], wanted: str) -> tuple[Job, ...]:
+    """The jobs whose id is ``wanted``, else those whose id starts with it."""
+    exact = tuple(j for j in jobs if j.id == wanted)
+    return exact or tuple(j for j in jobs if j.id.startswith(wanted))
+
+
+def _holds(job: Job, pid: int) -> bool:
+    if pid == job.launcher_pid or any(r.pid == pid for r in job.ranks):
+        return True
+    for rank in job.ranks:
+        try:
+            if any(p.pid == pid for p in psutil.Process(rank.pid).parents()):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _env_jobs() -> tuple[Job, ...]:
+    found: dict[str, list[_Member]] = defaultdict(list)
     host = socket.gethostname()
-    for proc in _candidates(pid):
+    for proc in psutil.process_iter():
         got = _rank(proc, host)
         if got:
             rank, env, launcher = got
@@ -31,40 +62,23 @@ def discover(pid: int | None = None) -> tuple[Job, ...]:
     return tuple(_job(job_id, members) for job_id, members in sorted(found.items()))
 
 
-def _candidates(pid: int | None) -> Iterable[psutil.Process]:
-    if pid is None:
-        return psutil.process_iter()
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _rank(proc: psutil.Process, host: str) -> tuple[RankProc, dict[str, str], int | None] | None:
+def _rank(proc: psutil.Process, host: str) -> _Member | None:
     try:
         env = proc.environ()
         if "RANK" not in env or "WORLD_SIZE" not in env:
             return None
         parent = proc.parent()
-        if parent is not None and _env(parent).get("RANK") == env["RANK"]:
+        if parent is not None and environ(parent).get("RANK") == env["RANK"]:
             return None  # a dataloader worker or other child of a rank
         rank = RankProc(
-            proc.pid, int(env["RANK"]), _int(env.get("LOCAL_RANK")), int(env["WORLD_SIZE"]),
-            _int(env.get("LOCAL_WORLD_SIZE")), _int(env.get("GROUP_RANK")), host,
-            " ".join(proc.cmdline())[:300],
+            proc.pid, int(env["RANK"]), as_int(env.get("LOCAL_RANK")), int(env["WORLD_SIZE"]),
+            as_int(env.get("LOCAL_WORLD_SIZE")), as_int(env.get("GROUP_RANK")), host,
+            " ".join(proc.cmdline())[:300], as_int(env.get("MASTER_PORT")),
         )  # fmt: skip
-        launcher = parent.pid if parent is not None and _is_launcher(parent) else None
+        launcher = parent if parent is not None and _is_launcher(parent) else None
         return rank, env, launcher
     except (psutil.Error, ValueError, OSError):
         return None
-
-
-def _env(proc: psutil.Process) -> dict[str, str]:
-    try:
-        return proc.environ()
-    except (psutil.Error, OSError):
-        return {}
 
 
 def _is_launcher(proc: psutil.Process) -> bool:
@@ -74,24 +88,23 @@ def _is_launcher(proc: psutil.Process) -> bool:
         return False
 
 
-def _job_id(env: dict[str, str], launcher: int | None, rank: RankProc) -> str:
+def _job_id(env: dict[str, str], launcher: psutil.Process | None, rank: RankProc) -> str:
     if env.get("TORCHELASTIC_RUN_ID") and env["TORCHELASTIC_RUN_ID"] != "none":
         return env["TORCHELASTIC_RUN_ID"]
     if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
         return f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
-    return f"pid{launcher or rank.pid}"
+    return f"pid{launcher.pid if launcher else rank.pid}"
 
 
-def _job(job_id: str, members: list[tuple[RankProc, dict[str, str], int | None]]) -> Job:
+def _job(job_id: str, members: list[_Member]) -> Job:
     ranks = tuple(sorted((m[0] for m in members), key=lambda r: r.rank))
     env = members[0][1]
-    nodes = _int(env.get("GROUP_WORLD_SIZE")) or _int(env.get("SLURM_NNODES"))
-    launchers = {m[2] for m in members if m[2] is not None}
-    return Job(job_id, max(r.world_size for r in ranks), nodes, min(launchers) if launchers else None, ranks)
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
+    nodes = as_int(env.get("GROUP_WORLD_SIZE")) or as_int(env.get("SLURM_NNODES"))
+    launchers = {m[2].pid: m[2] for m in members if m[2] is not None}
+    launcher = launchers[min(launchers)] if launchers else None
+    first = min(members, key=lambda m: m[0].rank)
+    return Job(
+        job_id, max(r.world_size for r in ranks), nodes, launcher.pid if launcher else None, ranks,
+        script=script_of(first[0].cmdline), cwd=cwd_of(first[0].pid),
+        started=started_of([launcher.pid] if launcher else [r.pid for r in ranks]),
+    )  # fmt: skip

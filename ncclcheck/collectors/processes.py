@@ -1,10 +1,15 @@
-"""Process state from psutil: running, sleeping, stopped, zombie or gone."""
+"""What /proc says of a process: its state, its main thread's CPU, its exit code, environment, script and cwd."""
 
 from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
 
 import psutil
 
 # psutil's names, folded to what a rank's state means for a job: a traced rank is as stopped as a SIGSTOPped one.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STATUS = {"tracing-stop": "stopped", "dead": "gone", "idle": "sleeping", "waking": "running"}
 
 
@@ -22,3 +27,74 @@ def process_state(pid: int | None) -> str:
     except psutil.Error:
         return "unknown"
     return normal_status(status)
+
+
+def _stat_fields(path: str) -> list[str] | None:
+    """The fields of a /proc stat file after the command name (field 3 onwards), or None when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def main_thread_cpu(pid: int) -> float | None:
+    """CPU seconds the process's main thread has used (user + system): moves only while that thread runs."""
+    fields = _stat_fields(f"/proc/{pid}/task/{pid}/stat")
+    if fields is None or len(fields) < 13:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def exit_status(pid: int) -> int | None:
+    """A zombie's exit code (negative: the signal that killed it), readable until its parent reaps it."""
+    fields = _stat_fields(f"/proc/{pid}/stat")
+    if fields is None or len(fields) < 50 or fields[0] != "Z":
+        return None
+    status = int(fields[49])
+    return status >> 8 if status & 0x7F == 0 else -(status & 0x7F)
+
+
+def environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return proc.environ()
+    except (psutil.Error, OSError):
+        return {}
+
+
+def script_of(cmdline: str) -> str:
+    """``train.py --lr 1`` from ``/usr/bin/python3 -u train.py --lr 1``: what the ranks run, without the interpreter."""
+    try:
+        words = shlex.split(cmdline)
+    except ValueError:
+        words = cmdline.split()
+    if words and "python" in os.path.basename(words[0]):
+        words = words[1:]
+        while words and words[0].startswith("-") and words[0] not in ("-m", "-c"):
+            words = words[1:]
+    return " ".join(words)[:200]
+
+
+def cwd_of(pid: int) -> str:
+    try:
+        return psutil.Process(pid).cwd()
+    except (psutil.Error, OSError):
+        return ""
+
+
+def started_of(pids: Iterable[int]) -> float | None:
+    times = []
+    for pid in pids:
+        try:
+            times.append(psutil.Process(pid).create_time())
+        except psutil.Error:
+            continue
+    return min(times) if times else None
+
+
+def as_int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None

@@ -1,10 +1,11 @@
-"""Sample a job's ranks: psutil for state, CPU, memory and I/O; py-spy (non-blocking, time-limited) for stacks.
+"""Sample a job's ranks: psutil for state, CPU and memory; /proc for the main thread's CPU; sock_diag for
+the bytes on each rank's TCP sockets; py-spy (non-blocking, time-limited) for the main thread's stack.
 
-Never pauses or signals the job: py-spy runs with ``--nonblocking`` and psutil only reads /proc.
-py-spy calls run at most ``concurrency`` at a time, so 8+ ranks per node stay cheap. A rank whose
-I/O moved since the last sample is progressing whatever its stack says, so it keeps its last stack
-for up to ``REFRESH`` samples instead of a fresh dump: a healthy gloo job is dumped a quarter as often,
-while a rank that stands still is dumped every time.
+Never pauses or signals the job: py-spy runs with ``--nonblocking`` and the rest only reads /proc and
+the kernel's socket table. py-spy calls run at most ``concurrency`` at a time, so 8+ ranks per node
+stay cheap. A rank whose sockets moved bytes since the last sample is progressing whatever its stack
+says, so it keeps its last stack for up to ``REFRESH`` samples instead of a fresh dump: a healthy gloo
+job is dumped a quarter as often, while a rank that stands still is dumped every time.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from ncclcheck.collectors.processes import normal_status
+from ncclcheck.collectors.processes import exit_status, main_thread_cpu, normal_status
 from ncclcheck.collectors.pyspy import dump_all
+from ncclcheck.collectors.sockets import TcpSocket, socket_inodes, tcp_sockets, traffic
 from ncclcheck.model.smoke import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
@@ -23,10 +25,23 @@ REFRESH = 4
 
 
 @dataclass(frozen=True)
-class _Dumped:
-    """A rank's last py-spy dump, the I/O count at the last sample, and how many samples old the dump is."""
+class _State:
+    """What /proc and the socket table say of one rank at one sample."""
 
-    io: int
+    status: str
+    cpu_percent: float = 0.0
+    rss: int = 0
+    threads: int = 0
+    main_cpu_s: float | None = None
+    net: int | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class _Dumped:
+    """A rank's last py-spy dump, its socket bytes at the last sample, and how many samples old the dump is."""
+
+    net: int | None
     stack: tuple[Frame, ...]
     error: str | None
     age: int
@@ -42,6 +57,7 @@ class Sampler:
         self.native = native  # C/C++ frames too: py-spy pauses each rank briefly to unwind them
         self.procs: dict[int, psutil.Process] = {}
         self.dumped: dict[int, _Dumped] = {}
+        self.sockets_readable = True
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -51,48 +67,58 @@ class Sampler:
 
     def sample(self) -> Snapshot:
         by_rank = {r.rank: r for r in self.job.ranks}
-        states = {r.pid: self._state(r) for r in self.job.ranks}
-        live = [pid for pid, s in states.items() if s[0] not in ("gone", "zombie", "stopped")] if self.stacks else []
-        dumps = self._stacks(live, {pid: s[4] for pid, s in states.items()})
+        sockets = tcp_sockets()
+        self.sockets_readable = sockets is not None
+        states = {r.pid: self._state(r, sockets) for r in self.job.ranks}
+        live = (
+            [pid for pid, s in states.items() if s.status not in ("gone", "zombie", "stopped")] if self.stacks else []
+        )
+        dumps = self._stacks(live, {pid: s.net for pid, s in states.items()})
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
             if proc is None:
-                samples.append(RankSample(rank, None, None, "", "missing", 0.0, 0, 0, 0, (), None))
+                samples.append(RankSample(rank, None, None, "", "missing", 0.0, 0, 0, None, None, (), None))
                 continue
-            status, cpu, rss, threads, io = states[proc.pid]
+            st = states[proc.pid]
             stack, error = dumps.get(proc.pid, ((), None))
             samples.append(
-                RankSample(rank, proc.local_rank, proc.pid, proc.host, status, cpu, rss, threads, io, stack, error)
-            )
+                RankSample(rank, proc.local_rank, proc.pid, proc.host, st.status, st.cpu_percent, st.rss,
+                           st.threads, st.main_cpu_s, st.net, stack, error, st.exit_code)
+            )  # fmt: skip
         return Snapshot(time.monotonic(), self.job, tuple(samples))
 
-    def _stacks(self, pids: list[int], io: dict[int, int]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
-        """Each live rank's stack: a fresh dump, or the last one while its I/O moves (at most REFRESH samples)."""
+    def _stacks(self, pids: list[int], net: dict[int, int | None]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
+        """Each live rank's stack: a fresh dump, or the last one while its sockets move (at most REFRESH samples)."""
         kept: dict[int, tuple[tuple[Frame, ...], str | None]] = {}
         for pid in pids:
             last = self.dumped.get(pid)
-            if last is not None and io[pid] != last.io and last.age + 1 < REFRESH and last.error is None:
+            moved = net[pid] is not None and last is not None and net[pid] != last.net
+            if last is not None and moved and last.age + 1 < REFRESH and last.error is None:
                 kept[pid] = (last.stack, None)
-                self.dumped[pid] = _Dumped(io[pid], last.stack, None, last.age + 1)
+                self.dumped[pid] = _Dumped(net[pid], last.stack, None, last.age + 1)
         fresh = dump_all([p for p in pids if p not in kept], self.timeout_s, self.concurrency, self.native)
         for pid, (stack, error) in fresh.items():
-            self.dumped[pid] = _Dumped(io[pid], stack, error, 0)
+            self.dumped[pid] = _Dumped(net[pid], stack, error, 0)
         return {**kept, **fresh}
 
-    def _state(self, rank: RankProc) -> tuple[str, float, int, int, int]:
+    def _state(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> _State:
         proc = self.procs.get(rank.pid)
         if proc is None:
-            return "gone", 0.0, 0, 0, 0
+            return _State("gone")
         try:
             with proc.oneshot():
-                status = str(proc.status())
-                io = proc.io_counters()
-                return (
-                    normal_status(status), proc.cpu_percent(None), proc.memory_info().rss, proc.num_threads(),
-                    io.read_chars + io.write_chars if hasattr(io, "read_chars") else io.read_bytes + io.write_bytes,
-                )  # fmt: skip
+                status = normal_status(str(proc.status()))
+                if status == "zombie":
+                    return _State("zombie", exit_code=exit_status(rank.pid))
+                cpu, rss, threads = proc.cpu_percent(None), proc.memory_info().rss, proc.num_threads()
         except psutil.NoSuchProcess:
-            return "gone", 0.0, 0, 0, 0
+            return _State("gone")
         except psutil.Error:
-            return "unknown", 0.0, 0, 0, 0
+            return _State("unknown")
+        skip = frozenset({rank.store_port}) if rank.store_port else frozenset()
+        inodes = socket_inodes(rank.pid) if sockets is not None else None
+        net = traffic(sockets, inodes, skip) if sockets is not None and inodes is not None else None
+        if net is None:
+            self.sockets_readable = False
+        return _State(status, cpu, rss, threads, main_thread_cpu(rank.pid), net)

@@ -1,13 +1,18 @@
-"""The live data source of ``ncclcheck watch``: sample the job, track it, hand back a WatchState."""
+"""The live data source of ``ncclcheck watch``: sample the job, track it, hand back a WatchState.
+
+When the job's rank processes are gone while its launcher lives on (torchrun's elastic restart), the
+job is looked up again, at most every ``REDISCOVER_S``, and the new ranks are watched from then on.
+"""
 
 from __future__ import annotations
 
 import time
 
-from ncclcheck.analysis.watch import track
+from ncclcheck.analysis.watch import Judging, track
 from ncclcheck.collectors.jobs import discover
+from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.sampler import Sampler
-from ncclcheck.model.watch import Job, WatchState
+from ncclcheck.model.watch import Job, Verdict, WatchState
 from ncclcheck.probes.host import find_py_spy
 
 PTRACE_FIX = (
@@ -15,45 +20,86 @@ PTRACE_FIX = (
     "CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE; k8s: securityContext.capabilities.add [SYS_PTRACE]), "
     "or `sudo sysctl kernel.yama.ptrace_scope=0`; the table still shows process state"
 )
+SOCKETS_NOTE = (
+    "bytes on the ranks' sockets cannot be counted from here (the ranks live in another network namespace, a "
+    "container or pod, or their fd tables are not readable by this user): a collective's progress is judged from "
+    "stacks and main-thread CPU only; run ncclcheck inside the job's container, or as root or the job's user"
+)
+GUESSED_NOTE = (
+    "mp.spawn ranks are numbered in start order: py-spy could not read torch's spawn index (see the ptrace note)"
+)
+REDISCOVER_S = 3.0
 
 
 class LiveSource:
     """Each ``poll`` takes one sample of every local rank and returns the tracked state."""
 
     def __init__(self, job: Job, stall_s: float, stacks: bool = True, native: bool = False) -> None:
-        self.job, self.stall_s = job, stall_s
-        self.sampler = Sampler(job, stacks=stacks and find_py_spy() is not None, native=native)
+        self.job, self.judging = job, Judging(stall_s)
+        self.stacks, self.native = stacks and find_py_spy() is not None, native
+        self.sampler = Sampler(job, stacks=self.stacks, native=native)
         self.state: WatchState | None = None
         self.samples = 0
+        self.looked_again = time.monotonic()
         self.notes: tuple[str, ...] = (
-            () if find_py_spy() else ("py-spy is not installed: no stacks (pip install py-spy)",)
+            () if find_py_spy() or not stacks else ("py-spy is not installed: no stacks (pip install py-spy)",)
         )
+        self.events: tuple[str, ...] = ()
 
-    def poll(self) -> WatchState:
-        state = track(self.state, self.sampler.sample(), self.stall_s)
-        errors = [v.sample.stack_error for v in state.ranks if v.sample.stack_error]
-        notes = self.notes
-        if errors and any("ermission" in e or "ptrace" in e.lower() for e in errors):
-            notes += (PTRACE_FIX,)
-        self.state = WatchState(state.time, state.job, state.ranks, state.findings, notes)
+    def poll(self, final: bool = False) -> WatchState:
+        """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
+        self._follow_restart()
+        judging = Judging(self.judging.stall_s, final)
+        self.state = track(self.state, self.sampler.sample(), judging, self._notes())
         self.samples += 1
         return self.state
 
+    def _notes(self) -> tuple[str, ...]:
+        notes = self.notes + self.events
+        errors = [v.sample.stack_error for v in (self.state.ranks if self.state else ()) if v.sample.stack_error]
+        if any("ermission" in e or "ptrace" in e.lower() or "Operation not permitted" in e for e in errors):
+            notes += (PTRACE_FIX,)
+        if not self.sampler.sockets_readable:
+            notes += (SOCKETS_NOTE,)
+        if self.job.how == "spawn-guessed":
+            notes += (GUESSED_NOTE,)
+        return notes
+
+    def _follow_restart(self) -> None:
+        """New rank pids under the same launcher or job id (an elastic restart): watch those from now on."""
+        if self.state is None or time.monotonic() - self.looked_again < REDISCOVER_S:
+            return
+        if not any(v.sample.status in ("gone", "zombie", "missing") for v in self.state.ranks):
+            return
+        self.looked_again = time.monotonic()
+        if self.job.launcher_pid is not None and process_state(self.job.launcher_pid) in ("gone", "unknown"):
+            return
+        launcher = self.job.launcher_pid
+        again = [j for j in discover(launcher) if j.id == self.job.id or (launcher and j.launcher_pid == launcher)]
+        fresh = next((j for j in again if {r.pid for r in j.ranks} != {r.pid for r in self.job.ranks}), None)
+        if fresh is None:
+            return
+        self.job = fresh
+        self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native)
+        stamp = time.strftime("%H:%M:%S")
+        self.events = (f"the ranks restarted at {stamp} (new pids {', '.join(str(r.pid) for r in fresh.ranks)})",)
+
 
 class LauncherSource:
-    """For ``smoke --tui``: watch the ranks under a launcher we started, once they exist."""
+    """For ``smoke --tui``: watch the ranks under a launcher we started, once all ``nproc`` of them exist."""
 
-    def __init__(self, launcher_pid: int, world_size: int, stall_s: float) -> None:
-        self.launcher_pid, self.world_size, self.stall_s = launcher_pid, world_size, stall_s
+    def __init__(self, launcher_pid: int, nproc: int, stall_s: float) -> None:
+        self.launcher_pid, self.nproc, self.stall_s = launcher_pid, nproc, stall_s
         self.live: LiveSource | None = None
         self.started = time.monotonic()
 
     def poll(self) -> WatchState:
         if self.live is None:
             jobs = discover(self.launcher_pid)
-            if jobs and len(jobs[0].ranks) >= min(self.world_size, 1):
+            if jobs and len(jobs[0].ranks) >= self.nproc:
                 self.live = LiveSource(jobs[0], self.stall_s)
         if self.live is not None:
             return self.live.poll()
-        waiting = Job(f"launcher pid {self.launcher_pid}", self.world_size, None, self.launcher_pid, ())
-        return WatchState(time.monotonic(), waiting, (), (), ("waiting for the ranks to start",))
+        waiting = Job(f"launcher pid {self.launcher_pid}", self.nproc, None, self.launcher_pid, ())
+        verdict = Verdict("pending", f"… waiting for the ranks to start ({time.monotonic() - self.started:.0f} s)")
+        return WatchState(time.monotonic(), waiting, (), (), verdict)

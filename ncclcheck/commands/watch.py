@@ -1,102 +1,135 @@
 """Watch a running or stuck distributed job on this node: every rank's collective, call site and state.
 
-Attaches with no code change: ranks are found by their environment (RANK, WORLD_SIZE, ...), stacks
-are read with py-spy --nonblocking (the job is never paused, slowed or signalled; --native, which
-adds C/C++ frames, is the exception: py-spy pauses each rank briefly to unwind them). Without a
-terminal, or with --once, samples for --settle seconds and prints once. Exit code (--once): 0 no
-finding, 1 findings, 2 usage error (e.g. several jobs and no --job), 3 no job found; the live view
-exits 0 on q.
+Attaches with no code change: ranks are found by their environment (RANK, WORLD_SIZE, ...) or as
+torch.multiprocessing.spawn children; stacks are read with py-spy --nonblocking (the job is never
+paused, slowed or signalled; --native, which adds C/C++ frames, is the exception: py-spy pauses each
+rank briefly to unwind them). Without a terminal, or with --once, watches until the answer is clear
+(ranks blocked in different collectives: about 2 s; a rank outside any collective while the others
+wait: --stall) or --settle ends, and prints once. Exit code (--once): 0 no problem found (the verdict
+line says whether ranks were still being watched), 1 a problem or warning, 2 usage error (also:
+several jobs and no --job), 3 no job found; the live view exits 0 on q.
 
 examples:
-  ncclcheck watch                       # the live view (q quits, p pauses, s sorts, f flagged only, d saves)
-  ncclcheck watch --once --json --settle 10
+  ncclcheck watch                       # the live view (Enter stack, q quit, p pause, s sort, f flagged, d save)
+  ncclcheck watch --once --json
+  ncclcheck watch --pid 4242            # a rank or the launcher of the job to watch
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 
-from ncclcheck.collectors.jobs import discover
+from ncclcheck.analysis.watch import QUICK_S, Judging, decided, next_delay, rejudge
+from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.watch_source import LiveSource
+from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.views.console import make_console
-from ncclcheck.views.watch_report import render, to_json
+from ncclcheck.views.watch_report import jobs_json, jobs_lines, render, to_json
+
+EXIT_USAGE, EXIT_NO_JOB = 2, 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--job", metavar="ID", help="the job to watch when several run on this node")
-    parser.add_argument("--pid", type=int, help="a launcher (torchrun) or rank process of the job")
+    parser.add_argument(
+        "--job", metavar="ID", help="the job to watch when several run on this node (a unique id prefix)"
+    )
+    parser.add_argument("--pid", type=int, help="a rank, the launcher, or a process above them (srun, a wrapper)")
     parser.add_argument(
         "--interval", type=float, default=1.5, metavar="S", help="seconds between samples (default 1.5)"
     )
     parser.add_argument(
-        "--stall", type=float, default=10.0, metavar="S", help="no progress for this long counts (default 10)"
-    )
+        "--stall", type=float, default=10.0, metavar="S",
+        help=f"standing still this long counts where a quick answer is not possible (default 10, at least {QUICK_S:g})",
+    )  # fmt: skip
     parser.add_argument(
-        "--settle",
-        type=float,
-        default=None,
-        metavar="S",
-        help="--once: sample this long after the first sample, at least twice (default: --stall + 2 intervals)",
-    )
-    parser.add_argument("--once", action="store_true", help="sample, print once and exit (also without a terminal)")
-    parser.add_argument("--json", action="store_true", help="print the ncclcheck.watch/1 JSON (implies --once)")
-    parser.add_argument("--no-stacks", action="store_true", help="psutil only, no py-spy")
+        "--settle", type=float, default=None, metavar="S",
+        help="--once: watch this long, then judge what stood still through the whole window"
+        " (default: until the answer is clear, at most --stall + 2 intervals)",
+    )  # fmt: skip
+    parser.add_argument("--once", action="store_true", help="watch, print once and exit (also without a terminal)")
+    parser.add_argument("--json", action="store_true", help="print the ncclcheck.watch/2 JSON (implies --once)")
+    parser.add_argument("--no-stacks", action="store_true", help="process state, CPU and sockets only, no py-spy")
     parser.add_argument(
-        "--native",
-        action="store_true",
+        "--native", action="store_true",
         help="C/C++ frames too (where NCCL or gloo waits); py-spy must pause each rank briefly to unwind"
         " them, so this is the one mode that stops the job for a moment at every sample",
-    )
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval <= 0 or args.stall < 0 or (args.settle is not None and args.settle < 0):
-        print("ncclcheck watch: --interval must be > 0, --stall and --settle >= 0", file=sys.stderr)
-        return 2
-    if args.native and args.no_stacks:
-        print("ncclcheck watch: --native needs stacks; drop --no-stacks", file=sys.stderr)
-        return 2
+    problem = _usage_problem(args)
+    if problem:
+        print(f"ncclcheck watch: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     jobs = discover(args.pid)
+    live = not (args.once or args.json or not sys.stdout.isatty())
     if args.job:
-        jobs = tuple(j for j in jobs if j.id == args.job)
+        jobs = pick(jobs, args.job)
+        if len(jobs) > 1:
+            print(f"ncclcheck watch: --job {args.job} matches {len(jobs)} jobs; give more of the id:", file=sys.stderr)
+            print("\n".join(jobs_lines(jobs)), file=sys.stderr)
+            return EXIT_USAGE
     if not jobs:
         what = f"job {args.job}" if args.job else f"pid {args.pid}" if args.pid else "torch distributed job"
-        print(f"ncclcheck watch: no {what} found on this node (rank processes carry RANK and WORLD_SIZE; "
-              "run as the job's user or root)", file=sys.stderr)  # fmt: skip
-        return 3
-    if len(jobs) > 1:
-        print("ncclcheck watch: several jobs on this node; pick one with --job ID:", file=sys.stderr)
-        for job in jobs:
-            print(
-                f"  {job.id}  world size {job.world_size}, ranks {','.join(str(r.rank) for r in job.ranks)}",
-                file=sys.stderr,
-            )
-        return 2
-    source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
-    if args.once or args.json or not sys.stdout.isatty():
-        return _once(source, args)
+        print(f"ncclcheck watch: no {what} found on this node (ranks carry RANK and WORLD_SIZE, or are "
+              "torch.multiprocessing.spawn children; run as the job's user or root)", file=sys.stderr)  # fmt: skip
+        return EXIT_NO_JOB
+    if len(jobs) > 1 and not live:
+        if args.json:
+            print(json.dumps(jobs_json(jobs), indent=1))
+        print("ncclcheck watch: several jobs on this node; pick one with --job ID (a unique prefix will do):",
+              file=sys.stderr)  # fmt: skip
+        print("\n".join(jobs_lines(jobs)), file=sys.stderr)
+        return EXIT_USAGE
+    if not live:
+        state = _once(_source(jobs[0], args), args)
+        if args.json:
+            print(json.dumps(to_json(state, args.interval), indent=1))
+        else:
+            render(state, make_console())
+        return 1 if any(f.severity in ("error", "warning") for f in state.findings) else 0
     from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-    WatchApp(source, args.interval).run()
+    if len(jobs) > 1:
+        WatchApp(None, args.interval, jobs=jobs, make_source=lambda job: _source(job, args)).run()
+    else:
+        WatchApp(_source(jobs[0], args), args.interval).run()
     return 0  # quitting the live view is not a verdict; scripts use --once
 
 
-def _once(source: LiveSource, args: argparse.Namespace) -> int:
-    settle = args.settle if args.settle is not None else args.stall + 2 * args.interval
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    numbers = {"--interval": args.interval, "--stall": args.stall, "--settle": args.settle}
+    for flag, value in numbers.items():
+        if value is not None and not math.isfinite(value):
+            return f"{flag} must be a number of seconds, not {value}"
+    if args.interval <= 0:
+        return "--interval must be > 0"
+    if args.stall < QUICK_S or (args.settle is not None and args.settle < QUICK_S):
+        return (
+            f"--stall and --settle must be at least {QUICK_S:g} s: standing still cannot be told from a pause in less"
+        )
+    if args.native and args.no_stacks:
+        return "--native needs stacks; drop --no-stacks"
+    return None
+
+
+def _source(job: Job, args: argparse.Namespace) -> LiveSource:
+    return LiveSource(job, args.stall, stacks=not args.no_stacks, native=args.native)
+
+
+def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
+    """Sample until the answer is clear (without --settle), the job has finished, or the window ends; then
+    judge the window."""
+    window = args.settle if args.settle is not None else args.stall + 2 * args.interval
     state = source.poll()
-    # Counted from the first sample, and never fewer than two: standing still is a difference between
-    # samples, and on a loaded node (or with --native) one sample can take longer than the whole window.
-    deadline = time.monotonic() + settle
-    while True:
-        time.sleep(min(args.interval, max(deadline - time.monotonic(), 0)))
-        state = source.poll()
-        if time.monotonic() >= deadline:
+    deadline = time.monotonic() + window  # counted from the first sample, which can be slow on a loaded node
+    while time.monotonic() < deadline and state.verdict.status != "finished":
+        if args.settle is None and decided(state):
             break
-    if args.json:
-        print(json.dumps(to_json(state, args.interval, source.samples), indent=1))
-    else:
-        render(state, make_console())
-    return 1 if state.findings else 0
+        time.sleep(max(min(next_delay(state, args.interval), deadline - time.monotonic()), 0))
+        state = source.poll()
+    return rejudge(state, Judging(args.stall, final=True))

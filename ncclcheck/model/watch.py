@@ -19,6 +19,7 @@ class RankProc:
     group_rank: int | None
     host: str
     cmdline: str
+    store_port: int | None = None  # MASTER_PORT: the store's traffic is not the collectives' traffic
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class Job:
     nodes: int | None
     launcher_pid: int | None
     ranks: tuple[RankProc, ...]
+    script: str = ""  # what the ranks run (the script or -m module and its arguments)
+    cwd: str = ""
+    started: float | None = None  # epoch seconds: the launcher's start, else the first rank's
+    how: str = "env"  # env: ranks carry RANK/WORLD_SIZE; spawn: torch.multiprocessing.spawn children
 
     def expected_local(self) -> tuple[int, ...]:
         """Rank numbers that should live on this node: the found ones plus gaps in this node's block."""
@@ -41,22 +46,29 @@ class Job:
             found |= set(range(group * size, min((group + 1) * size, self.world_size)))
         return tuple(sorted(found))
 
+    def remote(self) -> tuple[int, ...]:
+        """Rank numbers of the job that do not live on this node."""
+        here = set(self.expected_local())
+        return tuple(r for r in range(self.world_size) if r not in here)
+
 
 @dataclass(frozen=True)
 class RankSample:
-    """One look at one rank: process state from psutil and the main thread's stack from py-spy."""
+    """One look at one rank: process state and counters from /proc, the main thread's stack from py-spy."""
 
     rank: int
     local_rank: int | None
     pid: int | None
     host: str
-    status: str  # running, sleeping, disk-sleep, stopped, zombie, gone, missing, remote
+    status: str  # running, sleeping, disk-sleep, stopped, zombie, gone, missing
     cpu_percent: float
     rss_bytes: int
     threads: int
-    io_chars: int  # read+write chars so far (sockets too): moves while a collective makes progress
+    main_cpu_s: float | None  # CPU seconds of the main thread so far; None: unreadable
+    net_bytes: int | None  # bytes moved on its TCP sockets (the store's left out); None: unreadable
     stack: tuple[Frame, ...]
     stack_error: str | None
+    exit_code: int | None = None  # a zombie's exit code; negative: killed by that signal
 
 
 @dataclass(frozen=True)
@@ -70,28 +82,53 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class RankView:
-    """A rank as the table shows it: its sample, what it is in, and for how long it has been there."""
+    """A rank as the table shows it: its sample, what it is in, and how long it has stood where it is.
+
+    Three clocks, each reset by more kinds of movement than the one before: ``since_s`` by a new
+    place (Python frames or process state); ``quiet_s`` also by bytes on its sockets; ``idle_s`` also
+    by CPU on its main thread. A rank blocked in a collective stays quiet; a healthy one does not.
+    """
 
     sample: RankSample
     collective: str | None
     call_site: str | None
     doing: str  # the collective, or the innermost frame's function when not in one
     since_s: float
-    progressing: bool  # the stack or its socket I/O changed since the previous sample
+    quiet_s: float
+    idle_s: float
+    idle_samples: int  # consecutive sample intervals with no movement of any kind
+    main_cpu_percent: float | None  # the main thread's CPU over the last interval
+    progressing: bool  # it moved (place, sockets, or main-thread CPU outside a collective) since the last sample
 
     @property
     def rank(self) -> int:
         return self.sample.rank
 
+    @property
+    def known(self) -> bool:
+        """Whether its stack was read: without one, what it waits in cannot be told."""
+        return bool(self.sample.stack)
+
 
 @dataclass(frozen=True)
 class WatchFinding:
-    """A problem across ranks: mismatch, straggler, dead or stalled."""
+    """A problem across ranks. ``ranks``: every rank involved; ``culprits``: the ranks to blame, only where
+    the evidence singles them out (empty on a tie, or when the cause is not among the ranks seen)."""
 
     kind: str
+    severity: str  # error, warning, info
     ranks: tuple[int, ...]
+    culprits: tuple[int, ...]
     message: str
     fix: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The one line on top: ok, pending (not judged yet, and how long until it is), warning, problem, finished."""
+
+    status: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -102,4 +139,7 @@ class WatchState:
     job: Job
     ranks: tuple[RankView, ...]
     findings: tuple[WatchFinding, ...]
+    verdict: Verdict
+    window_s: float = 0.0  # how long this job has been watched
+    samples: int = 1
     notes: tuple[str, ...] = ()  # e.g. py-spy not permitted, with the fix

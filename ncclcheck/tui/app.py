@@ -1,7 +1,9 @@
-"""The live rank table: a header, one row per rank (bad rows in red), findings, and the chosen rank's stack.
+"""The live view: a header, the verdict, one row per rank (the ranks to blame flagged ✗), findings, and a stack.
 
 The app takes a *data source* (anything with ``poll() -> WatchState``): the live one samples the job,
-tests hand it a scripted one. The table owns the polling worker, a thread that posts each state.
+tests hand it a scripted one. The app owns the polling worker, a thread that posts each state and keeps
+polling when a poll fails (the error is shown). With several jobs and no source, it opens on a picker.
+Only Textual's public API is used, so the runtime requirement can be a range.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static
-from textual.widgets.data_table import ColumnKey
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ncclcheck.model.watch import RankView, WatchState
-from ncclcheck.views.watch_report import HEALTHY, cells, flagged, to_json
+from ncclcheck.analysis.watch import next_delay
+from ncclcheck.model.watch import Job, RankView, WatchState
+from ncclcheck.views.watch_report import CULPRIT, STYLE, UNDECIDED, VERDICT_STYLE, cells, flags, jobs_lines, to_json
 
-COLUMNS = ("", "rank", "local", "host", "pid", "state", "collective", "call site", "for", "cpu", "rss")
-# Fixed widths where the values are bounded; host and call site grow (auto width) when a longer value comes.
-WIDTHS = {"": 1, "rank": 5, "local": 5, "pid": 8, "state": 10, "collective": 24, "for": 6, "cpu": 5, "rss": 7}
+# The columns a user needs to judge a rank come first, so that they stay on an 80-column screen.
+COLUMNS = ("", "rank", "state", "collective", "for", "cpu", "rss", "call site", "pid", "local", "host")
+# Fixed widths where the values are bounded; call site and host grow (auto width) when a longer value comes.
+WIDTHS = {"": 1, "rank": 5, "state": 8, "collective": 16, "for": 6, "cpu": 5, "rss": 6, "pid": 8, "local": 5}
 SORTS = ("rank", "time in state", "state")
 MARGIN = 20  # rows above and below the screen kept up to date too
 
@@ -43,51 +49,55 @@ class Polled(Message):
         self.state = state
 
 
-def plain_row(v: RankView) -> tuple[str, ...]:
-    text = cells(v)
+class PollFailed(Message):
+    """The data source raised; polling goes on."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+def plain_row(v: RankView, flag: str = "") -> tuple[str, ...]:
+    text = cells(v, flag)
     return tuple(text[c] for c in COLUMNS)
 
 
-def _cell(text: str, bad: bool) -> Text:
-    return Text(text, style="bold red" if bad else "")
+def _style(flag: str) -> str:
+    return "bold red" if flag == CULPRIT else "bold yellow" if flag == UNDECIDED else ""
 
 
 class RankTable(DataTable[Text]):
-    """The rank table; its worker polls the source every ``interval`` seconds."""
+    """The rank table: rows are positions, refreshed only where they are on screen."""
 
-    def __init__(self, source: Source, interval: float) -> None:
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
+        Binding("enter", "select_cursor", "stack")  # DataTable's own hides it; the footer should show it
+    ]
+
+    def __init__(self) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable", id="ranks")
-        self.source, self.interval = source, interval
-        self.shown_cells: dict[int, tuple[bool, tuple[str, ...]]] = {}  # per row position: red, texts shown
-        self.latest: list[tuple[bool, RankView]] = []  # per row position: red, the rank's latest view
+        self.shown_cells: dict[int, tuple[str, tuple[str, ...]]] = {}  # per row position: flag, texts shown
+        self.latest: list[tuple[str, RankView]] = []  # per row position: flag, the rank's latest view
         self.stale: set[int] = set()  # positions whose shown cells may be older than ``latest``
+        self.grown: dict[str, int] = {}  # the widest text written so far in each auto-width column
 
     def on_mount(self) -> None:
         for column in COLUMNS:
-            self.add_column(column, key=column or "glyph", width=WIDTHS.get(column))
-        self.poll_source()
-
-    @work(thread=True, exclusive=True)
-    def poll_source(self) -> None:
-        worker = get_current_worker()
-        while not worker.is_cancelled:
-            self.post_message(Polled(self.source.poll()))
-            if worker.cancelled_event.wait(self.interval):
-                return
+            self.add_column(column, key=column or "flag", width=WIDTHS.get(column))
+        self.watch(self, "scroll_y", lambda: self.sync_visible(), init=False)
 
     def show(self, state: WatchState, only_flagged: bool, sort: str) -> None:
-        """Rows are positions, not ranks: a new order or a new sample only changes cells, and only those on
-        screen are written now (``sync_visible``), so a refresh costs what the screen shows."""
-        bad = flagged(state)
-        views = [v for v in state.ranks if v.rank in bad or not only_flagged]
+        """A new order or a new sample only changes cells, and only those on screen are written now
+        (``sync_visible``), so a refresh costs what the screen shows."""
+        marks = flags(state)
+        views = [v for v in state.ranks if v.rank in marks or not only_flagged]
         key: Callable[[RankView], Any] = {
             "rank": lambda v: v.rank,
             "time in state": lambda v: (-v.since_s, v.rank),
-            "state": lambda v: (v.rank not in bad, v.sample.status, v.rank),
+            "state": lambda v: (v.rank not in marks, marks.get(v.rank) != CULPRIT, v.sample.status, v.rank),
         }[sort]
         views.sort(key=key)
         chosen = self.rank_at(self.cursor_row)
-        self.latest = [(v.rank in bad, v) for v in views]
+        self.latest = [(marks.get(v.rank, ""), v) for v in views]
         with self.app.batch_update():
             for position in range(len(views), self.row_count):
                 self.remove_row(str(position))
@@ -104,6 +114,9 @@ class RankTable(DataTable[Text]):
     def rank_at(self, position: int) -> int | None:
         return self.latest[position][1].rank if 0 <= position < len(self.latest) else None
 
+    def position_of(self, rank: int) -> int | None:
+        return next((i for i, (_, v) in enumerate(self.latest) if v.rank == rank), None)
+
     def sync_visible(self) -> None:
         """Bring the rows on screen (and a margin) up to date; the others wait until scrolled to."""
         if not self.stale:
@@ -113,34 +126,55 @@ class RankTable(DataTable[Text]):
             if position not in self.stale:
                 continue
             self.stale.discard(position)
-            red, view = self.latest[position]
-            texts = plain_row(view)
-            was_red, before = self.shown_cells.get(position, (red, ()))
-            if red == was_red and texts == before:
+            flag, view = self.latest[position]
+            texts = plain_row(view, flag)
+            was_flag, before = self.shown_cells.get(position, (flag, ()))
+            if flag == was_flag and texts == before:
                 continue
             for i, (column, text) in enumerate(zip(COLUMNS, texts)):
-                if red != was_red or i >= len(before) or before[i] != text:  # only what changed
-                    grow = column not in WIDTHS and len(text) > self.columns[ColumnKey(column)].content_width
-                    self.update_cell(str(position), column or "glyph", _cell(text, red), update_width=grow)
-            self.shown_cells[position] = (red, texts)
-
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        self.sync_visible()
+                if flag != was_flag or i >= len(before) or before[i] != text:  # only what changed
+                    grow = column not in WIDTHS and len(text) > self.grown.get(column, 0)
+                    if grow:
+                        self.grown[column] = len(text)
+                    self.update_cell(str(position), column or "flag", Text(text, style=_style(flag)), update_width=grow)
+            self.shown_cells[position] = (flag, texts)
 
     def on_resize(self) -> None:
+        """Smaller (the stack panel opened): the cursor's row, often the flagged rank, stays in view."""
+        if self.row_count:
+            self.move_cursor(row=self.cursor_row)
         self.sync_visible()
+
+
+class JobPicker(Screen[Job]):
+    """Several jobs on this node: pick one (Enter), or q to quit."""
+
+    BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [Binding("q", "app.quit", "quit")]
+
+    def __init__(self, jobs: tuple[Job, ...]) -> None:
+        super().__init__()
+        self.jobs = jobs
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"{len(self.jobs)} jobs on this node: pick one with Enter", style="bold"), id="job")
+        lines = jobs_lines(self.jobs)
+        yield OptionList(*(Option(Text(line.strip()), id=str(i)) for i, line in enumerate(lines)), id="jobs")
+        yield Footer()
+
+    def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
+        self.dismiss(self.jobs[int(message.option.id or 0)])
 
 
 class WatchApp(App[None]):
-    """``ncclcheck watch``: q quit, p pause the view, s cycle sort, f flagged only, d save a snapshot."""
+    """``ncclcheck watch``: Enter stack, q quit, p pause the view, s cycle sort, f flagged only, d save."""
 
     CSS = """
     #job { height: 1; background: $primary-background; }
+    #verdict { height: 1; }
     #ranks { height: 1fr; min-height: 3; }
-    #findings { height: auto; max-height: 12; border: round $error; }
+    #findings { height: auto; max-height: 10; border: round $error; }
     #findings.clear { border: round $success; }
-    #stack { height: auto; max-height: 16; border: round $secondary; display: none; }
+    #stack { height: auto; max-height: 14; border: round $secondary; display: none; }
     #stack.open { display: block; }
     """
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
@@ -153,74 +187,145 @@ class WatchApp(App[None]):
     ]
 
     def __init__(
-        self, source: Source, interval: float, clock: Callable[[], float] = time.monotonic, save_dir: Path | None = None
-    ) -> None:
+        self, source: Source | None, interval: float, clock: Callable[[], float] = time.monotonic,
+        save_dir: Path | None = None, jobs: tuple[Job, ...] = (), make_source: Callable[[Job], Source] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.source, self.interval, self.clock = source, interval, clock
+        self.jobs, self.make_source = jobs, make_source
         self.save_dir = save_dir or Path.cwd()
         self.state: WatchState | None = None  # the latest sample
         self.shown: WatchState | None = None  # what the view shows (frozen while paused)
         self.paused, self.only_flagged, self.sort_by = False, False, SORTS[0]
         self.received_at = 0.0
+        self.stack_rank: int | None = None  # whose stack the open stack panel shows
+        self.cursor_placed = False  # the cursor went to the first flagged rank once; then it is the user's
+        self.saves = 0
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("ncclcheck watch: waiting for the first sample…"), id="job")
-        yield RankTable(self.source, self.interval)
-        yield Static(id="findings")
-        yield Static(id="stack")
+        # Held, not queried: a query looks at the active screen, which is the picker or the command palette
+        # while those are open, and a sample must still land on the main screen then.
+        self.job_line = Static(Text("ncclcheck watch: waiting for the first sample…"), id="job")
+        self.verdict_line, self.table = Static(id="verdict"), RankTable()
+        self.findings_panel, self.findings_text_box = VerticalScroll(id="findings"), Static(id="findings-text")
+        self.stack_panel, self.stack_text = VerticalScroll(id="stack"), Static(id="stack-text")
+        yield self.job_line
+        yield self.verdict_line
+        yield self.table
+        with self.findings_panel:
+            yield self.findings_text_box
+        with self.stack_panel:
+            yield self.stack_text
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self.tick)
+        if self.source is not None:
+            self.poll_source()
+        elif self.jobs and self.make_source is not None:
+            self.push_screen(JobPicker(self.jobs), self.start_job)
+
+    def start_job(self, job: Job | None) -> None:
+        if job is None or self.make_source is None:
+            return
+        self.source = self.make_source(job)
+        self.poll_source()
+
+    @work(thread=True, exclusive=True)
+    def poll_source(self) -> None:
+        worker = get_current_worker()
+        state = None
+        while not worker.is_cancelled and self.source is not None:
+            try:
+                state = self.source.poll()
+                self.post_message(Polled(state))
+            except Exception as exc:  # shown, and polling goes on: a transient /proc or py-spy failure
+                self.post_message(PollFailed(f"{type(exc).__name__}: {exc}"))
+            if worker.cancelled_event.wait(next_delay(state, self.interval)):
+                return
 
     def on_polled(self, message: Polled) -> None:
         self.state, self.received_at = message.state, self.clock()
         if not self.paused:
             self.refresh_view()
 
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self.notify(f"sampling failed: {message.error} (still trying)", severity="error", timeout=6)
+
+    def tick(self) -> None:
+        """Once a second: the header's 'last sample N s ago' keeps counting while a poll hangs."""
+        if self.shown is not None and self.job_line.is_attached:
+            self.job_line.update(self.header())
+
     def refresh_view(self) -> None:
-        if self.state is None:
+        if self.state is None or not self.table.is_attached:  # the app is closing
             return
         self.shown = self.state
-        self.query_one(RankTable).show(self.shown, self.only_flagged, self.sort_by)
-        self.query_one("#job", Static).update(self.header())
-        self.query_one("#findings", Static).update(self.findings_text())
-        self.query_one("#findings").set_class(not self.shown.findings, "clear")
+        self.table.show(self.shown, self.only_flagged, self.sort_by)
+        self.place_cursor(self.table)
+        self.job_line.update(self.header())
+        verdict = self.shown.verdict
+        self.verdict_line.update(Text(verdict.message, style=VERDICT_STYLE.get(verdict.status, "")))
+        self.findings_text_box.update(self.findings_text())
+        problems = any(f.severity in ("error", "warning") for f in self.shown.findings)
+        self.findings_panel.set_class(not problems, "clear")  # a red border only for something wrong
+        self.findings_panel.display = bool(self.shown.findings or self.shown.notes)
         self.update_stack()
+
+    def place_cursor(self, table: RankTable) -> None:
+        """The first time a rank is flagged, the cursor goes to it (culprits first); later it is the user's."""
+        if self.cursor_placed or self.shown is None:
+            return
+        marks = flags(self.shown)
+        first = min(marks, key=lambda r: (marks[r] != CULPRIT, r), default=None)
+        position = table.position_of(first) if first is not None else None
+        if position is not None:
+            table.move_cursor(row=position)
+            self.cursor_placed = True
 
     def header(self) -> Text:
         state = self.shown
         assert state is not None
         job, age = state.job, self.clock() - self.received_at
         nodes = f", {job.nodes} node{'s' if job.nodes > 1 else ''}" if job.nodes else ""
-        flags = " · PAUSED" if self.paused else ""
-        flags += " · flagged only" if self.only_flagged else ""
+        flags_text = " · PAUSED" if self.paused else ""
+        flags_text += " · flagged only" if self.only_flagged else ""
         return Text(
-            f"job {job.id} · world size {job.world_size}{nodes} · {len(state.ranks)} rank(s) here · "
-            f"every {self.interval:g}s · last sample {age:.0f}s ago · sort: {self.sort_by}{flags}"
+            f"job {job.id} · world size {job.world_size}{nodes} · {len(state.ranks)} here · every "
+            f"{self.interval:g}s · last sample {age:.0f}s ago · sort: {self.sort_by}{flags_text}"
         )
 
     def findings_text(self) -> Text:
         assert self.shown is not None
-        if not self.shown.findings:
-            return Text(HEALTHY, style="green")
         text = Text()
         for f in self.shown.findings:
-            text.append(f"✗ {f.kind}: ", style="bold red")
+            text.append(f"{'✗' if f.severity == 'error' else '!' if f.severity == 'warning' else '·'} {f.kind}: ",
+                        style=STYLE[f.severity])  # fmt: skip
             text.append(f"{f.message}\n")
-            text.append(f"  fix: {f.fix}\n", style="dim")
+            if f.fix:
+                text.append(f"  fix: {f.fix}\n", style="dim")
         for note in self.shown.notes:
             text.append(f"! {note}\n", style="yellow")
+        text.rstrip()
         return text
 
-    def selected(self) -> RankView | None:
-        table = self.query_one(RankTable)
-        rank = table.rank_at(table.cursor_row)
+    def view_of(self, rank: int | None) -> RankView | None:
         return next((v for v in self.shown.ranks if v.rank == rank), None) if self.shown else None
 
-    def on_data_table_row_selected(self, _: DataTable.RowSelected) -> None:
-        self.query_one("#stack").toggle_class("open")
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        self.toggle_stack(self.table.rank_at(message.cursor_row))
+
+    def toggle_stack(self, rank: int | None) -> None:
+        """Enter: open the stack of the rank under the cursor; on the rank already shown, close it."""
+        if self.stack_panel.has_class("open") and rank == self.stack_rank:
+            self.stack_panel.remove_class("open")
+            return
+        self.stack_rank = rank
+        self.stack_panel.add_class("open")
         self.update_stack()
 
     def update_stack(self) -> None:
-        view = self.selected()
+        view = self.view_of(self.stack_rank)
         if view is None:
             return
         s = view.sample
@@ -232,11 +337,12 @@ class WatchApp(App[None]):
                 text.append(f"  {f.function}  {f.filename}:{f.line}\n")
         if not s.stack:
             text.append(f"  no stack: {s.stack_error or s.status}\n", style="yellow")
-        self.query_one("#stack", Static).update(text)
+        text.rstrip()
+        self.stack_text.update(text)
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        self.refresh_view() if not self.paused else self.query_one("#job", Static).update(self.header())
+        self.refresh_view() if not self.paused else self.tick()
 
     def action_sort(self) -> None:
         self.sort_by = SORTS[(SORTS.index(self.sort_by) + 1) % len(SORTS)]
@@ -247,11 +353,20 @@ class WatchApp(App[None]):
         self.refresh_view()
 
     def action_close_stack(self) -> None:
-        self.query_one("#stack").remove_class("open")
+        self.stack_panel.remove_class("open")
 
     def action_save(self) -> None:
+        """d: the latest state as JSON, a new file each time; a directory that refuses it is said, not raised."""
         if self.state is None:
             return
-        path = self.save_dir / f"ncclcheck-watch-{self.state.job.id.replace('/', '_').replace(':', '_')}.json"
-        path.write_text(json.dumps(to_json(self.state, self.interval, 0), indent=1))
+        self.saves += 1
+        job = self.state.job.id.replace("/", "_").replace(":", "_")
+        path = self.save_dir / f"ncclcheck-watch-{job}-{time.strftime('%Y%m%d-%H%M%S')}-{self.saves}.json"
+        try:
+            with path.open("x", encoding="utf-8") as f:
+                json.dump(to_json(self.state, self.interval), f, indent=1)
+        except OSError as exc:
+            self.notify(f"could not save {path}: {exc.strerror or exc} (run from a writable directory)",
+                        severity="error", timeout=8)  # fmt: skip
+            return
         self.notify(f"saved {path}")

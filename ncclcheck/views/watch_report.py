@@ -1,39 +1,77 @@
-"""``ncclcheck watch`` without a terminal: the ncclcheck.watch/1 JSON, or a rich table printed once."""
+"""``ncclcheck watch`` without a terminal: the ncclcheck.watch/2 JSON, or a rich table printed once; the job list."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ncclcheck.analysis.ranks import span
 from ncclcheck.analysis.watch import short
-from ncclcheck.model.watch import RankView, WatchState
+from ncclcheck.model.watch import Job, RankView, WatchFinding, WatchState
 
-SCHEMA = "ncclcheck.watch/1"
-GLYPH = {"running": "●", "sleeping": "●", "disk-sleep": "◐", "stopped": "■", "zombie": "✗", "gone": "✗", "missing": "✗"}
+SCHEMA = "ncclcheck.watch/2"
+JOBS_SCHEMA = "ncclcheck.watch-jobs/1"
+CULPRIT, UNDECIDED = "✗", "?"  # the flag column: blamed; involved where the evidence cannot tell who is to blame
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+VERDICT_STYLE = {"problem": "bold red", "warning": "yellow", "pending": "yellow", "finished": "cyan", "ok": "green"}
 
 
-def to_json(state: WatchState, interval_s: float, samples: int) -> dict[str, Any]:
+def to_json(state: WatchState, interval_s: float) -> dict[str, Any]:
     job = state.job
     return {
         "schema": SCHEMA,
-        "job": {
-            "id": job.id,
-            "world_size": job.world_size,
-            "nodes": job.nodes,
-            "launcher_pid": job.launcher_pid,
-            "local_ranks": [v.rank for v in state.ranks],
-            "remote_ranks": max(job.world_size - len(state.ranks), 0),
-            "interval_s": interval_s,
-            "samples": samples,
-        },
+        "verdict": {"status": state.verdict.status, "message": state.verdict.message},
+        "job": {**job_json(job), "local_ranks": [v.rank for v in state.ranks], "remote_ranks": len(job.remote())},
+        "window": {"seconds": round(state.window_s, 2), "samples": state.samples, "interval_s": interval_s},
         "ranks": [rank_json(v) for v in state.ranks],
-        "findings": [
-            {"kind": f.kind, "ranks": list(f.ranks), "message": f.message, "fix": f.fix} for f in state.findings
-        ],
+        "findings": [finding_json(f) for f in state.findings],
         "notes": list(state.notes),
+    }
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "world_size": job.world_size,
+        "nodes": job.nodes,
+        "launcher_pid": job.launcher_pid,
+        "script": job.script,
+        "cwd": job.cwd,
+        "started": job.started,
+        "found_as": job.how,
+        "ranks_here": [r.rank for r in job.ranks],
+    }
+
+
+def jobs_json(jobs: tuple[Job, ...]) -> dict[str, Any]:
+    return {"schema": JOBS_SCHEMA, "jobs": [job_json(j) for j in jobs]}
+
+
+def jobs_lines(jobs: tuple[Job, ...]) -> list[str]:
+    """One line per job: what a user needs to tell them apart."""
+    return [
+        f"  {j.id}  world size {j.world_size}, rank {span([r.rank for r in j.ranks])} here, "
+        f"launcher pid {j.launcher_pid or '-'}, started {started(j)}: {j.script or '?'} in {j.cwd or '?'}"
+        for j in jobs
+    ]
+
+
+def started(job: Job) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started)) if job.started else "?"
+
+
+def finding_json(f: WatchFinding) -> dict[str, Any]:
+    return {
+        "kind": f.kind,
+        "severity": f.severity,
+        "ranks": list(f.ranks),
+        "culprits": list(f.culprits),
+        "message": f.message,
+        "fix": f.fix,
     }
 
 
@@ -45,11 +83,17 @@ def rank_json(v: RankView) -> dict[str, Any]:
         "host": s.host,
         "pid": s.pid,
         "status": s.status,
+        "exit_code": s.exit_code,
         "collective": v.collective,
         "call_site": v.call_site,
         "doing": v.doing,
         "since_s": round(v.since_s, 1),
+        "quiet_s": round(v.quiet_s, 1),
+        "idle_s": round(v.idle_s, 1),
+        "progressing": v.progressing,
         "cpu_percent": s.cpu_percent,
+        "main_thread_cpu_percent": None if v.main_cpu_percent is None else round(v.main_cpu_percent, 1),
+        "socket_bytes": s.net_bytes,
         "rss_bytes": s.rss_bytes,
         "threads": s.threads,
         "stack": [{"function": f.function, "file": f.filename, "line": f.line, "native": f.native} for f in s.stack],
@@ -57,14 +101,24 @@ def rank_json(v: RankView) -> dict[str, Any]:
     }
 
 
-HEALTHY = "✓ no problem seen: every rank progresses or has not stood still long enough"
+def flags(state: WatchState) -> dict[int, str]:
+    """Each flagged rank's glyph: ✗ for the ranks a finding blames, ? for those involved where none is blamed."""
+    out: dict[int, str] = {}
+    for f in state.findings:
+        if f.severity == "info":
+            continue
+        for rank in f.ranks if not f.culprits else ():
+            out.setdefault(rank, UNDECIDED)
+        for rank in f.culprits:
+            out[rank] = CULPRIT
+    return out
 
 
-def cells(v: RankView) -> dict[str, str]:
+def cells(v: RankView, flag: str = "") -> dict[str, str]:
     """Every column either rank table (rich or Textual) shows, as text."""
     s = v.sample
     return {
-        "": GLYPH.get(s.status, "?"),
+        "": flag,
         "rank": str(s.rank),
         "local": "" if s.local_rank is None else str(s.local_rank),
         "host": s.host,
@@ -79,26 +133,36 @@ def cells(v: RankView) -> dict[str, str]:
     }
 
 
-def flagged(state: WatchState) -> set[int]:
-    return {r for f in state.findings for r in f.ranks}
+def row_style(flag: str) -> str:
+    return "bold red" if flag == CULPRIT else "bold yellow" if flag == UNDECIDED else ""
 
 
 def render(state: WatchState, console: Console) -> None:
     job = state.job
-    console.print(Text(f"job {job.id}: world size {job.world_size}, {len(state.ranks)} rank(s) on this node"))
+    console.print(
+        Text(
+            f"job {job.id}: world size {job.world_size}, {len(state.ranks)} rank(s) on this node; "
+            f"watched {state.window_s:.1f} s ({state.samples} samples)"
+        )
+    )
     table = Table()
     columns = ("", "rank", "pid", "state", "in", "call site", "for", "cpu", "rss")
     for column in columns:
         table.add_column("status" if column == "state" else column)
-    bad = flagged(state)
+    marks = flags(state)
     for v in state.ranks:
-        text = cells(v)
-        table.add_row(*(Text(text[c], style="bold red" if v.rank in bad else "") for c in columns))
+        flag = marks.get(v.rank, "")
+        text = cells(v, flag)
+        table.add_row(*(Text(text[c], style=row_style(flag)) for c in columns))
     console.print(table)
+    if marks:
+        console.print(
+            Text(f"{CULPRIT} the rank(s) to blame   {UNDECIDED} involved, the evidence cannot tell", style="dim")
+        )
     for f in state.findings:
-        console.print(Text(f"✗ {f.kind}: {f.message}", style="bold red"))
-        console.print(Text(f"  fix: {f.fix}", style="dim"))
+        console.print(Text(f"{'✗' if f.severity == 'error' else '!'} {f.kind}: {f.message}", style=STYLE[f.severity]))
+        if f.fix:
+            console.print(Text(f"  fix: {f.fix}", style="dim"))
     for note in state.notes:
         console.print(Text(f"! {note}", style="yellow"))
-    if not state.findings:
-        console.print(Text(HEALTHY, style="green"))
+    console.print(Text(state.verdict.message, style=VERDICT_STYLE.get(state.verdict.status, "")))

@@ -1,0 +1,86 @@
+"""The per-socket byte counters watch uses as a collective's progress: real sockets, real namespaces."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from netns import namespaces
+
+from ncclcheck.collectors.sockets import socket_inodes, tcp_sockets, traffic
+
+
+def pair() -> tuple[socket.socket, socket.socket, socket.socket]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    return server, client, accepted
+
+
+def send(a: socket.socket, b: socket.socket, size: int) -> None:
+    a.sendall(b"x" * size)
+    got = 0
+    while got < size:
+        got += len(b.recv(1 << 16))
+
+
+def test_bytes_on_this_processes_sockets_are_counted_per_socket() -> None:
+    server, client, accepted = pair()
+    try:
+        before = traffic(tcp_sockets() or {}, socket_inodes(os.getpid()) or set(), frozenset())
+        send(client, accepted, 100_000)
+        sockets, inodes = tcp_sockets(), socket_inodes(os.getpid())
+        assert sockets is not None and inodes is not None
+        assert {client.getsockname()[1], accepted.getsockname()[1]} <= {
+            sockets[i].local_port for i in inodes if i in sockets
+        }
+        # both ends are ours: 100,000 bytes acked on one end and received on the other
+        assert traffic(sockets, inodes, frozenset()) - before >= 200_000
+        # the store's port is left out, whichever end holds it
+        store = frozenset({server.getsockname()[1]})
+        assert traffic(sockets, inodes, store) == traffic(sockets, inodes, frozenset()) - traffic(
+            sockets,
+            {i for i in inodes if i in sockets and store & {sockets[i].local_port, sockets[i].remote_port}},
+            frozenset(),
+        )
+    finally:
+        for s in (server, client, accepted):
+            s.close()
+
+
+def test_writes_to_files_and_pipes_are_not_traffic(tmp_path: object) -> None:
+    sockets, inodes = tcp_sockets(), socket_inodes(os.getpid())
+    assert sockets is not None and inodes is not None
+    before = traffic(sockets, inodes, frozenset())
+    read, write = os.pipe()
+    os.write(write, b"heartbeat\n" * 1000)
+    os.close(read)
+    os.close(write)
+    assert traffic(tcp_sockets() or {}, socket_inodes(os.getpid()) or set(), frozenset()) == before
+
+
+def test_a_process_in_another_network_namespace_is_unknown_not_silent() -> None:
+    """Our socket table is not its own: counting its sockets here would read 0 and call a healthy rank quiet."""
+    with namespaces(1) as (ns,):
+        proc = ns.popen(["sleep", "30"])
+        try:
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{proc.pid}/comm").read_text().strip() != "sleep":  # `ip netns exec` has entered it
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            assert socket_inodes(proc.pid) is None
+        finally:
+            proc.kill()
+            proc.wait()
+    assert socket_inodes(os.getpid()) is not None
+
+
+def test_a_process_that_is_gone_is_unknown() -> None:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert socket_inodes(proc.pid) is None
