@@ -32,6 +32,7 @@ bench: install
 	$(PY) benchmarks/bench_smoke.py
 	$(PY) benchmarks/bench_logs.py --size-mb 256
 	$(PY) benchmarks/bench_watch.py
+	$(PY) benchmarks/bench_watch_verdict.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

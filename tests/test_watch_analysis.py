@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.analysis.watch import Judging, decided, next_delay, rejudge
+from ncclcheck.analysis.watch import Judging, decided, next_delay, rejudge, track
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import RankSample, WatchState
+from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot, WatchState
 
 
 def kinds(state: WatchState) -> dict[str, tuple[int, ...]]:
@@ -50,9 +52,31 @@ def test_mismatch_two_against_two_is_a_tie_and_three_ways_without_majority_too()
     assert finding(states(job(4), *[three] * 4), "mismatch")[1] == ()
 
 
-def test_same_collective_from_different_call_sites() -> None:
+def test_the_same_collective_from_different_lines_is_not_a_mismatch() -> None:
+    """``if rank == 0: broadcast(x) else: broadcast(y)`` is normal: all in broadcast, none moving, is a stall
+    (or a size mismatch the stacks cannot show), and nobody is blamed."""
     state = states(job(3), *[all_in(3, "all_reduce", r1=sample(1, stack("all_reduce", 91)))] * 4)
-    assert "the same collective from different call sites: rank 1 is the odd one out" in finding(state, "mismatch")[3]
+    assert kinds(state) == {"stalled": ()}
+    assert "from different lines (train.py:88, train.py:91)" in finding(state, "stalled")[3]
+    quick = states(job(3), *[all_in(3, "all_reduce", r1=sample(1, stack("all_reduce", 91)))] * 7, every=0.3, stall=60.0)
+    assert quick.findings == ()
+
+
+def test_send_and_recv_pair_up_and_are_not_a_mismatch() -> None:
+    rounds = [{0: sample(0, stack("send", 70)), 1: sample(1, stack("recv", 75))}] * 7
+    assert states(job(2), *rounds, every=0.3, stall=60.0).findings == ()
+    state = states(job(2), *rounds[:4])
+    assert kinds(state) == {"stalled": ()} and "wait in send/recv" in finding(state, "stalled")[3]
+
+
+def test_the_majority_counts_ranks_that_are_dead_busy_or_elsewhere() -> None:
+    """Rank 3 exited; ranks 0-1 wait in all_reduce, rank 2 in barrier: 2 of 4 is no majority, rank 2 is not blamed."""
+    rounds = [all_in(4, "all_reduce", r2=sample(2, stack("barrier", 60)), r3=sample(3, (), status="gone"))] * 4
+    state = states(job(4), *rounds)
+    assert finding(state, "dead")[1] == (3,) and finding(state, "mismatch")[1] == ()
+    # this node holds ranks 4-7 of 8: three against one here is not a majority of the job
+    rounds = [all_in(8, "all_reduce", first=4, r7=sample(7, stack("broadcast", 60)))] * 4
+    assert finding(states(job(8, per_node=4, node=1), *rounds), "mismatch")[1] == ()
 
 
 # the quick answer: every rank blocked, no movement at all, a few samples close together
@@ -138,12 +162,21 @@ def test_stopped_rank_is_dead_while_others_wait() -> None:
     assert "while rank 0-2 wait in all_reduce" in message
 
 
-def test_exited_rank_while_the_others_still_compute_is_a_warning() -> None:
-    rounds = [{0: sample(0, stack(None, 80 + i)), 1: sample(1, (), status="gone")} for i in range(4)]
+def test_a_rank_that_exited_while_the_others_run_on_is_not_dead() -> None:
+    """A healthy shutdown: rank 1 is done (exit 0) while rank 0 writes the final checkpoint."""
+    rounds = [{0: sample(0, stack(None, 80 + i)), 1: sample(1, (), status="zombie", exit_code=0)} for i in range(4)]
     state = states(job(2), *rounds)
-    _ranks, culprits, severity, message = finding(state, "dead")
-    assert severity == "warning" and culprits == (1,) and "do not wait on it (yet)" in message
-    assert state.verdict.status == "warning" and not decided(state)
+    assert "dead" not in kinds(state) and kinds(state) == {"exited": ()} and state.findings[0].severity == "info"
+    assert state.verdict.status == "pending" and "watching the others" in state.verdict.message
+    assert not decided(state)
+    crashed = [{0: sample(0, stack(None, 80 + i)), 1: sample(1, (), status="zombie", exit_code=1)} for i in range(4)]
+    assert finding(states(job(2), *crashed), "exited")[1:3] == ((1,), "warning")
+
+
+def test_a_stopped_rank_nobody_waits_on_yet_is_a_warning() -> None:
+    rounds = [{0: sample(0, stack(None, 80 + i)), 1: sample(1, stack(None, 60), status="stopped")} for i in range(4)]
+    state = states(job(2), *rounds)
+    assert finding(state, "dead")[1:3] == ((1,), "warning") and not decided(state)
 
 
 def test_exited_rank_is_an_error_as_soon_as_the_others_are_blocked() -> None:
@@ -201,7 +234,7 @@ def test_healthy_job_never_flagged_however_long() -> None:
     assert states(job(2), *rounds, every=0.3).findings == ()
 
 
-def test_without_socket_counters_main_thread_cpu_is_a_collectives_progress() -> None:
+def test_without_socket_counters_main_thread_cpu_keeps_findings_away() -> None:
     rounds = [{r: sample(r, stack("all_reduce"), net=None, cpu=i * 0.5) for r in range(2)} for i in range(10)]
     assert states(job(2), *rounds).findings == ()
     rounds = [{r: sample(r, stack("all_reduce"), net=None, cpu=1.0) for r in range(2)} for i in range(4)]
@@ -211,7 +244,7 @@ def test_without_socket_counters_main_thread_cpu_is_a_collectives_progress() -> 
 def test_since_resets_when_a_rank_moves() -> None:
     rounds = [all_in(2, "all_reduce")] * 3 + [all_in(2, "all_reduce", r1=sample(1, stack("all_reduce"), net=1))]
     state = states(job(2), *rounds)
-    assert [v.since_s for v in state.ranks] == [15.0, 15.0] and [v.quiet_s for v in state.ranks] == [15.0, 0.0]
+    assert [v.since_s for v in state.ranks] == [15.0, 15.0] and [v.still_s for v in state.ranks] == [15.0, 0.0]
     assert state.ranks[1].progressing and not state.ranks[0].progressing
 
 
@@ -239,9 +272,37 @@ def test_no_stacks_and_nothing_moving_is_a_warning_not_healthy() -> None:
     rounds = [{r: sample(r, ()) for r in range(2)}] * 4
     state = states(job(2), *rounds)
     assert kinds(state) == {"no-progress": ()} and state.verdict.status == "warning"
-    moving = [{r: sample(r, (), cpu=i * 0.5) for r in range(2)} for i in range(4)]
+    moving = [{r: sample(r, (), net=i * 4096) for r in range(2)} for i in range(4)]
     ok = states(job(2), *moving)
     assert ok.findings == () and "no stacks: collectives not compared" in ok.verdict.message
+    spinning = [{r: sample(r, (), cpu=i * 0.5) for r in range(2)} for i in range(4)]
+    busy = states(job(2), *spinning)  # CPU alone is no proof: an NCCL wait spins too
+    assert busy.findings == () and busy.verdict.status == "undecided" and "cannot tell" in busy.verdict.message
+
+
+def test_every_rank_stuck_outside_any_collective() -> None:
+    """The hosts of an NCCL job ran ahead and block at the next synchronisation (.item()): the same line at
+    every sample, no collective bytes. Idle main threads: nothing runs, a warning. Spinning ones: the stacks
+    cannot tell a long computation from a hang: said, and never ✓."""
+    idle = [{r: sample(r, stack(None, 95, "train_step"), cpu=1.0) for r in range(4)}] * 4
+    state = states(job(4), *idle)
+    assert kinds(state) == {"no-progress": ()} and "at train.py:95" in finding(state, "no-progress")[3]
+    spin = [{r: sample(r, stack(None, 95, "train_step"), cpu=i * 5.0) for r in range(4)} for i in range(4)]
+    state = states(job(4), *spin)
+    assert state.findings == () and state.verdict.status == "undecided"
+    assert "rank 0-3 in train_step at train.py:95 for 15 s" in state.verdict.message
+    early = states(job(4), *spin[:2], every=1.0)
+    assert early.verdict.status == "pending" and "9 s more" in early.verdict.message
+
+
+def test_without_socket_counters_a_spinning_collective_is_neither_healthy_nor_stuck() -> None:
+    """Sockets unreadable (another network namespace) and NCCL spinning in a barrier: no finding rests on the
+    missing counters, and no ✓ either."""
+    rounds = [{r: sample(r, stack("barrier"), net=None, cpu=i * 5.0) for r in range(4)} for i in range(4)]
+    state = states(job(4), *rounds)
+    assert state.findings == () and state.verdict.status == "undecided"
+    assert "sockets cannot be counted from here" in state.verdict.message
+    assert states(job(4), *rounds[:3], every=0.3).findings == ()  # no quick answer without counters
 
 
 def test_a_rank_without_a_stack_is_not_blamed_as_a_straggler() -> None:
@@ -276,3 +337,69 @@ def test_4096_ranks_one_straggler_one_dead() -> None:
     state = states(job(world), *rounds)
     assert kinds(state) == {"dead": (4000,), "straggler": (77,)}
     assert len(state.ranks) == world
+
+
+# more places where a finding must not fire
+
+
+def test_a_straggler_whose_stack_still_changes_is_a_warning() -> None:
+    """Rank 0 evaluates (its frames change) while the others wait in a barrier: slow, maybe not stuck."""
+    rounds = [all_in(3, "barrier", r0=sample(0, stack(None, 40 + i, "evaluate"))) for i in range(4)]
+    _ranks, culprits, severity, message = finding(states(job(3), *rounds), "straggler")
+    assert (culprits, severity) == ((0,), "warning") and "slow, not stuck" in message
+
+
+def test_ddp_backward_is_no_quick_answer() -> None:
+    """The main thread waits while autograd's threads work: idle in backward is not blocked."""
+    engine = Frame("_engine_run_backward", "/env/torch/autograd/graph.py", 769)
+    rounds = [all_in(2, "all_reduce", r1=sample(1, (engine, *stack(None, 95, "step"))))] * 7
+    assert states(job(2), *rounds, every=0.3, stall=60.0).findings == ()
+
+
+def test_a_function_named_like_a_collective_outside_c10d_is_not_one() -> None:
+    """DCP's _DistWrapper.all_reduce writes the checkpoint inside itself: that is not waiting in a collective."""
+    dcp = Frame("all_reduce", "/env/torch/distributed/checkpoint/utils.py", 200)
+    state = states(job(2), {r: sample(r, (Frame("write_data", "/env/x.py", 1), dcp, *stack(None))) for r in range(2)})
+    assert [v.collective for v in state.ranks] == [None, None]
+
+
+def test_one_rank_alone_is_never_stalled() -> None:
+    assert "stalled" not in kinds(states(job(1), *[all_in(1, "barrier")] * 4))
+
+
+def test_a_rank_waiting_while_others_progress_is_not_a_hang_of_the_job() -> None:
+    rounds = [{0: sample(0, stack("all_reduce")), 1: sample(1, stack("all_reduce"), net=i * 4096)} for i in range(4)]
+    state = states(job(2), *rounds)
+    assert state.findings == () and state.verdict.status == "undecided" and "move on" in state.verdict.message
+
+
+def test_finished_while_the_launcher_lives_is_not_the_end() -> None:
+    live = Snapshot(0.0, job(2), tuple(sample(r, stack(None, 80)) for r in range(2)), True)
+    gone = Snapshot(1.0, job(2), tuple(sample(r, (), status="gone") for r in range(2)), True)
+    state = track(track(None, live, Judging(10.0)), gone, Judging(10.0))
+    assert state.verdict.status == "finished" and not decided(state)
+    assert "its launcher still runs" in state.findings[0].message
+    over = track(state, dataclasses.replace(gone, time=2.0, launcher_running=False), Judging(10.0))
+    assert decided(over)
+
+
+def test_the_node_block_follows_rank_minus_local_rank() -> None:
+    """torchrun numbers nodes' ranks one after the other, also when nodes run different numbers: node 1 holds
+    ranks 4-5 of 6 (node 0 runs 4); ranks 2-3 are not missing here."""
+    ranks = tuple(RankProc(2000 + r, r, r - 4, 6, 2, 1, "node1", "python train.py") for r in (4, 5))
+    j = Job("job-2", 6, 2, 999, ranks)
+    assert j.expected_local() == (4, 5) and j.remote() == (0, 1, 2, 3)
+
+
+def test_no_rank_seen_is_not_healthy() -> None:
+    state = track(None, Snapshot(0.0, Job("j", 2, None, None, ()), ()), Judging(10.0))
+    assert state.verdict.status == "pending"
+
+
+def test_an_exit_code_seen_on_a_zombie_is_kept_once_it_is_reaped() -> None:
+    live = {r: sample(r, stack(None, 80 + r)) for r in range(2)}
+    zombie = {0: sample(0, (), status="zombie", exit_code=0), 1: sample(1, (), status="zombie", exit_code=1)}
+    reaped = {r: sample(r, (), status="gone") for r in range(2)}
+    state = states(job(2), live, zombie, reaped)
+    assert [v.sample.exit_code for v in state.ranks] == [0, 1]
+    assert finding(state, "finished")[1] == (1,)

@@ -32,15 +32,24 @@ COLLECTIVES = (
     "scatter_object_list",
     "all_gather_object",
 )
+C10D_FILES = ("distributed_c10d.py", "_functional_collectives.py")
+P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 LIBRARY_PARTS = ("/torch/", "/threading.py", "<frozen runpy>", "/runpy.py")
 
 
 def collective(frames: Sequence[Frame]) -> str | None:
-    """The outermost torch.distributed collective on the stack (innermost first), if any."""
+    """The outermost torch.distributed collective on the stack (innermost first), if any.
+
+    Only c10d's own API files count: other torch.distributed code names its own functions after
+    collectives (DCP's ``_DistWrapper.all_reduce`` writes a checkpoint inside one). With ``--native``, a
+    thread parked in ``c10d::...Work::wait`` (a ``work.wait()`` on an async handle) is in a collective too.
+    """
     found = None
     for frame in frames:
-        if "torch/distributed" in frame.filename and frame.function in COLLECTIVES:
+        if frame.filename.endswith(C10D_FILES) and frame.function in COLLECTIVES:
             found = frame.function
+    if found is None and any(f.native and "c10d::" in f.function and "::wait" in f.function for f in frames):
+        return "wait"
     return found
 
 

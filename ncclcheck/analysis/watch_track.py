@@ -1,18 +1,19 @@
-"""From one sample to the next: where each rank is, and how long it has stood there by three clocks.
+"""From one sample to the next: where each rank is, and how long it has stood there by four clocks.
 
-A rank *moves* when its place changes (its main thread's Python frames or its process state), when
-bytes cross its TCP sockets (the collectives' traffic; the store's is left out), or when its main
-thread uses CPU. What other threads write (a logging thread, tqdm, a metrics exporter) moves none of
+A rank *progresses* when its place changes (its main thread's Python frames or its process state) or
+when a collective's bytes cross its TCP sockets (the store's and heartbeat-sized chatter are left out
+by the sampler). What other threads write (a logging thread, tqdm, a metrics exporter) moves none of
 these, so a hung rank with a chatty thread still stands still.
 
-Main-thread CPU counts as movement only outside a collective: a rank that waits in an NCCL barrier or
-a CUDA synchronisation spins its main thread at 100 % without going anywhere. Where socket counters
-cannot be read, main-thread CPU is the only sign of a collective's progress left, and counts there too.
+Main-thread CPU is never proof of progress: a rank that waits in an NCCL barrier or a CUDA
+synchronisation spins its main thread at 100 % without going anywhere. It is reported (a busy rank
+outside a collective computes, or spins), and where socket counters cannot be read it keeps a
+collective's ``quiet_s`` from growing, so that no finding rests on the missing counters.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ncclcheck.analysis.stacks import call_site, collective
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
@@ -29,6 +30,7 @@ class Tracked:
     window_s: float
     samples: int
     views: tuple[RankView, ...]
+    launcher_running: bool | None = None
 
 
 def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
@@ -50,22 +52,24 @@ def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
     """This sample's views, each rank's clocks carried on from the previous state."""
     if previous is None or previous.job.ranks != snapshot.job.ranks:
         views = tuple(_first(s) for s in snapshot.samples)
-        return Tracked(snapshot.time, 0.0, 1, views)
+        return Tracked(snapshot.time, 0.0, 1, views, snapshot.launcher_running)
     before = {v.rank: v for v in previous.ranks}
     elapsed = max(snapshot.time - previous.time, 0.0)
     views = tuple(_view(s, before.get(s.rank), elapsed) for s in snapshot.samples)
-    return Tracked(snapshot.time, previous.window_s + elapsed, previous.samples + 1, views)
+    return Tracked(snapshot.time, previous.window_s + elapsed, previous.samples + 1, views, snapshot.launcher_running)
 
 
 def _first(sample: RankSample) -> RankView:
     found, site, label = doing(sample)
-    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0, None, False)
+    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False)
 
 
 def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankView:
     if before is None:
         return _first(sample)
     prior = before.sample
+    if sample.exit_code is None and prior.exit_code is not None and sample.status in ("gone", "zombie"):
+        sample = replace(sample, exit_code=prior.exit_code)  # seen as a zombie, then reaped: the code stays known
     if sample.stack == prior.stack and sample.status == prior.status:  # the common case: read it once
         found, site, label, same_place = before.collective, before.call_site, before.doing, True
     else:
@@ -75,17 +79,18 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     net_moved = net_known and sample.net_bytes != prior.net_bytes
     cpu = _cpu(prior, sample)
     cpu_moved = cpu is not None and cpu >= TICK_S
-    quiet = same_place and not net_moved and (net_known or not cpu_moved)
-    idle = quiet and not cpu_moved
-    moved = not same_place or net_moved or (cpu_moved and (found is None or not net_known))
+    still = same_place and not net_moved
+    quiet = still and (net_known or not cpu_moved)
+    idle = still and not cpu_moved
     return RankView(
         sample, found, site, label,
         since_s=before.since_s + elapsed if same_place else 0.0,
+        still_s=before.still_s + elapsed if still else 0.0,
         quiet_s=before.quiet_s + elapsed if quiet else 0.0,
         idle_s=before.idle_s + elapsed if idle else 0.0,
         idle_samples=before.idle_samples + 1 if idle else 0,
         main_cpu_percent=None if cpu is None or elapsed <= 0 else min(cpu / elapsed * 100, 100.0),
-        progressing=moved,
+        progressing=not still,
     )  # fmt: skip
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from ncclcheck.collectors.processes import exit_status, main_thread_cpu, normal_status
+from ncclcheck.collectors.processes import exit_status, main_thread_cpu, normal_status, process_state
 from ncclcheck.collectors.pyspy import dump_all
-from ncclcheck.collectors.sockets import TcpSocket, socket_inodes, tcp_sockets, traffic
+from ncclcheck.collectors.sockets import TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
 from ncclcheck.model.smoke import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
@@ -58,6 +58,8 @@ class Sampler:
         self.procs: dict[int, psutil.Process] = {}
         self.dumped: dict[int, _Dumped] = {}
         self.sockets_readable = True
+        self.socket_counts: dict[int, dict[int, int]] = {}  # per rank pid: bytes so far on each countable socket
+        self.net_moved: dict[int, int] = {}  # per rank pid: bytes that counted as a collective's, since watching began
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -86,7 +88,9 @@ class Sampler:
                 RankSample(rank, proc.local_rank, proc.pid, proc.host, st.status, st.cpu_percent, st.rss,
                            st.threads, st.main_cpu_s, st.net, stack, error, st.exit_code)
             )  # fmt: skip
-        return Snapshot(time.monotonic(), self.job, tuple(samples))
+        launcher = self.job.launcher_pid
+        running = None if launcher is None else process_state(launcher) not in ("gone", "zombie", "unknown")
+        return Snapshot(time.monotonic(), self.job, tuple(samples), running)
 
     def _stacks(self, pids: list[int], net: dict[int, int | None]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
         """Each live rank's stack: a fresh dump, or the last one while its sockets move (at most REFRESH samples)."""
@@ -116,9 +120,18 @@ class Sampler:
             return _State("gone")
         except psutil.Error:
             return _State("unknown")
-        skip = frozenset({rank.store_port}) if rank.store_port else frozenset()
+        return _State(status, cpu, rss, threads, main_thread_cpu(rank.pid), self._net(rank, sockets))
+
+    def _net(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> int | None:
+        """The bytes a rank's collectives have moved since watching began, or None when they cannot be counted."""
         inodes = socket_inodes(rank.pid) if sockets is not None else None
-        net = traffic(sockets, inodes, skip) if sockets is not None and inodes is not None else None
-        if net is None:
+        if sockets is None or inodes is None:
             self.sockets_readable = False
-        return _State(status, cpu, rss, threads, main_thread_cpu(rank.pid), net)
+            return None
+        skip = frozenset({rank.store_port}) if rank.store_port else frozenset()
+        now = socket_bytes(sockets, inodes, skip)
+        before = self.socket_counts.get(rank.pid)
+        self.socket_counts[rank.pid] = now
+        if before is not None:  # the first look sets the baseline: what moved before it is not progress now
+            self.net_moved[rank.pid] = self.net_moved.get(rank.pid, 0) + significant(before, now)
+        return self.net_moved.get(rank.pid, 0)

@@ -2,6 +2,8 @@
 
 What a collective moves over gloo (and NCCL's socket transport) crosses TCP sockets; what a logging
 thread, a metrics exporter or tqdm writes goes to files, pipes and ttys, which are not counted here.
+Background chatter does cross sockets (NCCL RAS keepalives every second on each peer connection, the
+watchdog's store polls): only a socket that moved more than ``SMALL`` bytes between two samples counts.
 The kernel keeps ``tcpi_bytes_acked`` and ``tcpi_bytes_received`` for every TCP socket; one dump of
 the node's sockets (one netlink request per address family) is matched to each process by the socket
 inodes in ``/proc/PID/fd``. Reading them needs no privilege beyond reading the process's fd table.
@@ -29,7 +31,8 @@ REQUEST = struct.Struct("=BBBBI48s")  # inet_diag_req_v2: family, protocol, ext,
 MESSAGE = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg, through idiag_inode
 RTATTR = struct.Struct("=HH")
 BYTES_ACKED_AT, BYTES_RECEIVED_AT = 120, 128
-WELL_KNOWN = 1024  # offsets in struct tcp_info (Linux >= 4.1 and 4.2)
+WELL_KNOWN = 1024
+SMALL = 1024  # bytes per socket between two samples: below this, keepalives and polls, not a collective  # offsets in struct tcp_info (Linux >= 4.1 and 4.2)
 
 
 @dataclass(frozen=True)
@@ -76,18 +79,30 @@ def socket_inodes(pid: int) -> set[int] | None:
     return inodes
 
 
-def traffic(sockets: dict[int, TcpSocket], inodes: Iterable[int], skip_ports: frozenset[int]) -> int:
-    """Bytes moved so far on these sockets that can carry a collective: not those to or from ``skip_ports``
-    (the store, which NCCL's heartbeat polls while stuck) nor well-known ports below 1024 (an exporter's
-    HTTPS); gloo and NCCL connect ephemeral ports to ephemeral ports."""
-    total = 0
+def socket_bytes(sockets: dict[int, TcpSocket], inodes: Iterable[int], skip_ports: frozenset[int]) -> dict[int, int]:
+    """Bytes moved so far on each of these sockets that can carry a collective: not those to or from
+    ``skip_ports`` (the store, which NCCL's watchdog polls while stuck) nor well-known ports below 1024 (an
+    exporter's HTTPS); gloo and NCCL connect ephemeral ports to ephemeral ports."""
+    out = {}
     for inode in inodes:
         sock = sockets.get(inode)
         if sock is None or sock.local_port in skip_ports or sock.remote_port in skip_ports:
             continue
         if sock.local_port < WELL_KNOWN or sock.remote_port < WELL_KNOWN:
             continue
-        total += sock.bytes_acked + sock.bytes_received
+        out[inode] = sock.bytes_acked + sock.bytes_received
+    return out
+
+
+def significant(before: dict[int, int], now: dict[int, int], floor: int = SMALL) -> int:
+    """Bytes moved since ``before`` on the sockets that moved more than ``floor`` each: what a collective
+    moves, not a heartbeat (NCCL RAS sends a keepalive down each of its connections every second, the
+    watchdog polls the store, a few dozen bytes each)."""
+    total = 0
+    for inode, count in now.items():
+        delta = count - before.get(inode, 0)
+        if delta > floor:
+            total += delta
     return total
 
 

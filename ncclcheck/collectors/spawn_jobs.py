@@ -4,7 +4,9 @@ Each rank is a ``multiprocessing`` spawn (or forkserver) child of the user's scr
 the spawn index, the ``i`` that torch's ``_wrap(fn, i, args, error_file)`` passes to the user's
 function. py-spy reads it from that frame's locals (``--nonblocking``); it also tells a torch rank
 from any other multiprocessing child. The world size is ``nprocs`` from the parent's
-``start_processes`` frame, else WORLD_SIZE from the environment, else the number of children.
+``start_processes`` frame or WORLD_SIZE from the environment, whichever is larger (a job spawned on several
+nodes has ranks elsewhere; their spawn index is then not their global rank, and the job says so), else the
+number of children.
 Without py-spy (or ptrace), a child with libtorch loaded counts, numbered in start order (spawn
 starts index 0 first), and the job says so.
 """
@@ -52,7 +54,8 @@ def _job(parent_pid: int, procs: list[psutil.Process]) -> Job | None:
     except psutil.Error:
         parent_cmdline = ""
     env = environ(psutil.Process(min(found)))
-    world = (None if orphaned else _nprocs(parent_pid)) or as_int(env.get("WORLD_SIZE")) or len(found)
+    # A job spawned on several nodes (nprocs per node, WORLD_SIZE in all) has ranks elsewhere: the larger wins.
+    world = max((None if orphaned else _nprocs(parent_pid)) or 0, as_int(env.get("WORLD_SIZE")) or 0, len(found))
     host = socket.gethostname()
     ranks = tuple(
         sorted(
@@ -63,7 +66,7 @@ def _job(parent_pid: int, procs: list[psutil.Process]) -> Job | None:
             key=lambda r: r.rank,
         )
     )
-    how = "spawn-guessed" if guessed else "spawn"
+    how = "spawn-guessed" if guessed else "spawn-nodes" if world > len(found) else "spawn"
     script = (
         "(orphaned mp.spawn ranks: the script that spawned them has exited)" if orphaned else script_of(parent_cmdline)
     )

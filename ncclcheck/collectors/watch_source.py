@@ -1,7 +1,8 @@
 """The live data source of ``ncclcheck watch``: sample the job, track it, hand back a WatchState.
 
 When the job's rank processes are gone while its launcher lives on (torchrun's elastic restart), the
-job is looked up again, at most every ``REDISCOVER_S``, and the new ranks are watched from then on.
+job is looked up again (at every sample once all of them are gone, else at most every ``REDISCOVER_S``),
+and the new ranks are watched from then on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ SOCKETS_NOTE = (
 )
 GUESSED_NOTE = (
     "mp.spawn ranks are numbered in start order: py-spy could not read torch's spawn index (see the ptrace note)"
+)
+NODES_NOTE = (
+    "mp.spawn across nodes: ranks here are numbered by their spawn index on this node, which is their global rank "
+    "only on the first node (torch.multiprocessing.spawn does not say which node this is)"
 )
 REDISCOVER_S = 3.0
 
@@ -63,14 +68,19 @@ class LiveSource:
             notes += (SOCKETS_NOTE,)
         if self.job.how == "spawn-guessed":
             notes += (GUESSED_NOTE,)
+        if self.job.how == "spawn-nodes":
+            notes += (NODES_NOTE,)
         return notes
 
     def _follow_restart(self) -> None:
         """New rank pids under the same launcher or job id (an elastic restart): watch those from now on."""
-        if self.state is None or time.monotonic() - self.looked_again < REDISCOVER_S:
+        if self.state is None:
             return
-        if not any(v.sample.status in ("gone", "zombie", "missing") for v in self.state.ranks):
+        lost = [v for v in self.state.ranks if v.sample.status in ("gone", "zombie", "missing")]
+        if not lost:
             return
+        if len(lost) < len(self.state.ranks) and time.monotonic() - self.looked_again < REDISCOVER_S:
+            return  # some ranks left: look again now and then; all of them: at once (a restart is due)
         self.looked_again = time.monotonic()
         if self.job.launcher_pid is not None and process_state(self.job.launcher_pid) in ("gone", "unknown"):
             return

@@ -127,7 +127,9 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
     window = args.settle if args.settle is not None else args.stall + 2 * args.interval
     state = source.poll()
     deadline = time.monotonic() + window  # counted from the first sample, which can be slow on a loaded node
-    while time.monotonic() < deadline and state.verdict.status != "finished":
+    while time.monotonic() < deadline:
+        if state.verdict.status == "finished" and not state.launcher_running:
+            break  # nothing left to watch; while the launcher lives, it may restart the ranks
         if args.settle is None and decided(state):
             break
         time.sleep(max(min(next_delay(state, args.interval), deadline - time.monotonic()), 0))

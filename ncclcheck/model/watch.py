@@ -37,13 +37,16 @@ class Job:
     how: str = "env"  # env: ranks carry RANK/WORLD_SIZE; spawn: torch.multiprocessing.spawn children
 
     def expected_local(self) -> tuple[int, ...]:
-        """Rank numbers that should live on this node: the found ones plus gaps in this node's block."""
+        """Rank numbers that should live on this node: the found ones plus gaps in this node's block.
+
+        The block starts at ``RANK - LOCAL_RANK`` (torchrun numbers nodes' ranks one after the other, also
+        when nodes run different numbers of them) and holds ``LOCAL_WORLD_SIZE`` ranks."""
         found = {p.rank for p in self.ranks}
         sizes = {p.local_world_size for p in self.ranks if p.local_world_size}
-        groups = {p.group_rank for p in self.ranks if p.group_rank is not None}
-        if len(sizes) == 1 and len(groups) == 1:
-            size, group = sizes.pop(), groups.pop()
-            found |= set(range(group * size, min((group + 1) * size, self.world_size)))
+        starts = {p.rank - p.local_rank for p in self.ranks if p.local_rank is not None}
+        if len(sizes) == 1 and len(starts) == 1:
+            size, start = sizes.pop(), starts.pop()
+            found |= set(range(start, min(start + size, self.world_size)))
         return tuple(sorted(found))
 
     def remote(self) -> tuple[int, ...]:
@@ -78,15 +81,20 @@ class Snapshot:
     time: float
     job: Job
     samples: tuple[RankSample, ...]
+    launcher_running: bool | None = None  # None: no launcher known
 
 
 @dataclass(frozen=True)
 class RankView:
     """A rank as the table shows it: its sample, what it is in, and how long it has stood where it is.
 
-    Three clocks, each reset by more kinds of movement than the one before: ``since_s`` by a new
-    place (Python frames or process state); ``quiet_s`` also by bytes on its sockets; ``idle_s`` also
-    by CPU on its main thread. A rank blocked in a collective stays quiet; a healthy one does not.
+    Clocks of standing still, each reset by more kinds of movement than the one before:
+    - ``since_s``: a new place (Python frames or process state);
+    - ``still_s``: also a collective's bytes on its sockets; what proves progress (main-thread CPU does
+      not: NCCL spins the main thread while it waits);
+    - ``quiet_s``: also, where its sockets cannot be counted, main-thread CPU: what findings about
+      collectives wait for, so that a healthy loop seen without socket counters is never called stuck;
+    - ``idle_s``: also main-thread CPU in any case: nothing runs at all.
     """
 
     sample: RankSample
@@ -94,11 +102,12 @@ class RankView:
     call_site: str | None
     doing: str  # the collective, or the innermost frame's function when not in one
     since_s: float
+    still_s: float
     quiet_s: float
     idle_s: float
     idle_samples: int  # consecutive sample intervals with no movement of any kind
     main_cpu_percent: float | None  # the main thread's CPU over the last interval
-    progressing: bool  # it moved (place, sockets, or main-thread CPU outside a collective) since the last sample
+    progressing: bool  # it moved (a new place, or a collective's bytes) since the last sample
 
     @property
     def rank(self) -> int:
@@ -127,7 +136,7 @@ class WatchFinding:
 class Verdict:
     """The one line on top: ok, pending (not judged yet, and how long until it is), warning, problem, finished."""
 
-    status: str
+    status: str  # ok, pending, undecided, warning, problem, finished
     message: str
 
 
@@ -143,3 +152,4 @@ class WatchState:
     window_s: float = 0.0  # how long this job has been watched
     samples: int = 1
     notes: tuple[str, ...] = ()  # e.g. py-spy not permitted, with the fix
+    launcher_running: bool | None = None

@@ -17,7 +17,10 @@ SCHEMA = "ncclcheck.watch/2"
 JOBS_SCHEMA = "ncclcheck.watch-jobs/1"
 CULPRIT, UNDECIDED = "✗", "?"  # the flag column: blamed; involved where the evidence cannot tell who is to blame
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-VERDICT_STYLE = {"problem": "bold red", "warning": "yellow", "pending": "yellow", "finished": "cyan", "ok": "green"}
+VERDICT_STYLE = {
+    "problem": "bold red", "warning": "yellow", "pending": "yellow", "undecided": "yellow", "finished": "cyan",
+    "ok": "green",
+}  # fmt: skip
 
 
 def to_json(state: WatchState, interval_s: float) -> dict[str, Any]:
@@ -25,7 +28,12 @@ def to_json(state: WatchState, interval_s: float) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "verdict": {"status": state.verdict.status, "message": state.verdict.message},
-        "job": {**job_json(job), "local_ranks": [v.rank for v in state.ranks], "remote_ranks": len(job.remote())},
+        "job": {
+            **job_json(job),
+            "local_ranks": [v.rank for v in state.ranks],
+            "remote_ranks": len(job.remote()),
+            "launcher_running": state.launcher_running,
+        },
         "window": {"seconds": round(state.window_s, 2), "samples": state.samples, "interval_s": interval_s},
         "ranks": [rank_json(v) for v in state.ranks],
         "findings": [finding_json(f) for f in state.findings],
@@ -88,6 +96,7 @@ def rank_json(v: RankView) -> dict[str, Any]:
         "call_site": v.call_site,
         "doing": v.doing,
         "since_s": round(v.since_s, 1),
+        "still_s": round(v.still_s, 1),
         "quiet_s": round(v.quiet_s, 1),
         "idle_s": round(v.idle_s, 1),
         "progressing": v.progressing,

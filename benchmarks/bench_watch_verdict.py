@@ -1,0 +1,167 @@
+"""How fast does ``ncclcheck watch --once`` answer on a job that is already stuck, and is it ever wrong on a
+healthy one? Real torchrun/gloo jobs (tests/workers/watch_job.py), each stuck for a few seconds before the
+watcher starts, as a user would meet them.
+
+1. Time to verdict per scenario: the wall time of ``python -m ncclcheck watch --once --json --pid P`` (the
+   command a user types, interpreter start-up included), with the default settings; the baseline in the
+   same run is reading the same ranks by hand: ``py-spy dump --nonblocking`` of each rank, one after the
+   other. Goal: a mismatch answered in <= 3 s.
+2. False findings on a healthy job: the live source sampling an uneven job (the last rank 0.8 s slower per
+   step, so the others wait in all_reduce every step) with a thread printing 5 lines a second on every rank,
+   at the live view's pace, for --healthy-s seconds (default 600): every sample with a finding is a false one.
+Usage: python benchmarks/bench_watch_verdict.py [--healthy-s 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ncclcheck.analysis.watch import next_delay
+from ncclcheck.collectors.jobs import discover
+from ncclcheck.collectors.watch_source import LiveSource
+from ncclcheck.probes.host import find_py_spy
+
+WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "watch_job.py"
+STUCK_FOR_S = 5.0  # how long each job has been stuck before the watcher starts
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    mode: str
+    nproc: int = 2
+    env: tuple[tuple[str, str], ...] = ()
+    signal_last: int | None = None  # sent to the last rank once it is stuck
+    expect: str = ""  # the finding kind a right answer holds ("" for none)
+
+
+SCENARIOS = (
+    Scenario("mismatch, 3 ranks (all_reduce vs broadcast)", "op", 3, expect="mismatch"),
+    Scenario("mismatch, 2 ranks (a tie)", "op", expect="mismatch"),
+    Scenario("order mismatch, 2 ranks", "order", expect="mismatch"),
+    Scenario("rank SIGSTOPped, the others wait", "straggler", 3, signal_last=signal.SIGSTOP, expect="dead"),
+    Scenario("straggler in user code", "straggler", 3, expect="straggler"),
+    Scenario("straggler, every rank logging from a thread", "straggler", 3, (("CHATTY", "1"),), expect="straggler"),
+    Scenario("healthy (for comparison)", "healthy", 2, expect=""),
+)
+
+
+def start(mode: str, nproc: int, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    log = Path(f"/tmp/ncclcheck-bench-{os.getpid()}-{mode}.log")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+           "--monitor-interval=600", str(WORKER)]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "MODE": mode, **env})  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not all(f"ready {r}" in log.read_text(errors="replace") for r in range(nproc)):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(log.read_text(errors="replace"))
+        time.sleep(0.1)
+    return proc, log
+
+
+def stop(proc: subprocess.Popen[bytes], log: Path) -> None:
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    for p in tree:
+        try:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    psutil.wait_procs(tree, timeout=10)
+    log.unlink(missing_ok=True)
+
+
+def ranks(proc: subprocess.Popen[bytes]) -> list[int]:
+    return sorted(
+        (p for p in psutil.Process(proc.pid).children(recursive=True) if "RANK" in p.environ()),
+        key=lambda p: int(p.environ()["RANK"]),
+    )  # type: ignore[return-value]
+
+
+def by_hand(pids: list[int]) -> float:
+    """What a user does today: py-spy dump of each rank, one after the other."""
+    binary = find_py_spy()
+    assert binary, "py-spy is needed"
+    begin = time.perf_counter()
+    for pid in pids:
+        subprocess.run([binary, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, check=False)
+    return time.perf_counter() - begin
+
+
+def time_to_verdict(s: Scenario) -> tuple[float, float, str, bool]:
+    proc, log = start(s.mode, s.nproc, dict(s.env))
+    try:
+        procs = ranks(proc)
+        if s.signal_last is not None:
+            time.sleep(1.0)  # the others are in their collective by now
+            procs[-1].send_signal(s.signal_last)
+        time.sleep(STUCK_FOR_S)
+        begin = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(proc.pid)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        took = time.perf_counter() - begin
+        if not done.stdout.strip():
+            return took, 1.0, f"no report: {done.stderr.strip()[:120]}", False
+        report = json.loads(done.stdout)
+        kinds = [f["kind"] for f in report["findings"] if f["severity"] != "info"]
+        right = (s.expect in kinds) if s.expect else not kinds
+        hand = by_hand([p.pid for p in procs if p.status() != psutil.STATUS_ZOMBIE and p.status() != "stopped"])
+        return took, hand, ",".join(kinds) or report["verdict"]["status"], right
+    finally:
+        stop(proc, log)
+
+
+def false_findings(seconds: float, interval: float = 1.5) -> tuple[int, int, int]:
+    """Samples taken, samples with a finding, samples whose verdict was 'pending' (watching, not judged)."""
+    proc, log = start("uneven", 2, {"CHATTY": "1"})
+    try:
+        source = LiveSource(discover(proc.pid)[0], 10.0)
+        end, samples, flagged, pending, state = time.monotonic() + seconds, 0, 0, 0, None
+        while time.monotonic() < end:
+            state = source.poll()
+            samples += 1
+            flagged += bool(state.findings)
+            pending += state.verdict.status == "pending"
+            if state.findings:
+                print(f"  false finding: {[(f.kind, f.message) for f in state.findings]}")
+            time.sleep(next_delay(state, interval))
+        return samples, flagged, pending
+    finally:
+        stop(proc, log)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--healthy-s", type=float, default=600.0)
+    args = parser.parse_args()
+    print(f"time to verdict, `ncclcheck watch --once` on a job stuck for {STUCK_FOR_S:.0f} s (defaults: --stall 10):")
+    wrong = 0
+    for s in SCENARIOS:
+        took, hand, found, right = time_to_verdict(s)
+        wrong += not right
+        print(f"  {s.name:<46} {took:5.1f} s  ({took / hand:4.0f}x py-spy dump by hand, {hand * 1e3:4.0f} ms)"
+              f"  -> {found}{'' if right else '  WRONG'}")  # fmt: skip
+    samples, flagged, pending = false_findings(args.healthy_s)
+    print(
+        f"healthy uneven job with chatty threads, {args.healthy_s:.0f} s at the live pace: {samples} samples, "
+        f"{flagged} with a finding (false), {pending} 'watching' (a wait not yet judged, never ✓)"
+    )
+    return 1 if wrong or flagged else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

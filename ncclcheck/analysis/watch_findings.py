@@ -1,0 +1,239 @@
+"""Each watch finding, worded: what is wrong, on which ranks, who is to blame where the evidence says so, the fix."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+
+from ncclcheck.analysis.ranks import span
+from ncclcheck.analysis.stacks import P2P
+from ncclcheck.model.watch import RankView, WatchFinding
+
+Places = dict[tuple[str, str], list[RankView]]
+
+MISMATCH_FIX = (
+    "every rank must call the same collectives in the same order: look for a rank-dependent branch or "
+    "data-dependent loop around those call sites; TORCH_DISTRIBUTED_DEBUG=DETAIL names the first mismatch, "
+    "and the Flight Recorder dump (ncclcheck logs) shows each rank's sequence"
+)
+STRAGGLER_FIX = (
+    "the others wait for it: see what it is doing (Enter on the rank shows its stack); a slow dataloader, "
+    "an uneven batch, a checkpoint or eval on one rank only, or an exception swallowed in a loop; if it is "
+    "legitimately slow, raise the collective timeout. A rank blocked in work.wait() on an async handle shows "
+    "no collective in its Python stack: ncclcheck watch --native shows c10d's wait under it"
+)
+STALLED_FIX = (
+    "every rank is in the same collective and nothing moves: the code agrees, the transport does not; run "
+    "`ncclcheck env` on every node and `ncclcheck logs` on NCCL_DEBUG=INFO logs (IB/NET errors, wrong interface, "
+    "firewall between nodes); different tensor sizes or groups behind the same call also hang like this: "
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL checks them"
+)
+DEAD_FIX = (
+    "a stopped rank: resume it (kill -CONT) or find who stopped it; an exited rank: read its log "
+    "(ncclcheck logs) for why it died (OOM killer: dmesg); the others cannot finish without it"
+)
+REMOTE_FIX = (
+    "watch the node(s) holding those ranks (ncclcheck watch there); the one not in this collective, or not "
+    "moving, is the one to look at"
+)
+UNREADABLE_FIX = "let py-spy read every rank (see the note); until then the rank without a stack cannot be judged"
+NO_PROGRESS_FIX = (
+    "see where the main threads wait: ncclcheck watch --native (C frames), or py-spy dump --native --pid PID; "
+    "without stacks, run ncclcheck watch with py-spy and ptrace permitted"
+)
+
+
+def place_key(v: RankView) -> tuple[str, str]:
+    """Where a rank waits, as far as telling ranks apart goes: point-to-point ops pair a send with a recv from
+    other lines, and DDP's backward runs from wherever the loop calls it, so their lines are not compared."""
+    op = v.collective or ""
+    if op in P2P:
+        return "send/recv", ""
+    return op, "" if op == "backward" else (v.call_site or "")
+
+
+def group(views: Sequence[RankView]) -> Places:
+    """Ranks by where they wait, the largest group first."""
+    places: Places = defaultdict(list)
+    for v in sorted(views, key=lambda v: v.rank):
+        places[place_key(v)].append(v)
+    return dict(sorted(places.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank)))
+
+
+def short(site: str | None) -> str:
+    """``train.py:88`` from ``/home/u/train.py:88 (step)``."""
+    if not site:
+        return "an unknown place"
+    where = site.split(" (")[0]
+    return os.path.basename(where)
+
+
+def where(places: Places) -> str:
+    return "; ".join(
+        f"rank {span([v.rank for v in g])} {'wait' if len(g) > 1 else 'waits'} in {op}"
+        + (f" at {short(site)}" if site else "")
+        for (op, site), g in places.items()
+    )
+
+
+def ranks(*groups: Sequence[RankView]) -> tuple[int, ...]:
+    return tuple(sorted({v.rank for g in groups for v in g}))
+
+
+def exit_words(code: int | None) -> str:
+    if code is None:
+        return "exited (exit code not known)"
+    return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+
+
+def finished(exited: Sequence[RankView], launcher_running: bool | None) -> WatchFinding:
+    codes = {v.rank: v.sample.exit_code for v in exited}
+    failed = sorted(r for r, c in codes.items() if c not in (None, 0))
+    known = [r for r, c in codes.items() if c is not None]
+    if failed:
+        message = "every rank of the job on this node has exited: " + "; ".join(
+            f"rank {r} {exit_words(codes[r])}" for r in failed
+        )
+    elif known:
+        unknown = sorted(set(codes) - set(known))
+        rest = f"; rank {span(unknown)}: exit code not known (already reaped by its launcher)" if unknown else ""
+        message = f"every rank of the job on this node has exited: rank {span(known)} with exit code 0{rest}"
+    else:
+        message = (
+            "every rank of the job on this node has exited (exit codes not known here: their launcher reaped them;"
+            " its output says how they ended)"
+        )
+    if launcher_running:
+        message += "; its launcher still runs: it may restart them (elastic) or be about to exit"
+    fix = "read the failed ranks' logs (ncclcheck logs)" if failed else ""
+    return WatchFinding("finished", "warning" if failed else "info", ranks(exited), tuple(failed), message, fix)
+
+
+def exited(gone: Sequence[RankView]) -> WatchFinding:
+    """Ranks that exited while the others run on and do not wait on them: the job finishing, or not yet noticed."""
+    parts = [f"rank {v.rank} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
+    failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0))
+    message = "; ".join(parts) + " — the other ranks run on and do not wait on it (yet)"
+    return WatchFinding(
+        "exited", "warning" if failed else "info", ranks(gone), failed, message, DEAD_FIX if failed else ""
+    )
+
+
+def dead(lost: Sequence[RankView], waiters: Sequence[RankView]) -> WatchFinding:
+    """Stopped ranks, and exited ranks the others wait on."""
+    parts = []
+    for v in sorted(lost, key=lambda v: v.rank):
+        s = v.sample
+        what = {
+            "stopped": f"is stopped (SIGSTOP or a debugger; `kill -CONT {s.pid}` resumes it)",
+            "zombie": f"{exit_words(s.exit_code)} (zombie pid {s.pid}, not yet reaped by its launcher)",
+            "gone": f"has exited (pid {s.pid} is gone)",
+            "missing": "has no process on this node (it exited, or never started)",
+        }[s.status]
+        parts.append(f"rank {v.rank} {what}")
+    tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
+    severity = "error" if waiters else "warning"
+    return WatchFinding("dead", severity, ranks(lost, waiters), ranks(lost), "; ".join(parts) + tail, DEAD_FIX)
+
+
+def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: float) -> WatchFinding:
+    """Ranks outside any collective while others wait: an error once one of them has stood at one place for
+    ``limit``; while their stacks still change they are slow, maybe not stuck: a warning."""
+    parts = []
+    for v in sorted(busy, key=lambda v: v.rank):
+        at = f" at {short(v.call_site)}" if v.call_site else ""
+        least = "at least " if v.since_s >= window_s - 1e-6 else ""  # there before watching began
+        if v.since_s >= 1:
+            how = f"has been in {v.doing}{at} for {least}{v.since_s:.0f} s{cpu_note(v)}"
+        else:
+            how = f"is busy in {v.doing}{at} (its stack changes: slow, not stuck, as far as the stacks show)"
+        parts.append(f"rank {v.rank} is not in any collective: it {how}")
+    waiters = [v for g in places.values() for v in g]
+    message = "; ".join(parts) + f" — {where(places)} (no progress for {min(v.quiet_s for v in waiters):.0f} s)"
+    severity = "error" if any(v.since_s >= limit for v in busy) else "warning"
+    return WatchFinding("straggler", severity, ranks(busy, waiters), ranks(busy), message, STRAGGLER_FIX)
+
+
+def cpu_note(v: RankView) -> str:
+    if v.main_cpu_percent is None:
+        return ""
+    if v.main_cpu_percent < 1:
+        return " (its main thread is idle: blocked on I/O, a lock, a queue or a sleep)"
+    return f" (its main thread is busy: {v.main_cpu_percent:.0f}% CPU)"
+
+
+def mismatch(places: Places, world_size: int, remote: Sequence[int]) -> WatchFinding:
+    """Ranks waiting in different collectives. The ranks outside the largest group are blamed only when it
+    holds more than half of the whole job: ranks not seen here, dead or busy count against it."""
+    groups = list(places.values())
+    total = max(sum(len(g) for g in groups), world_size)
+    if len(groups[0]) * 2 > total:
+        odd = ranks(*groups[1:])
+        blame = f"rank {span(odd)} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
+    else:
+        odd = ()
+        blame = (
+            "no side holds a majority of the job, so the stacks cannot tell which side is wrong: compare the call sites"
+        )
+    unseen = f" (rank {span(remote)} on other nodes not seen from here)" if remote else ""
+    message = f"{where(places)} — mismatched collectives: {blame}{unseen}"
+    return WatchFinding("mismatch", "error", ranks(*groups), odd, message, MISMATCH_FIX)
+
+
+def stalled(waiting: Sequence[RankView], limit: float) -> WatchFinding:
+    sites = sorted({short(v.call_site) for v in waiting})
+    op = waiting[0].collective if place_key(waiting[0])[0] != "send/recv" else "send/recv"
+    lines = f" at {sites[0]}" if len(sites) == 1 else f" from different lines ({', '.join(sites)})"
+    p2p = "; with send/recv, also a send whose matching recv is never posted" if op == "send/recv" else ""
+    message = (
+        f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
+        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}"
+    )
+    return WatchFinding("stalled", "error", ranks(waiting), (), message, STALLED_FIX)
+
+
+def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> WatchFinding:
+    message = (
+        f"{where(group(waiting))} (every rank on this node) with no progress for {min(w.quiet_s for w in waiting):.0f} s; "
+        f"the ranks they wait on are elsewhere: rank {span(remote)} run on other nodes, not seen from here — this "
+        "view cannot tell a stuck rank there from a transport problem"
+    )
+    return WatchFinding("waiting-remote", "warning", ranks(waiting), (), message, REMOTE_FIX)
+
+
+def unreadable(unknown: Sequence[RankView], places: Places) -> WatchFinding:
+    reasons = "; ".join(f"rank {v.rank}: {v.sample.stack_error or 'no stack'}" for v in unknown)
+    message = (
+        f"{where(places)} with no progress; the stack of rank {span([v.rank for v in unknown])} could not be read "
+        f"({reasons}): it may be the rank they wait on"
+    )
+    waiters = [v for g in places.values() for v in g]
+    return WatchFinding("unreadable", "warning", ranks(unknown, waiters), (), message, UNREADABLE_FIX)
+
+
+def no_progress(live: Sequence[RankView]) -> WatchFinding:
+    """Nothing runs: no rank's frames changed, no collective bytes, no CPU on any main thread."""
+    seconds = min(v.idle_s for v in live)
+    if any(v.known for v in live):
+        at = "; ".join(
+            f"rank {span([v.rank for v in g])} at {short(g[0].call_site) if g[0].call_site else g[0].doing}"
+            for g in _by_site(live).values()
+        )
+        message = (
+            f"no rank moved for {seconds:.0f} s: each stands at the same line ({at}) with its main thread idle and no "
+            "collective bytes on its sockets; nothing in a collective, so a lock, a queue, a store wait or a sleep"
+        )
+    else:
+        message = (
+            f"no rank moved for {seconds:.0f} s: no CPU on any main thread, no collective bytes on any rank's "
+            "sockets; without stacks ncclcheck cannot tell whether they wait in a collective or on something else"
+        )
+    return WatchFinding("no-progress", "warning", ranks(live), (), message, NO_PROGRESS_FIX)
+
+
+def _by_site(views: Sequence[RankView]) -> dict[str, list[RankView]]:
+    out: dict[str, list[RankView]] = defaultdict(list)
+    for v in sorted(views, key=lambda v: v.rank):
+        out[v.call_site or v.doing].append(v)
+    return out

@@ -1,0 +1,91 @@
+"""The one line on top of ``watch``: what was found, what is still being watched and for how long, what the
+evidence cannot decide, or ✓ — only when every rank has shown progress (a new place, a collective's bytes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ncclcheck.analysis.ranks import span
+from ncclcheck.analysis.watch_findings import group, short
+from ncclcheck.model.watch import RankView, Verdict, WatchFinding
+
+DEAD = frozenset({"gone", "zombie", "missing", "stopped"})
+
+
+def summarise(
+    views: Sequence[RankView], samples: int, window_s: float, findings: Sequence[WatchFinding], limit: float,
+    stall_s: float, final: bool,
+) -> Verdict:  # fmt: skip
+    errors, warnings = _kinds(findings, "error"), _kinds(findings, "warning")
+    if errors:
+        return Verdict("problem", f"✗ {errors}: see the findings")
+    done = next((f for f in findings if f.kind == "finished"), None)
+    if done:
+        failed = " (some ranks failed: see the findings)" if done.severity == "warning" else ""
+        return Verdict("finished", f"■ the job has finished on this node{failed}")
+    if warnings:
+        return Verdict("warning", f"! {warnings}: see the findings")
+    if not views:
+        return Verdict("pending", "… no rank of the job seen yet")
+    if samples < 2:
+        return Verdict("pending", "… watching: first sample")
+    live = [v for v in views if v.sample.status not in DEAD]
+    gone = next((f for f in findings if f.kind == "exited"), None)
+    if gone:
+        return Verdict("pending", f"… {gone.message}; watching the others")
+    still = [v for v in live if v.still_s > 0]
+    if not still:
+        seen = f"{window_s:.0f} s" if window_s >= 1 else "the first samples"
+        if not any(v.known for v in views):
+            return Verdict(
+                "ok",
+                f"✓ every rank moved (collective bytes on its sockets) in {seen}; no stacks: collectives not compared",
+            )
+        return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving")
+    longest = max(v.still_s for v in still)
+    if longest < limit:
+        if final:
+            return Verdict(
+                "pending", f"… not judged: {_what(still)} without progress, for less than the {limit:g} s it takes"
+            )
+        return Verdict(
+            "pending", f"… watching: {_what(still)} without progress; {limit - longest:.0f} s more before judging"
+        )
+    return Verdict("undecided", _undecided(still, live, limit, stall_s))
+
+
+def _kinds(findings: Sequence[WatchFinding], severity: str) -> str:
+    return ", ".join(dict.fromkeys(f.kind for f in findings if f.severity == severity))
+
+
+def _what(still: Sequence[RankView]) -> str:
+    return "; ".join(f"rank {span([v.rank for v in g])} {_place(g[0], op, site)} for {max(v.still_s for v in g):.0f} s"
+                     for (op, site), g in group(still).items())  # fmt: skip
+
+
+def _place(v: RankView, op: str, site: str) -> str:
+    if op:
+        return f"in {op}"
+    if not v.known:
+        return f"(no stack, {v.sample.status})"
+    return f"in {v.doing}" + (f" at {short(site)}" if site else "")
+
+
+def _undecided(still: Sequence[RankView], live: Sequence[RankView], limit: float, stall_s: float) -> str:
+    """Standing still long enough, yet no finding: say why the evidence cannot decide."""
+    long = [v for v in still if v.still_s >= limit]
+    moving = [v for v in live if v not in still]
+    if moving:
+        return (
+            f"? {_what(long)} without progress while rank {span([v.rank for v in moving])} move on: waiting on a "
+            "subgroup or a slow peer, not a hang of the whole job as far as this node sees"
+        )
+    busy = [v for v in long if v.idle_s < limit]  # their main threads used CPU meanwhile
+    unseen = any(v.sample.net_bytes is None for v in long)
+    why = "their sockets cannot be counted from here and " if unseen else ""
+    return (
+        f"? cannot tell: {_what(long)} without a new frame or collective bytes, but {why}the main thread of rank "
+        f"{span([v.rank for v in busy] or [v.rank for v in long])} is busy: a long computation, or a wait on the GPU (an NCCL hang spins "
+        "the main thread in a CUDA synchronisation) look the same from the stacks; --native shows where it spins, "
+        "and a Flight Recorder dump (ncclcheck logs) which collective NCCL waits in"
+    )
