@@ -403,3 +403,81 @@ def test_an_exit_code_seen_on_a_zombie_is_kept_once_it_is_reaped() -> None:
     state = states(job(2), live, zombie, reaped)
     assert [v.sample.exit_code for v in state.ranks] == [0, 1]
     assert finding(state, "finished")[1] == (1,)
+
+
+# the second review: what is not progress, and who is not to blame
+
+
+def test_a_round_of_failed_dumps_or_a_state_flip_is_not_progress() -> None:
+    """A stuck job: one sample's dumps time out (no stacks), another's threads flip from sleeping to running.
+    Neither is a move: the ranks stay still and the verdict never ticks."""
+    stuck = all_in(2, "all_reduce", r1=sample(1, stack("broadcast", 60)))
+    failed = {r: RankSample(r, r, 1000 + r, "node0", "sleeping", 0.0, 1, 1, 1.0, 0, (), "py-spy dump timed out after 5 s")
+              for r in range(2)}  # fmt: skip
+    flipped = {r: dataclasses.replace(v, status="running") for r, v in stuck.items()}
+    state = states(job(2), stuck, stuck, failed, flipped, stuck, every=3.0)
+    assert [v.still_s for v in state.ranks] == [12.0, 12.0] and kinds(state) == {"mismatch": ()}
+    assert not any(s.verdict.status == "ok" for s in [states(job(2), stuck, failed, every=1.0)])
+
+
+def test_a_tick_needs_progress_at_two_samples_in_a_row() -> None:
+    once = [all_in(2, "all_reduce"), {r: sample(r, stack(None, 80)) for r in range(2)}]
+    assert states(job(2), *once).verdict.status == "pending"
+    twice = [*once, {r: sample(r, stack(None, 81)) for r in range(2)}]
+    assert states(job(2), *twice).verdict.status == "ok"
+
+
+def test_a_survivor_that_has_not_moved_since_a_rank_exited_may_wait_on_it() -> None:
+    """NCCL's uneven-inputs hang: rank 1 left its loop and exited 0; rank 0 spins in .item() for a collective rank
+    1 never joins. Not 'the others run on'."""
+    rounds = [{0: sample(0, stack(None, 95, "train_step"), cpu=i * 5.0), 1: sample(1, (), status="gone", exit_code=0)}
+              for i in range(4)]  # fmt: skip
+    ranks, _culprits, severity, message = finding(states(job(2), *rounds), "exited")
+    assert (
+        severity == "warning"
+        and ranks == (0, 1)
+        and "rank 0 has not moved for 15 s since: it may wait on it" in message
+    )
+
+
+def test_everyone_in_backward_is_never_blamed_on_the_transport() -> None:
+    engine = Frame("_engine_run_backward", "/env/torch/autograd/graph.py", 769)
+    idle = [{r: sample(r, (engine, *stack(None, 95, "step"))) for r in range(2)}] * 4
+    state = states(job(2), *idle)
+    assert "stalled" not in kinds(state) and "a long backward" in finding(state, "no-progress")[3]
+
+
+def test_the_majority_is_by_collective_not_by_line() -> None:
+    """Ranks 0-2 in all_reduce at :88, rank 3 in all_reduce at :91, rank 4 in barrier: only rank 4 is odd."""
+    rounds = [all_in(5, "all_reduce", r3=sample(3, stack("all_reduce", 91)), r4=sample(4, stack("barrier", 70)))] * 4
+    assert finding(states(job(5), *rounds), "mismatch")[1] == (4,)
+
+
+def test_one_rank_here_waiting_on_other_nodes_is_waiting_remote() -> None:
+    state = states(job(4, per_node=1, node=2), *[all_in(3, "all_reduce", first=2)] * 4)
+    assert (
+        kinds(state) == {"waiting-remote": ()}
+        and "rank 0-1,3 run on other nodes" in finding(state, "waiting-remote")[3]
+    )
+
+
+def test_the_last_look_judges_against_the_window_asked_for() -> None:
+    assert Judging(10.0, final=True, window_s=30.0).threshold(1.5) == 10.0
+    assert Judging(30.0, final=True, window_s=5.0).threshold(1.5) == 5.0
+    assert Judging(30.0, final=True).threshold(5.0) == 5.0
+
+
+def test_a_rank_paused_for_one_sample_is_not_dead() -> None:
+    """py-spy --native or gdb pause a rank for a moment; stopped at two samples in a row is what counts."""
+    paused = all_in(3, "all_reduce", r2=sample(2, stack("all_reduce"), status="stopped"))
+    once = states(job(3), *[all_in(3, "all_reduce")] * 6, paused, every=0.3)
+    assert "dead" not in kinds(once)
+    twice = states(job(3), *[all_in(3, "all_reduce")] * 6, paused, paused, every=0.3)
+    assert finding(twice, "dead")[1:3] == ((2,), "error")
+
+
+def test_heartbeat_sized_traffic_grows_with_the_time_between_samples() -> None:
+    from ncclcheck.collectors.sockets import significant
+
+    before, now = {1: 0}, {1: 3000}  # ~120 B/s of NCCL RAS keepalives over 25 s
+    assert significant(before, now) == 3000 and significant(before, now, floor=25 * 1024) == 0

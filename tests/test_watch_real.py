@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -218,13 +219,15 @@ def test_stopped_rank_others_wait_on_is_an_error(job: Any, capsys: pytest.Captur
 
 
 def test_killed_rank_nobody_waits_on_yet_is_reported_not_dead(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """Killed before watching began: its slot is empty, how it ended is not known here; not called dead."""
-    j = job("wait")  # rank 0 sleeps in user code: it does not wait on rank 1
+    """Killed before watching began: its slot is empty, how it ended is not known here; not called dead. Rank 0
+    sleeps in user code, not in a collective, and has not moved since: it may wait on rank 1, a warning."""
+    j = job("wait")
     os.kill(j.rank_pid(1), signal.SIGKILL)
     code, report = watch(j, capsys)
     exited = the(report, "exited")
-    assert code == 0 and exited["ranks"] == [1] and exited["culprits"] == [] and "dead" not in kinds(report)
-    assert report["verdict"]["status"] == "pending" and "exit code not known" in report["verdict"]["message"]
+    assert code == 1 and exited["severity"] == "warning" and "dead" not in kinds(report)
+    assert exited["ranks"] == [0, 1] and exited["culprits"] == []  # how rank 1 ended is not known
+    assert "exit code not known" in exited["message"] and "rank 0 has not moved" in exited["message"]
     assert {r["rank"]: r["status"] for r in report["ranks"]}[1] in ("zombie", "gone", "missing")
 
 
@@ -427,3 +430,38 @@ def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang
         stop_tree(proc)
         psutil.wait_procs(tree, timeout=10)
         assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "orphans left"
+
+
+def test_ranks_spinning_at_one_line_cannot_be_told_from_a_hang(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every rank busy inside one long call: a long computation, or an NCCL hang spinning in a CUDA sync. Neither
+    ✓ nor a finding: "cannot tell", exit code 4."""
+    code, report = watch(job("spin"), capsys, "--stall", "3", "--settle", "5")
+    assert code == 4 and report["findings"] == [] and report["verdict"]["status"] == "undecided"
+    assert "cannot tell" in report["verdict"]["message"] and "used CPU" in report["verdict"]["message"]
+
+
+def test_a_rank_that_crashed_is_not_taken_for_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looking the job up again after a rank died finds the survivors only: that is not a new job."""
+    from watch_states import job as hand_job
+    from watch_states import sample, stack, states
+
+    from ncclcheck.collectors import watch_source
+
+    before = dataclasses.replace(hand_job(2), launcher_pid=os.getpid())  # a launcher that lives
+    source = LiveSource(before, 10.0)
+    source.state = states(before, {0: sample(0, stack(None)), 1: sample(1, (), status="gone")})
+    looked: list[int | None] = []
+
+    def found(job: Any) -> Any:
+        return lambda pid=None: looked.append(pid) or (job,)
+
+    survivors = dataclasses.replace(before, ranks=before.ranks[:1])
+    monkeypatch.setattr(watch_source, "discover", found(survivors))
+    source.looked_again = 0.0
+    source._follow_restart()
+    assert looked == [os.getpid()] and source.job is before and not source.events
+    restarted = dataclasses.replace(before, ranks=tuple(dataclasses.replace(r, pid=r.pid + 50) for r in before.ranks))
+    monkeypatch.setattr(watch_source, "discover", found(restarted))
+    source.looked_again = 0.0
+    source._follow_restart()
+    assert source.job is restarted and "restarted" in source.events[0]

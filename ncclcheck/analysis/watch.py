@@ -42,9 +42,12 @@ class Judging:
 
     stall_s: float
     final: bool = False
+    window_s: float | None = None  # the window --once was asked to watch (it may have seen less: a restart)
 
     def threshold(self, window_s: float) -> float:
-        return min(self.stall_s, max(window_s, QUICK_S)) if self.final else self.stall_s
+        if not self.final:
+            return self.stall_s
+        return min(self.stall_s, max(self.window_s if self.window_s is not None else window_s, QUICK_S))
 
 
 def track(previous: WatchState | None, snapshot: Snapshot, judging: Judging, notes: tuple[str, ...] = ()) -> WatchState:
@@ -72,7 +75,8 @@ class _Sides:
     """The ranks of one look, sorted by what they show."""
 
     exited: list[RankView]
-    stopped: list[RankView]
+    stopped: list[RankView]  # stopped at two samples in a row (py-spy --native and gdb pause a rank briefly)
+    pausing: list[RankView]  # stopped at this sample only
     live: list[RankView]
     waiting: list[RankView]  # in a collective, quiet for the threshold
     blocked: list[RankView]  # in a c10d collective, no movement at all through the quick window
@@ -86,7 +90,8 @@ def _sides(views: Sequence[RankView], job: Job, limit: float) -> _Sides:
     live = [v for v in views if v.sample.status not in DEAD]
     return _Sides(
         exited=[v for v in views if v.sample.status in EXITED],
-        stopped=[v for v in views if v.sample.status == "stopped"],
+        stopped=[v for v in views if v.sample.status == "stopped" and v.since_s > 0],
+        pausing=[v for v in views if v.sample.status == "stopped" and v.since_s == 0],
         live=live,
         waiting=[v for v in live if v.collective and v.quiet_s >= limit],
         blocked=[v for v in live if _blocked(v)],
@@ -100,7 +105,7 @@ def _sides(views: Sequence[RankView], job: Job, limit: float) -> _Sides:
 def _blocked(v: RankView) -> bool:
     """Blocked for the quick answer: in a c10d collective (not DDP's backward, where autograd's threads work
     while the main thread waits), with socket counters readable, and nothing moving at all."""
-    quick = v.collective not in (None, "backward") and v.sample.net_bytes is not None
+    quick = v.collective not in (None, "backward", "wait") and v.sample.net_bytes is not None
     return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
 
 
@@ -110,36 +115,41 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[WatchFinding, .
         return ()
     limit = judging.threshold(tracked.window_s)
     s = _sides(tracked.views, job, limit)
-    if tracked.views and not s.live and not s.stopped:
+    if tracked.views and len(s.exited) == len(tracked.views):
         return (make.finished(s.exited, tracked.launcher_running),)
     waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
-    out = _lost(s, waiters)
+    out = _lost(s, waiters, limit)
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
     ops = {op for op, _ in places}
-    everyone_blocked = not s.remote and not s.exited and not s.stopped and len(s.blocked) == len(s.live) > 1
+    settled = not s.remote and not s.exited and not s.stopped and not s.pausing
+    everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
     if s.busy and s.waiting:
         out.append(make.straggler(s.busy, places, tracked.window_s, limit))
     if len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
         out.append(make.mismatch(quick, job.world_size, ()))
-    elif len(ops) == 1 and len(s.waiting) == len(s.live) > 1 and not dead:
+    elif len(ops) == 1 and ops != {"backward"} and len(s.waiting) == len(s.live) > (0 if s.remote else 1) and not dead:
+        # all in DDP's backward is left undecided: a long backward (torch.compile's first step) looks the same
         out.append(make.waiting_remote(s.waiting, s.remote) if s.remote else make.stalled(s.waiting, limit))
     if s.unknown and s.waiting and not s.busy and not dead:
         out.append(make.unreadable(s.unknown, places))
-    if s.live and not out and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
+    explained = [f for f in out if f.severity != "info"]
+    if s.live and not explained and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
         out.append(make.no_progress(s.live))
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 
 
-def _lost(s: _Sides, waiters: list[RankView]) -> list[WatchFinding]:
-    """Stopped ranks, and exited ones others wait on, are dead; exited ones nobody waits on, just exited."""
+def _lost(s: _Sides, waiters: list[RankView], limit: float) -> list[WatchFinding]:
+    """Stopped ranks, and exited ones others wait on, are dead; exited ones nobody waits on, just exited (a
+    warning when the ones left have not moved since: they may wait on them outside a collective)."""
     if waiters and (s.exited or s.stopped):
         return [make.dead(s.exited + s.stopped, waiters)]
     out = [make.dead(s.stopped, ())] if s.stopped else []
     if s.exited:
-        out.append(make.exited(s.exited))
+        stuck = [v for v in s.live if v.still_s >= limit] if s.live else []
+        out.append(make.exited(s.exited, stuck if len(stuck) == len(s.live) else ()))
     return out
 
 

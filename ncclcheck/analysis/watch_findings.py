@@ -110,14 +110,20 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Watch
     return WatchFinding("finished", "warning" if failed else "info", ranks(exited), tuple(failed), message, fix)
 
 
-def exited(gone: Sequence[RankView]) -> WatchFinding:
-    """Ranks that exited while the others run on and do not wait on them: the job finishing, or not yet noticed."""
+def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = ()) -> WatchFinding:
+    """Ranks that exited while the others do not wait on them in a collective: the job finishing, or not yet
+    noticed; ``stuck``: the ranks left, when none of them has moved since (they may wait on it elsewhere:
+    NCCL's host thread spins in a CUDA sync for a collective the exited rank never joins)."""
     parts = [f"rank {v.rank} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
     failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0))
-    message = "; ".join(parts) + " — the other ranks run on and do not wait on it (yet)"
-    return WatchFinding(
-        "exited", "warning" if failed else "info", ranks(gone), failed, message, DEAD_FIX if failed else ""
-    )
+    if stuck:
+        tail = (f" — rank {span([v.rank for v in stuck])} {'has' if len(stuck) == 1 else 'have'} not moved for "
+                f"{min(v.still_s for v in stuck):.0f} s since: {'it' if len(stuck) == 1 else 'they'} may wait on it")  # fmt: skip
+    else:
+        tail = " — the other ranks run on and do not wait on it (yet)"
+    severity = "warning" if failed or stuck else "info"
+    return WatchFinding("exited", severity, ranks(gone, stuck), failed, "; ".join(parts) + tail,
+                        DEAD_FIX if failed or stuck else "")  # fmt: skip
 
 
 def dead(lost: Sequence[RankView], waiters: Sequence[RankView]) -> WatchFinding:
@@ -126,7 +132,7 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView]) -> WatchFinding:
     for v in sorted(lost, key=lambda v: v.rank):
         s = v.sample
         what = {
-            "stopped": f"is stopped (SIGSTOP or a debugger; `kill -CONT {s.pid}` resumes it)",
+            "stopped": f"is stopped (SIGSTOP, or held by a debugger; `kill -CONT {s.pid}` resumes it)",
             "zombie": f"{exit_words(s.exit_code)} (zombie pid {s.pid}, not yet reaped by its launcher)",
             "gone": f"has exited (pid {s.pid} is gone)",
             "missing": "has no process on this node (it exited, or never started)",
@@ -151,7 +157,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
         parts.append(f"rank {v.rank} is not in any collective: it {how}")
     waiters = [v for g in places.values() for v in g]
     message = "; ".join(parts) + f" — {where(places)} (no progress for {min(v.quiet_s for v in waiters):.0f} s)"
-    severity = "error" if any(v.since_s >= limit for v in busy) else "warning"
+    severity = "error" if any(v.still_s >= limit for v in busy) else "warning"
     return WatchFinding("straggler", severity, ranks(busy, waiters), ranks(busy), message, STRAGGLER_FIX)
 
 
@@ -168,8 +174,12 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int]) -> WatchFin
     holds more than half of the whole job: ranks not seen here, dead or busy count against it."""
     groups = list(places.values())
     total = max(sum(len(g) for g in groups), world_size)
-    if len(groups[0]) * 2 > total:
-        odd = ranks(*groups[1:])
+    by_op: dict[str, list[RankView]] = defaultdict(list)
+    for (op, _), g in places.items():  # the majority is by collective; lines only tell the sides apart
+        by_op[op] += g
+    top = max(by_op.values(), key=len)
+    if len(top) * 2 > total:
+        odd = tuple(sorted(v.rank for g in by_op.values() if g is not top for v in g))
         blame = f"rank {span(odd)} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
     else:
         odd = ()
@@ -222,8 +232,12 @@ def no_progress(live: Sequence[RankView]) -> WatchFinding:
         )
         message = (
             f"no rank moved for {seconds:.0f} s: each stands at the same line ({at}) with its main thread idle and no "
-            "collective bytes on its sockets; nothing in a collective, so a lock, a queue, a store wait or a sleep"
+            "collective bytes on its sockets"
         )
+        if all(v.collective == "backward" for v in live):
+            message += "; all in DDP's backward: a hang, or a long backward (torch.compile's first step, CPU offload)"
+        elif not any(v.collective for v in live):
+            message += "; nothing in a collective, so a lock, a queue, a store wait or a sleep"
     else:
         message = (
             f"no rank moved for {seconds:.0f} s: no CPU on any main thread, no collective bytes on any rank's "

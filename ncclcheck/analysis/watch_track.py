@@ -61,7 +61,7 @@ def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
 
 def _first(sample: RankSample) -> RankView:
     found, site, label = doing(sample)
-    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False)
+    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample))
 
 
 def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankView:
@@ -70,11 +70,14 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     prior = before.sample
     if sample.exit_code is None and prior.exit_code is not None and sample.status in ("gone", "zombie"):
         sample = replace(sample, exit_code=prior.exit_code)  # seen as a zombie, then reaped: the code stays known
-    if sample.stack == prior.stack and sample.status == prior.status:  # the common case: read it once
-        found, site, label, same_place = before.collective, before.call_site, before.doing, True
+    unread = not sample.stack and sample.stack_error is not None and _state(sample) == before.place[-1]
+    if unread or (sample.stack == prior.stack and _state(sample) == _state(prior)):
+        # the same frames, or a dump that failed this time (a timeout on a loaded node): no new place
+        found, site, label, same_place, place = before.collective, before.call_site, before.doing, True, before.place
     else:
         found, site, label = doing(sample)
-        same_place = _place(prior) == _place(sample)
+        place = _place(sample)
+        same_place = place == before.place
     net_known = sample.net_bytes is not None and prior.net_bytes is not None
     net_moved = net_known and sample.net_bytes != prior.net_bytes
     cpu = _cpu(prior, sample)
@@ -91,6 +94,8 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
         idle_samples=before.idle_samples + 1 if idle else 0,
         main_cpu_percent=None if cpu is None or elapsed <= 0 else min(cpu / elapsed * 100, 100.0),
         progressing=not still,
+        moved_samples=0 if still else before.moved_samples + 1,
+        place=place,
     )  # fmt: skip
 
 
@@ -106,4 +111,9 @@ def _place(sample: RankSample) -> tuple[object, ...]:
     Native frames (``--native``) are left out: a thread parked in a wait loop wakes and sleeps in
     different C frames from one sample to the next without moving at all.
     """
-    return tuple(f for f in sample.stack if not f.native), sample.status
+    return tuple(f for f in sample.stack if not f.native), _state(sample)
+
+
+def _state(sample: RankSample) -> str:
+    """Running and sleeping are one state here: a thread that polls flips between them without going anywhere."""
+    return sample.status if sample.status in ("stopped", "zombie", "gone", "missing") else "alive"

@@ -31,10 +31,13 @@ def summarise(
         return Verdict("pending", "… watching: first sample")
     live = [v for v in views if v.sample.status not in DEAD]
     gone = next((f for f in findings if f.kind == "exited"), None)
-    if gone:
-        return Verdict("pending", f"… {gone.message}; watching the others")
+    note = f"{gone.message}; " if gone else ""
     still = [v for v in live if v.still_s > 0]
     if not still:
+        if gone:
+            return Verdict("pending", f"… {note}watching the others, which move")
+        if any(v.moved_samples < 2 for v in live):  # progress twice in a row before a tick
+            return Verdict("pending", "… watching: every rank moved at the last sample")
         seen = f"{window_s:.0f} s" if window_s >= 1 else "the first samples"
         if not any(v.known for v in views):
             return Verdict(
@@ -46,12 +49,13 @@ def summarise(
     if longest < limit:
         if final:
             return Verdict(
-                "pending", f"… not judged: {_what(still)} without progress, for less than the {limit:g} s it takes"
+                "pending",
+                f"… {note}not judged: {_what(still)} without progress, for less than the {limit:g} s it takes",
             )
         return Verdict(
-            "pending", f"… watching: {_what(still)} without progress; {limit - longest:.0f} s more before judging"
+            "pending", f"… {note}watching: {_what(still)} without progress; {limit - longest:.0f} s more before judging"
         )
-    return Verdict("undecided", _undecided(still, live, limit, stall_s))
+    return Verdict("undecided", note + _undecided(still, live, limit, stall_s))
 
 
 def _kinds(findings: Sequence[WatchFinding], severity: str) -> str:
@@ -83,9 +87,10 @@ def _undecided(still: Sequence[RankView], live: Sequence[RankView], limit: float
     busy = [v for v in long if v.idle_s < limit]  # their main threads used CPU meanwhile
     unseen = any(v.sample.net_bytes is None for v in long)
     why = "their sockets cannot be counted from here and " if unseen else ""
+    who = f"the main thread of rank {span([v.rank for v in busy])} used CPU" if busy else "some used CPU meanwhile"
     return (
-        f"? cannot tell: {_what(long)} without a new frame or collective bytes, but {why}the main thread of rank "
-        f"{span([v.rank for v in busy] or [v.rank for v in long])} is busy: a long computation, or a wait on the GPU (an NCCL hang spins "
-        "the main thread in a CUDA synchronisation) look the same from the stacks; --native shows where it spins, "
-        "and a Flight Recorder dump (ncclcheck logs) which collective NCCL waits in"
+        f"? cannot tell: {_what(long)} without a new frame or collective bytes, but {why}{who}: a long computation, "
+        "or a wait on the GPU (an NCCL hang spins the main thread in a CUDA synchronisation) look the same from the "
+        "stacks; --native shows where it spins, and a Flight Recorder dump (ncclcheck logs) which collective NCCL "
+        "waits in"
     )

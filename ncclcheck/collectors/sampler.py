@@ -17,7 +17,7 @@ import psutil
 
 from ncclcheck.collectors.processes import exit_status, main_thread_cpu, normal_status, process_state
 from ncclcheck.collectors.pyspy import dump_all
-from ncclcheck.collectors.sockets import TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
+from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
 from ncclcheck.model.smoke import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
@@ -60,6 +60,8 @@ class Sampler:
         self.sockets_readable = True
         self.socket_counts: dict[int, dict[int, int]] = {}  # per rank pid: bytes so far on each countable socket
         self.net_moved: dict[int, int] = {}  # per rank pid: bytes that counted as a collective's, since watching began
+        self.last_sample: float | None = None
+        self.floor = SMALL
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -70,6 +72,10 @@ class Sampler:
     def sample(self) -> Snapshot:
         by_rank = {r.rank: r for r in self.job.ranks}
         sockets = tcp_sockets()
+        now = time.monotonic()
+        # heartbeats are a rate (NCCL RAS: ~120 B/s a connection): the floor grows with the time between samples
+        self.floor = max(SMALL, int(SMALL * (now - self.last_sample))) if self.last_sample is not None else SMALL
+        self.last_sample = now
         self.sockets_readable = sockets is not None
         states = {r.pid: self._state(r, sockets) for r in self.job.ranks}
         live = (
@@ -133,5 +139,5 @@ class Sampler:
         before = self.socket_counts.get(rank.pid)
         self.socket_counts[rank.pid] = now
         if before is not None:  # the first look sets the baseline: what moved before it is not progress now
-            self.net_moved[rank.pid] = self.net_moved.get(rank.pid, 0) + significant(before, now)
+            self.net_moved[rank.pid] = self.net_moved.get(rank.pid, 0) + significant(before, now, self.floor)
         return self.net_moved.get(rank.pid, 0)

@@ -3,7 +3,8 @@
 What a collective moves over gloo (and NCCL's socket transport) crosses TCP sockets; what a logging
 thread, a metrics exporter or tqdm writes goes to files, pipes and ttys, which are not counted here.
 Background chatter does cross sockets (NCCL RAS keepalives every second on each peer connection, the
-watchdog's store polls): only a socket that moved more than ``SMALL`` bytes between two samples counts.
+watchdog's store polls): only a socket that moved more than ``SMALL`` bytes per second between two samples
+(and at least ``SMALL``) counts.
 The kernel keeps ``tcpi_bytes_acked`` and ``tcpi_bytes_received`` for every TCP socket; one dump of
 the node's sockets (one netlink request per address family) is matched to each process by the socket
 inodes in ``/proc/PID/fd``. Reading them needs no privilege beyond reading the process's fd table.
@@ -32,7 +33,7 @@ MESSAGE = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg, through idi
 RTATTR = struct.Struct("=HH")
 BYTES_ACKED_AT, BYTES_RECEIVED_AT = 120, 128
 WELL_KNOWN = 1024
-SMALL = 1024  # bytes per socket between two samples: below this, keepalives and polls, not a collective  # offsets in struct tcp_info (Linux >= 4.1 and 4.2)
+SMALL = 1024  # bytes per socket and second between two samples (1 KiB at least): keepalives and polls, not a collective  # offsets in struct tcp_info (Linux >= 4.1 and 4.2)
 
 
 @dataclass(frozen=True)

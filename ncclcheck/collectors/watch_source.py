@@ -86,7 +86,9 @@ class LiveSource:
             return
         launcher = self.job.launcher_pid
         again = [j for j in discover(launcher) if j.id == self.job.id or (launcher and j.launcher_pid == launcher)]
-        fresh = next((j for j in again if {r.pid for r in j.ranks} != {r.pid for r in self.job.ranks}), None)
+        old = {r.pid for r in self.job.ranks}
+        # a restart: all new pids, as many ranks; never a subset of the old ones (a crashed rank is not "restarted")
+        fresh = next((j for j in again if not old & {r.pid for r in j.ranks} and len(j.ranks) >= len(old)), None)
         if fresh is None:
             return
         self.job = fresh

@@ -7,7 +7,8 @@ rank briefly to unwind them). Without a terminal, or with --once, watches until 
 (ranks blocked in different collectives: about 2 s; a rank outside any collective while the others
 wait: --stall) or --settle ends, and prints once. Exit code (--once): 0 no problem found (the verdict
 line says whether ranks were still being watched), 1 a problem or warning, 2 usage error (also:
-several jobs and no --job), 3 no job found; the live view exits 0 on q.
+several jobs and no --job), 3 no job found, 4 the evidence cannot decide (ranks stood still with busy
+main threads: a long computation and a hang at a CUDA sync look alike); the live view exits 0 on q.
 
 examples:
   ncclcheck watch                       # the live view (Enter stack, q quit, p pause, s sort, f flagged, d save)
@@ -30,7 +31,7 @@ from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch_report import jobs_json, jobs_lines, render, to_json
 
-EXIT_USAGE, EXIT_NO_JOB = 2, 3
+EXIT_USAGE, EXIT_NO_JOB, EXIT_UNDECIDED = 2, 3, 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(to_json(state, args.interval), indent=1))
         else:
             render(state, make_console())
-        return 1 if any(f.severity in ("error", "warning") for f in state.findings) else 0
+        if any(f.severity in ("error", "warning") for f in state.findings):
+            return 1
+        return EXIT_UNDECIDED if state.verdict.status == "undecided" else 0
     from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
     if len(jobs) > 1:
@@ -129,9 +132,9 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
     deadline = time.monotonic() + window  # counted from the first sample, which can be slow on a loaded node
     while time.monotonic() < deadline:
         if state.verdict.status == "finished" and not state.launcher_running:
-            break  # nothing left to watch; while the launcher lives, it may restart the ranks
+            return state  # nothing left to watch; while the launcher lives, it may restart the ranks
         if args.settle is None and decided(state):
-            break
+            return state  # answered early: judged as it stands, not against a window it did not wait for
         time.sleep(max(min(next_delay(state, args.interval), deadline - time.monotonic()), 0))
         state = source.poll()
-    return rejudge(state, Judging(args.stall, final=True))
+    return rejudge(state, Judging(args.stall, final=True, window_s=window))

@@ -108,6 +108,8 @@ class RankView:
     idle_samples: int  # consecutive sample intervals with no movement of any kind
     main_cpu_percent: float | None  # the main thread's CPU over the last interval
     progressing: bool  # it moved (a new place, or a collective's bytes) since the last sample
+    moved_samples: int = 0  # consecutive samples in which it progressed
+    place: tuple[object, ...] = ()  # the last place seen (Python frames, state): a failed dump does not move it
 
     @property
     def rank(self) -> int:

@@ -6,6 +6,7 @@ wait: the last rank sleeps before the all_reduce (the test SIGSTOPs or SIGKILLs 
 healthy: every rank loops over all_reduce and a little compute forever.
 uneven: healthy, but the last rank takes 0.8 s longer per step (the others wait for it in all_reduce, and finish it).
 finish: healthy for $FINISH_AFTER seconds, then every rank exits with $EXIT_CODE (rank $FAIL_RANK with 1, if set).
+spin: every rank computes inside one long C call (as a CUDA sync spins on a hung NCCL kernel).
 restart: on torchrun's first attempt the last rank exits with 1 after "ready"; after the restart, healthy.
 $CHATTY=1: every rank also runs a thread that prints a heartbeat line 5 times a second, whatever the main
 thread does (a logging thread, a metrics exporter, tqdm).
@@ -60,6 +61,8 @@ elif mode == "restart" and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == 
         time.sleep(1.5)
         os._exit(1)
     slow_batch()
+elif mode == "spin":
+    sum(range(10**13))
 elif mode == "wait":
     slow_batch()
 elif mode in ("healthy", "uneven", "finish", "restart"):
