@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -64,6 +65,34 @@ def plain_row(v: RankView, flag: str = "") -> tuple[str, ...]:
 
 def _style(flag: str) -> str:
     return "bold red" if flag == CULPRIT else "bold yellow" if flag == UNDECIDED else ""
+
+
+class Line(Widget):
+    """One line of text. A new text repaints the line alone: a Static's update lays the whole screen out
+    again, and the rank table with it, every second."""
+
+    def __init__(self, text: Text | None = None, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = text or Text()
+
+    def render(self) -> Text:
+        return self.text
+
+    def set(self, text: Text) -> None:
+        if text != self.text:
+            self.text = text
+            self.refresh()
+
+
+class Block(Static):
+    """A panel's text: laid out again only when the text changed."""
+
+    shown_text: Text | None = None
+
+    def set(self, text: Text) -> None:
+        if text != self.shown_text:
+            self.shown_text = text
+            self.update(text)
 
 
 class RankTable(DataTable[Text]):
@@ -205,10 +234,10 @@ class WatchApp(App[None]):
     def compose(self) -> ComposeResult:
         # Held, not queried: a query looks at the active screen, which is the picker or the command palette
         # while those are open, and a sample must still land on the main screen then.
-        self.job_line = Static(Text("ncclcheck watch: waiting for the first sample…"), id="job")
-        self.verdict_line, self.table = Static(id="verdict"), RankTable()
-        self.findings_panel, self.findings_text_box = VerticalScroll(id="findings"), Static(id="findings-text")
-        self.stack_panel, self.stack_text = VerticalScroll(id="stack"), Static(id="stack-text")
+        self.job_line = Line(Text("ncclcheck watch: waiting for the first sample…"), id="job")
+        self.verdict_line, self.table = Line(id="verdict"), RankTable()
+        self.findings_panel, self.findings_text_box = VerticalScroll(id="findings"), Block(id="findings-text")
+        self.stack_panel, self.stack_text = VerticalScroll(id="stack"), Block(id="stack-text")
         yield self.job_line
         yield self.verdict_line
         yield self.table
@@ -255,7 +284,7 @@ class WatchApp(App[None]):
     def tick(self) -> None:
         """Once a second: the header's 'last sample N s ago' keeps counting while a poll hangs."""
         if self.shown is not None and self.job_line.is_attached:
-            self.job_line.update(self.header())
+            self.job_line.set(self.header())
 
     def refresh_view(self) -> None:
         if self.state is None or not self.table.is_attached:  # the app is closing
@@ -263,10 +292,10 @@ class WatchApp(App[None]):
         self.shown = self.state
         self.table.show(self.shown, self.only_flagged, self.sort_by)
         self.place_cursor(self.table)
-        self.job_line.update(self.header())
+        self.job_line.set(self.header())
         verdict = self.shown.verdict
-        self.verdict_line.update(Text(verdict.message, style=VERDICT_STYLE.get(verdict.status, "")))
-        self.findings_text_box.update(self.findings_text())
+        self.verdict_line.set(Text(verdict.message, style=VERDICT_STYLE.get(verdict.status, "")))
+        self.findings_text_box.set(self.findings_text())
         problems = any(f.severity in ("error", "warning") for f in self.shown.findings)
         self.findings_panel.set_class(not problems, "clear")  # a red border only for something wrong
         self.findings_panel.display = bool(self.shown.findings or self.shown.notes)
@@ -338,7 +367,7 @@ class WatchApp(App[None]):
         if not s.stack:
             text.append(f"  no stack: {s.stack_error or s.status}\n", style="yellow")
         text.rstrip()
-        self.stack_text.update(text)
+        self.stack_text.set(text)
 
     def action_pause(self) -> None:
         self.paused = not self.paused
