@@ -4,7 +4,7 @@ Generates two multi-rank logs of ``--size-mb`` MiB each (64 ranks on 8 hosts), t
 ``ncclcheck logs --json`` and ``grep -E -c`` with every literal ncclcheck looks for (rules, NCCL, torchrun's
 summary, exceptions), alternately, on each:
 - ``job``: what a failed job's log looks like: every rank's NCCL_DEBUG=INFO chatter and the failure
-  (real lines from ../shared/fixtures/nccl_logs) around a bulk of training-step output;
+  (real lines from tests/fixtures/nccl_logs) around a bulk of training-step output;
 - ``dense``: the worst case, nothing but NCCL/torch lines (the fixtures and channel lines, repeated).
 Reports the throughput ratio (goal >= 0.25x of grep) and ncclcheck's peak RSS (goal <= 150 MiB).
 Usage: python benchmarks/bench_logs.py [--size-mb 1024]
@@ -24,7 +24,7 @@ from _timing import wall  # benchmarks/ is on sys.path when run as a script
 
 from ncclcheck.analysis.logs.diagnose import GATE
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nccl_logs"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "nccl_logs"
 
 
 def ere(literal: str) -> str:

@@ -1,4 +1,4 @@
-"""``ncclcheck logs`` on every real excerpt in ../shared/fixtures/nccl_logs (INDEX.md gives each one's cause)."""
+"""``ncclcheck logs`` on every real excerpt in tests/fixtures/nccl_logs (INDEX.md gives each one's cause)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, analyse, quiet
 from ncclcheck.analysis.logs.frame import frame_all, frame_chunks
 from ncclcheck.cli import main
 from ncclcheck.collectors.logfiles import LogSource, chunks
 
-LOGS = SHARED / "fixtures" / "nccl_logs"
+LOGS = FIXTURES / "nccl_logs"
 # (file number, root cause id or None for a healthy log, every finding id expected)
 EXPECTED = [
     ("01", None, {"intra-node-net"}),
@@ -71,7 +71,7 @@ EXPECTED = [
 
 def fixture(number: str) -> Path:
     if not LOGS.is_dir():
-        pytest.skip(f"shared NCCL log fixtures not found at {LOGS}")
+        pytest.fail(f"fixture missing: {LOGS}")
     (path,) = LOGS.glob(f"{number}_*.log")
     return path
 
@@ -84,7 +84,7 @@ def report(number: str) -> LogReport:
 
 def test_every_fixture_has_an_expectation() -> None:
     if not LOGS.is_dir():
-        pytest.skip(f"shared NCCL log fixtures not found at {LOGS}")
+        pytest.fail(f"fixture missing: {LOGS}")
     assert sorted(p.name[:2] for p in LOGS.glob("*.log")) == [n for n, _, _ in EXPECTED]
 
 

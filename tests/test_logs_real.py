@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.cli import main
 
 WORKERS = Path(__file__).parent / "workers"
-LOGS = SHARED / "fixtures" / "nccl_logs"
+LOGS = FIXTURES / "nccl_logs"
 
 
 def failing_run(tmp_path: Path, worker: str, *torchrun: str) -> Path:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED
+from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.frame import frame, frame_all
 from ncclcheck.analysis.logs.nccl import peer_map, ranks
 from ncclcheck.model.logs import RankLog
 
-LOGS = SHARED / "fixtures" / "nccl_logs"
+LOGS = FIXTURES / "nccl_logs"
 
 
 def parse(prefix: str) -> dict[int | None, RankLog]:
     if not LOGS.is_dir():
-        pytest.skip(f"shared NCCL log fixtures not found at {LOGS}")
+        pytest.fail(f"fixture missing: {LOGS}")
     (path,) = LOGS.glob(f"{prefix}_*.log")
     with path.open(encoding="utf-8", errors="replace") as handle:
         return {r.rank: r for r in ranks(frame_all(handle, path.name))}
