@@ -51,3 +51,111 @@ def test_each_node_tells_what_it_can_see_of_a_straggler_on_node0(tmp_path: Path)
     remote = node1["findings"][0]
     assert remote["culprits"] == [] and remote["ranks"] == [2, 3]
     assert "rank 0-1 run on other nodes" in remote["message"] and "stalled" not in json.dumps(node1)
+
+
+# One view of every node: the viewer runs outside both hosts and reaches them with `--fanout` through nsenter,
+# as a user's pdsh or ssh would; each host's agent sees only its own ranks.
+
+
+def start_job(hosts: list[Host], tmp_path: Path, mode: str, port: int, **env: str) -> list[subprocess.Popen[str]]:
+    logs = [tmp_path / f"{mode}-node{i}.log" for i in (0, 1)]
+    launched = []
+    for i, host in enumerate(hosts):
+        environ = {**os.environ, "MODE": mode, "GLOO_SOCKET_IFNAME": f"h{i}", **env}
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={i}", "--nproc-per-node=2",
+               "--master-addr=node0", f"--master-port={port}", "--monitor-interval=600", str(WORKER)]  # fmt: skip
+        launched.append(host.popen(cmd, env=environ, stdout=logs[i].open("w"), stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + 120
+    while sum(log.read_text(errors="replace").count("ready") for log in logs) < 4:
+        assert time.monotonic() < deadline, "\n".join(log.read_text(errors="replace") for log in logs)
+        time.sleep(0.2)
+    return launched
+
+
+def watch_all(hosts: list[Host], *extra: str) -> tuple[int, dict[str, Any]]:
+    each = " ".join(str(h.pid1) for h in hosts)
+    fanout = f"for t in {each}; do nsenter -t $t -n -p -m -u -- {{}} & done; wait"
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "watch", "--fanout", fanout, "--once", "--json", "--stall", "4", *extra],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def pids_of(host: Host, ranks: str) -> list[int]:
+    """The rank processes on a host, as this machine numbers them (the host's own numbers differ)."""
+    import psutil
+
+    pidns = os.readlink(f"/proc/{host.pid1}/ns/pid")
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.readlink(f"/proc/{proc.pid}/ns/pid") == pidns and proc.environ().get("RANK") in ranks.split(","):
+                found.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def no_agent_left() -> bool:
+    import psutil
+
+    return not any("--agent" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+
+def test_one_view_of_both_nodes_names_the_straggler_and_its_host(tmp_path: Path) -> None:
+    """Rank 1 on node0 sits in its data loader; ranks 0, 2, 3 wait in all_reduce: seen from outside both hosts,
+    the straggler is rank 1 on node0, and nobody blames the network."""
+    with two_hosts("10.79.0") as hosts:
+        start_job(hosts, tmp_path, "straggler", 29551, STUCK_RANK="1")
+        code, seen = watch_all(hosts)
+    assert no_agent_left()
+    assert [(n["host"], n["agent"], n["ranks"]) for n in seen["nodes"]] == [
+        ("node0", "ok", [0, 1]),
+        ("node1", "ok", [2, 3]),
+    ]
+    assert [r["host"] for r in seen["ranks"]] == ["node0", "node0", "node1", "node1"]
+    assert code == 1 and [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])], seen[
+        "findings"
+    ]
+    assert "rank 1 on node0 is not in any collective" in seen["findings"][0]["message"]
+    assert "stalled" not in json.dumps(seen) and "waiting-remote" not in json.dumps(seen)
+
+
+def test_one_view_of_both_nodes_a_cross_node_mismatch(tmp_path: Path) -> None:
+    """Rank 0 (node0) in all_reduce, ranks 1-3 in broadcast: rank 0 on node0 is the odd one out."""
+    with two_hosts("10.79.1") as hosts:
+        start_job(hosts, tmp_path, "op", 29552)
+        code, seen = watch_all(hosts)
+    mismatch = [f for f in seen["findings"] if f["kind"] == "mismatch"]
+    assert code == 1 and len(mismatch) == 1 and mismatch[0]["culprits"] == [0], seen["findings"]
+    assert mismatch[0]["ranks"] == [0, 1, 2, 3] and "rank 0 on node0" in mismatch[0]["message"]
+    assert "stalled" not in json.dumps(seen)
+
+
+def test_one_view_of_both_nodes_every_rank_of_node1_stopped(tmp_path: Path) -> None:
+    """A healthy job whose node1 ranks are SIGSTOPped: dead, ranks 2 and 3 on node1; node0's ranks wait."""
+    with two_hosts("10.79.2") as hosts:
+        start_job(hosts, tmp_path, "healthy", 29553)
+        stopped = pids_of(hosts[1], "2,3")
+        assert len(stopped) == 2
+        for pid in stopped:
+            os.kill(pid, 19)  # SIGSTOP
+        try:
+            code, seen = watch_all(hosts)
+        finally:
+            for pid in stopped:
+                os.kill(pid, 18)  # SIGCONT, so that the host ends cleanly
+    dead = [f for f in seen["findings"] if f["kind"] == "dead"]
+    assert code == 1 and len(dead) == 1 and dead[0]["culprits"] == [2, 3], seen["findings"]
+    assert "rank 2 on node1 is stopped" in dead[0]["message"] and "stalled" not in json.dumps(seen)
+
+
+def test_one_view_of_both_nodes_healthy(tmp_path: Path) -> None:
+    with two_hosts("10.79.3") as hosts:
+        start_job(hosts, tmp_path, "healthy", 29554)
+        code, seen = watch_all(hosts)
+    assert no_agent_left()
+    assert code == 0 and seen["findings"] == [] and seen["verdict"]["status"] == "ok", seen
+    assert [n["agent"] for n in seen["nodes"]] == ["ok", "ok"] and len(seen["ranks"]) == 4

@@ -364,3 +364,30 @@ def test_a_finished_job_is_not_shown_as_a_problem() -> None:
             assert [r[COL[""]] for r in rows(a)] == ["", ""]
 
     run(go())
+
+
+def test_several_nodes_header_host_column_and_a_remote_rank_s_stack() -> None:
+    """A merged multi-node state: the header counts nodes, rows carry their host, Enter shows a remote rank's
+    stack as its agent sent it."""
+    from test_watch_agents import feed, merged, node_state
+
+    streams = feed((node_state(0, r1=sample(1, stack(None, 41, "load_batch"))), "node0"), (node_state(1), "node1"))
+    state = merged(streams)
+    silent = merged(feed((node_state(0), "node0")), nodes=2)
+
+    async def go() -> None:
+        a = app(Scripted(state))
+        async with a.run_test(size=(150, 40)) as pilot:
+            await until(pilot, lambda: a.shown is not None)
+            assert "nodes 2/2 reporting" in text_of(a, "#job")
+            assert [r[COLUMNS.index("host")] for r in rows(a)] == ["node0", "node0", "node1", "node1"]
+            assert a.table.rank_at(a.table.cursor_row) == 1  # the straggler, on node0
+            await pilot.press("down", "down", "enter")
+            await until(pilot, lambda: "rank 3" in text_of(a, "#stack-text"))
+            assert "train.py:88" in text_of(a, "#stack-text")
+        b = app(Scripted(silent))
+        async with b.run_test(size=(150, 40)) as pilot:
+            await until(pilot, lambda: b.shown is not None)
+            assert "nodes 1/2 reporting, 1 missing" in text_of(b, "#job")
+
+    run(go())

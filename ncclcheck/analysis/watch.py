@@ -118,18 +118,19 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[WatchFinding, .
     if tracked.views and len(s.exited) == len(tracked.views):
         return (make.finished(s.exited, tracked.launcher_running),)
     waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
-    out = _lost(s, waiters, limit)
+    hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
+    out = _lost(s, waiters, limit, hosts)
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
     ops = {op for op, _ in places}
     settled = not s.remote and not s.exited and not s.stopped and not s.pausing
     everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
     if s.busy and s.waiting:
-        out.append(make.straggler(s.busy, places, tracked.window_s, limit))
+        out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
     if len(ops) > 1 and not s.moving:
-        out.append(make.mismatch(places, job.world_size, s.remote))
+        out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
-        out.append(make.mismatch(quick, job.world_size, ()))
+        out.append(make.mismatch(quick, job.world_size, (), hosts))
     elif len(ops) == 1 and ops != {"backward"} and len(s.waiting) == len(s.live) > (0 if s.remote else 1) and not dead:
         # all in DDP's backward is left undecided: a long backward (torch.compile's first step) looks the same
         out.append(make.waiting_remote(s.waiting, s.remote) if s.remote else make.stalled(s.waiting, limit))
@@ -141,15 +142,15 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[WatchFinding, .
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 
 
-def _lost(s: _Sides, waiters: list[RankView], limit: float) -> list[WatchFinding]:
+def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list[WatchFinding]:
     """Stopped ranks, and exited ones others wait on, are dead; exited ones nobody waits on, just exited (a
     warning when the ones left have not moved since: they may wait on them outside a collective)."""
     if waiters and (s.exited or s.stopped):
-        return [make.dead(s.exited + s.stopped, waiters)]
-    out = [make.dead(s.stopped, ())] if s.stopped else []
+        return [make.dead(s.exited + s.stopped, waiters, hosts)]
+    out = [make.dead(s.stopped, (), hosts)] if s.stopped else []
     if s.exited:
         stuck = [v for v in s.live if v.still_s >= limit] if s.live else []
-        out.append(make.exited(s.exited, stuck if len(stuck) == len(s.live) else ()))
+        out.append(make.exited(s.exited, stuck if len(stuck) == len(s.live) else (), hosts))
     return out
 
 

@@ -69,6 +69,11 @@ def short(site: str | None) -> str:
     return os.path.basename(where)
 
 
+def who(v: RankView, hosts: bool) -> str:
+    """``rank 3``, or ``rank 3 on node-7`` when the job's ranks seen here span several hosts."""
+    return f"rank {v.rank} on {v.sample.host}" if hosts and v.sample.host else f"rank {v.rank}"
+
+
 def where(places: Places) -> str:
     return "; ".join(
         f"rank {span([v.rank for v in g])} {'wait' if len(g) > 1 else 'waits'} in {op}"
@@ -110,11 +115,11 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Watch
     return WatchFinding("finished", "warning" if failed else "info", ranks(exited), tuple(failed), message, fix)
 
 
-def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = ()) -> WatchFinding:
+def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool = False) -> WatchFinding:
     """Ranks that exited while the others do not wait on them in a collective: the job finishing, or not yet
     noticed; ``stuck``: the ranks left, when none of them has moved since (they may wait on it elsewhere:
     NCCL's host thread spins in a CUDA sync for a collective the exited rank never joins)."""
-    parts = [f"rank {v.rank} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
+    parts = [f"{who(v, hosts)} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
     failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0))
     if stuck:
         tail = (f" — rank {span([v.rank for v in stuck])} {'has' if len(stuck) == 1 else 'have'} not moved for "
@@ -126,7 +131,7 @@ def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = ()) -> WatchFin
                         DEAD_FIX if failed or stuck else "")  # fmt: skip
 
 
-def dead(lost: Sequence[RankView], waiters: Sequence[RankView]) -> WatchFinding:
+def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = False) -> WatchFinding:
     """Stopped ranks, and exited ranks the others wait on."""
     parts = []
     for v in sorted(lost, key=lambda v: v.rank):
@@ -135,15 +140,17 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView]) -> WatchFinding:
             "stopped": f"is stopped (SIGSTOP, or held by a debugger; `kill -CONT {s.pid}` resumes it)",
             "zombie": f"{exit_words(s.exit_code)} (zombie pid {s.pid}, not yet reaped by its launcher)",
             "gone": f"has exited (pid {s.pid} is gone)",
-            "missing": "has no process on this node (it exited, or never started)",
+            "missing": "has no process on its node (it exited, or never started)",
         }[s.status]
-        parts.append(f"rank {v.rank} {what}")
+        parts.append(f"{who(v, hosts)} {what}")
     tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
     severity = "error" if waiters else "warning"
     return WatchFinding("dead", severity, ranks(lost, waiters), ranks(lost), "; ".join(parts) + tail, DEAD_FIX)
 
 
-def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: float) -> WatchFinding:
+def straggler(
+    busy: Sequence[RankView], places: Places, window_s: float, limit: float, hosts: bool = False
+) -> WatchFinding:
     """Ranks outside any collective while others wait: an error once one of them has stood at one place for
     ``limit``; while their stacks still change they are slow, maybe not stuck: a warning."""
     parts = []
@@ -154,7 +161,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
             how = f"has been in {v.doing}{at} for {least}{v.since_s:.0f} s{cpu_note(v)}"
         else:
             how = f"is busy in {v.doing}{at} (its stack changes: slow, not stuck, as far as the stacks show)"
-        parts.append(f"rank {v.rank} is not in any collective: it {how}")
+        parts.append(f"{who(v, hosts)} is not in any collective: it {how}")
     waiters = [v for g in places.values() for v in g]
     message = "; ".join(parts) + f" — {where(places)} (no progress for {min(v.quiet_s for v in waiters):.0f} s)"
     severity = "error" if any(v.still_s >= limit for v in busy) else "warning"
@@ -169,7 +176,7 @@ def cpu_note(v: RankView) -> str:
     return f" (its main thread is busy: {v.main_cpu_percent:.0f}% CPU)"
 
 
-def mismatch(places: Places, world_size: int, remote: Sequence[int]) -> WatchFinding:
+def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool = False) -> WatchFinding:
     """Ranks waiting in different collectives. The ranks outside the largest group are blamed only when it
     holds more than half of the whole job: ranks not seen here, dead or busy count against it."""
     groups = list(places.values())
@@ -181,6 +188,8 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int]) -> WatchFin
     if len(top) * 2 > total:
         odd = tuple(sorted(v.rank for g in by_op.values() if g is not top for v in g))
         blame = f"rank {span(odd)} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
+        if hosts:
+            blame += " (" + ", ".join(who(v, hosts) for g in by_op.values() if g is not top for v in g) + ")"
     else:
         odd = ()
         blame = (

@@ -10,10 +10,19 @@ line says whether ranks were still being watched), 1 a problem or warning, 2 usa
 several jobs and no --job), 3 no job found, 4 the evidence cannot decide (ranks stood still with busy
 main threads: a long computation and a hang at a CUDA sync look alike); the live view exits 0 on q.
 
+Every node of a job: one agent per node (`watch --agent`, one JSON line per sample on stdout, no socket)
+started through SLURM (--slurm) or any command that runs it on every node and forwards its output
+(--fanout), or lines recorded before (--agents); the ranks of all nodes are judged together, and a node
+that sends nothing is named.
+
 examples:
   ncclcheck watch                       # the live view (Enter stack, q quit, p pause, s sort, f flagged, d save)
   ncclcheck watch --once --json
   ncclcheck watch --pid 4242            # a rank or the launcher of the job to watch
+  ncclcheck watch --slurm 81234         # every node of SLURM job 81234 (srun --overlap, one agent per node)
+  ncclcheck watch --fanout 'pdsh -w node[1-16] {}'
+  ncclcheck watch --fanout 'for h in a b; do ssh $h {} & done; wait'
+  ncclcheck watch --agents lines.jsonl  # agent lines collected before (replay)
 """
 
 from __future__ import annotations
@@ -54,6 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="watch, print once and exit (also without a terminal)")
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.watch/2 JSON (implies --once)")
     parser.add_argument("--no-stacks", action="store_true", help="process state, CPU and sockets only, no py-spy")
+    nodes = parser.add_argument_group("every node of the job")
+    nodes.add_argument("--slurm", nargs="?", const="", metavar="JOBID",
+                       help="watch every node of this SLURM job (default $SLURM_JOB_ID) through srun --overlap")  # fmt: skip
+    nodes.add_argument("--fanout", metavar="CMD",
+                       help="a shell command that runs {} (the agent command) on every node and forwards its output")  # fmt: skip
+    nodes.add_argument("--agents", metavar="FILE", help="agent lines collected before (- for stdin)")
+    nodes.add_argument("--agent-cmd", metavar="CMD",
+                       help="how to run ncclcheck on the nodes (default: this python -m ncclcheck)")  # fmt: skip
+    nodes.add_argument("--agent", action="store_true",
+                       help="be the agent: one ncclcheck.watch-agent/1 JSON line per sample of this node, on stdout")  # fmt: skip
     parser.add_argument(
         "--native", action="store_true",
         help="C/C++ frames too (where NCCL or gloo waits); py-spy must pause each rank briefly to unwind"
@@ -66,8 +85,16 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"ncclcheck watch: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    jobs = discover(args.pid)
+    if args.agent:
+        from ncclcheck.commands import watch_agent
+
+        return watch_agent.run(args)
     live = not (args.once or args.json or not sys.stdout.isatty())
+    if args.fanout or args.agents or args.slurm is not None:
+        from ncclcheck.commands import watch_nodes
+
+        return watch_nodes.run(args, live)
+    jobs = discover(args.pid)
     if args.job:
         jobs = pick(jobs, args.job)
         if len(jobs) > 1:
@@ -117,6 +144,14 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         )
     if args.native and args.no_stacks:
         return "--native needs stacks; drop --no-stacks"
+    ways = [flag for flag, given in (("--slurm", args.slurm is not None), ("--fanout", args.fanout),
+                                     ("--agents", args.agents), ("--agent", args.agent)) if given]  # fmt: skip
+    if len(ways) > 1:
+        return f"{' and '.join(ways)} are different ways to watch: give one"
+    if ways and args.pid is not None and not args.agent:
+        return "--pid names a process on this node; with agents on every node, use --job ID to pick the job"
+    if args.agent_cmd is not None and not (args.slurm is not None or args.fanout):
+        return "--agent-cmd is for --slurm or --fanout"
     return None
 
 

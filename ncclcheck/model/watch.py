@@ -143,6 +143,39 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class AgentReport:
+    """One node's latest line from its ``watch --agent``, as the viewer holds it (stacks filled in from earlier
+    lines). ``received``: the viewer's clock when it came (the line's own time in a replay)."""
+
+    host: str
+    received: float
+    node_rank: int | None
+    job_id: str | None
+    world_size: int | None
+    nodes: int | None
+    launcher_running: bool | None
+    window_s: float
+    samples: int
+    views: tuple[RankView, ...]
+    notes: tuple[str, ...] = ()
+    error: str | None = None  # the agent's own words: no job on that node, several jobs, ...
+    done: str | None = None  # why the agent ended, when it did
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node of a job watched through agents: ok (its agent reports), silent (it stopped reporting),
+    unreachable (its agent could not start, or ended with an error), missing (expected, never heard from)."""
+
+    host: str
+    node_rank: int | None
+    agent: str  # ok, silent, unreachable, missing
+    ranks: tuple[int, ...]
+    sample_age_s: float | None  # seconds since its last line; None: never heard from
+    detail: str = ""  # the fan-out tool's or agent's own words, when it failed
+
+
+@dataclass(frozen=True)
 class WatchState:
     """One refresh: the job, every rank's view, and the findings; what views render and tests assert."""
 
@@ -155,3 +188,4 @@ class WatchState:
     samples: int = 1
     notes: tuple[str, ...] = ()  # e.g. py-spy not permitted, with the fix
     launcher_running: bool | None = None
+    nodes: tuple[NodeStatus, ...] = ()  # watched through agents, one per node (``watch --fanout/--slurm``)

@@ -28,7 +28,17 @@ from textual.worker import get_current_worker
 
 from ncclcheck.analysis.watch import next_delay
 from ncclcheck.model.watch import Job, RankView, WatchState
-from ncclcheck.views.watch_report import CULPRIT, STYLE, UNDECIDED, VERDICT_STYLE, cells, flags, jobs_lines, to_json
+from ncclcheck.views.watch_report import (
+    CULPRIT,
+    STYLE,
+    UNDECIDED,
+    VERDICT_STYLE,
+    cells,
+    flags,
+    jobs_lines,
+    nodes_line,
+    to_json,
+)  # fmt: skip
 
 # The columns a user needs to judge a rank come first, so that they stay on an 80-column screen.
 COLUMNS = ("", "rank", "state", "collective", "for", "cpu", "rss", "call site", "pid", "local", "host")
@@ -317,10 +327,12 @@ class WatchApp(App[None]):
         assert state is not None
         job, age = state.job, self.clock() - self.received_at
         nodes = f", {job.nodes} node{'s' if job.nodes > 1 else ''}" if job.nodes else ""
+        if state.nodes:
+            nodes = f" · {nodes_line(state.nodes)}"
         flags_text = " · PAUSED" if self.paused else ""
         flags_text += " · flagged only" if self.only_flagged else ""
         return Text(
-            f"job {job.id} · world size {job.world_size}{nodes} · {len(state.ranks)} here · every "
+            f"job {job.id} · world size {job.world_size}{nodes} · {len(state.ranks)} {'seen' if state.nodes else 'here'} · every "
             f"{self.interval:g}s · last sample {age:.0f}s ago · sort: {self.sort_by}{flags_text}"
         )
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ncclcheck.analysis.ranks import span
 from ncclcheck.analysis.watch import short
-from ncclcheck.model.watch import Job, RankView, WatchFinding, WatchState
+from ncclcheck.model.watch import Job, NodeStatus, RankView, WatchFinding, WatchState
 
 SCHEMA = "ncclcheck.watch/2"
 JOBS_SCHEMA = "ncclcheck.watch-jobs/1"
@@ -38,7 +38,26 @@ def to_json(state: WatchState, interval_s: float) -> dict[str, Any]:
         "ranks": [rank_json(v) for v in state.ranks],
         "findings": [finding_json(f) for f in state.findings],
         "notes": list(state.notes),
+        **({"nodes": [node_json(n) for n in state.nodes]} if state.nodes else {}),
     }
+
+
+def node_json(n: NodeStatus) -> dict[str, Any]:
+    return {
+        "node_rank": n.node_rank,
+        "host": n.host,
+        "agent": n.agent,
+        "ranks": list(n.ranks),
+        "sample_age_s": None if n.sample_age_s is None else round(n.sample_age_s, 1),
+        "detail": n.detail,
+    }
+
+
+def nodes_line(nodes: tuple[NodeStatus, ...]) -> str:
+    """``nodes 15/16 reporting, 1 silent``."""
+    counts = {kind: sum(1 for n in nodes if n.agent == kind) for kind in ("silent", "unreachable", "missing")}
+    rest = "".join(f", {count} {kind}" for kind, count in counts.items() if count)
+    return f"nodes {sum(1 for n in nodes if n.agent == 'ok')}/{len(nodes)} reporting{rest}"
 
 
 def job_json(job: Job) -> dict[str, Any]:
@@ -148,14 +167,16 @@ def row_style(flag: str) -> str:
 
 def render(state: WatchState, console: Console) -> None:
     job = state.job
+    where = f"{nodes_line(state.nodes)}, {len(state.ranks)} rank(s) seen" if state.nodes else (
+        f"{len(state.ranks)} rank(s) on this node")  # fmt: skip
     console.print(
         Text(
-            f"job {job.id}: world size {job.world_size}, {len(state.ranks)} rank(s) on this node; "
+            f"job {job.id}: world size {job.world_size}, {where}; "
             f"watched {state.window_s:.1f} s ({state.samples} samples)"
         )
     )
     table = Table()
-    columns = ("", "rank", "pid", "state", "in", "call site", "for", "cpu", "rss")
+    columns = ("", "rank", "pid", "state", "in", "call site", "for", "cpu", "rss") + (("host",) if state.nodes else ())
     for column in columns:
         table.add_column("status" if column == "state" else column)
     marks = flags(state)

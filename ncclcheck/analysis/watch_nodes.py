@@ -1,0 +1,120 @@
+"""Every node's agent report merged into one job-wide look, judged by the same analysis as one node's.
+
+Each agent tracks its own ranks on its own clock (how long each stood still), so nothing here compares two
+nodes' clocks: a report's age is the viewer's time since the line arrived. A node whose agent stopped
+reporting is *silent*, and its ranks count as unseen, never as stuck or dead: what cannot be seen is named,
+and `stalled` (blame the transport) needs every rank of the job seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ncclcheck.analysis.ranks import span
+from ncclcheck.analysis.watch import Judging, judge
+from ncclcheck.analysis.watch_track import Tracked
+from ncclcheck.analysis.watch_verdict import summarise
+from ncclcheck.model.watch import AgentReport, Job, NodeStatus, RankProc, WatchFinding, WatchState
+
+SILENT_MIN_S = 10.0  # a node is silent after this long without a line, and at least SILENT_INTERVALS samples
+SILENT_INTERVALS = 4
+FANOUT_FIX = (
+    "run the agent by hand on that node (`python -m ncclcheck watch --agent --once`): ncclcheck must be importable "
+    "there (--agent-cmd names another python or venv), the fan-out tool must reach the node, and py-spy must be "
+    "allowed to read the ranks"
+)
+SILENT_FIX = (
+    "look at that node: `ncclcheck watch` there, or its torchrun agent and dmesg; a node that answers nothing "
+    "(ssh hangs) is down or wedged, and its ranks are the ones the others wait on"
+)
+NO_RANKS_FIX = "read that node's launcher output and `ncclcheck logs` for why its ranks ended or never started"
+
+
+def merge(
+    reports: Mapping[str, AgentReport], text: Mapping[str, Iterable[str]], now: float, judging: Judging,
+    interval_s: float, started: bool = True, expected_nodes: int | None = None,
+) -> WatchState:  # fmt: skip
+    """The job-wide state: nodes that report are judged together; silent and failed ones become findings.
+    ``text``: what the fan-out printed that was not an agent line, by label; ``started``: False while the
+    fan-out is still starting its agents (no node is missing yet); ``expected_nodes``: how many nodes the job
+    holds, where the launcher (SLURM) says so; else the ranks' GROUP_WORLD_SIZE."""
+    silent_after = max(SILENT_MIN_S, SILENT_INTERVALS * interval_s)
+    nodes: list[NodeStatus] = []
+    live: list[AgentReport] = []
+    for r in sorted(reports.values(), key=lambda r: (r.node_rank is None, r.node_rank or 0, r.host)):
+        age = max(now - r.received, 0.0)
+        ranks = tuple(v.rank for v in r.views)
+        if r.error and not r.views:
+            nodes.append(NodeStatus(r.host, r.node_rank, "unreachable", (), age, r.error))
+        elif age > silent_after and not r.done:
+            nodes.append(NodeStatus(r.host, r.node_rank, "silent", ranks, age))
+        else:
+            nodes.append(NodeStatus(r.host, r.node_rank, "ok", ranks, age, r.done or ""))
+            live.append(r)
+    job = _job(reports.values(), live)
+    views = tuple(sorted((v for r in live for v in r.views), key=lambda v: v.rank))
+    samples = min((r.samples for r in live if r.views), default=0)
+    window = min((r.window_s for r in live if r.views), default=0.0)
+    running = [r.launcher_running for r in live if r.launcher_running is not None]
+    tracked = Tracked(now, window, samples, views, any(running) if running else None)
+    expected = expected_nodes or job.nodes or 0
+    heard = {n.host for n in nodes}
+    missing = max(expected - len(heard), 0)
+    nodes += [NodeStatus("?", None, "missing", (), None) for _ in range(missing)]
+    notes = tuple(dict.fromkeys(n for r in live for n in r.notes))
+    findings = _node_findings(nodes, text, job, started) + judge(tracked, job, judging)
+    findings = tuple(sorted(findings, key=lambda f: ("error", "warning", "info").index(f.severity)))
+    verdict = summarise(views, samples, window, findings, judging.threshold(window), judging.stall_s, judging.final)
+    return WatchState(now, job, views, findings, verdict, window, samples, notes, tracked.launcher_running,
+                      tuple(nodes))  # fmt: skip
+
+
+def _job(every: Iterable[AgentReport], live: list[AgentReport]) -> Job:
+    """The job as the reporting agents describe it: its ranks are the ones seen."""
+    reports = list(every)
+    ids = [r.job_id for r in reports if r.job_id]
+    world = max((r.world_size or 0 for r in reports), default=0)
+    nodes = max((r.nodes or 0 for r in reports), default=0) or None
+    procs = tuple(
+        RankProc(v.sample.pid or 0, v.rank, v.sample.local_rank, world, None, r.node_rank, r.host, "")
+        for r in live
+        for v in r.views
+    )
+    return Job(ids[0] if ids else "?", max(world, len(procs)), nodes, None, tuple(sorted(procs, key=lambda p: p.rank)))
+
+
+def _node_findings(
+    nodes: list[NodeStatus], text: Mapping[str, Iterable[str]], job: Job, started: bool
+) -> tuple[WatchFinding, ...]:
+    out: list[WatchFinding] = []
+    seen = {r.rank for r in job.ranks}
+    unseen = [r for r in range(job.world_size) if r not in seen]
+    for n in nodes:
+        name = _name(n)
+        if n.agent == "silent":
+            lost = f" (rank {span(list(n.ranks))} not seen since)" if n.ranks else ""
+            out.append(WatchFinding("node-silent", "error", n.ranks, n.ranks,
+                                    f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}: the "
+                                    "node, its agent or the fan-out's connection to it is wedged", SILENT_FIX))  # fmt: skip
+        elif n.agent == "unreachable":
+            out.append(WatchFinding("node-unreachable", "error", (), (), f"{name}: its agent could not watch: "
+                                    f"{n.detail}", NO_RANKS_FIX if "no " in n.detail else FANOUT_FIX))  # fmt: skip
+    missing = [n for n in nodes if n.agent == "missing"]
+    said = [f"{label + ': ' if label else ''}{line}" for label, lines in text.items() for line in lines]
+    if started and not nodes:
+        words = f": it printed {' | '.join(said[-4:])}" if said else " and printed nothing"
+        out.append(WatchFinding("node-missing", "error", (), (), f"no agent reported at all{words}", FANOUT_FIX))
+    elif missing and started:
+        what = f" (rank {span(unseen)} not seen)" if unseen else ""
+        words = f"; the fan-out said: {' | '.join(said[-4:])}" if said else ""
+        out.append(WatchFinding("node-missing", "error", tuple(unseen), (),
+                                f"{len(missing)} of {job.nodes} nodes sent no agent output{what}{words}",
+                                FANOUT_FIX))  # fmt: skip
+    elif said and (unseen or any(n.agent != "ok" for n in nodes)):
+        out.append(WatchFinding("fanout-output", "warning", (), (),
+                                f"the fan-out printed, besides agent lines: {' | '.join(said[-4:])}", FANOUT_FIX))  # fmt: skip
+    return tuple(out)
+
+
+def _name(n: NodeStatus) -> str:
+    return f"node {n.node_rank} ({n.host})" if n.node_rank is not None else n.host

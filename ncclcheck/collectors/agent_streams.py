@@ -1,0 +1,167 @@
+"""The viewer's side of a multi-node watch: the agents' JSON lines, read from a fan-out tool's output (srun,
+pdsh, clush, an ssh loop, kubectl exec) or from a file of lines collected before.
+
+Fan-out tools put a label before each line (``node3: ``, ``[pod/x] ``, srun's ``0: ``): an agent line is
+found by its opening brace, and its own ``host`` names the node. Any other line is the tool's or the
+node's own words (ssh refused, command not found, a Python error): kept per label, so that a node whose
+agent could not start is reported with what it said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ncclcheck.model.smoke import Frame
+from ncclcheck.model.watch import AgentReport, RankSample, RankView
+from ncclcheck.views.watch_agent import AGENT_SCHEMA
+
+LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
+KEEP_TEXT = 8  # last lines of a node's own words kept
+
+
+@dataclass
+class Streams:
+    """What has come so far: each node's latest report, and the other lines by label."""
+
+    reports: dict[str, AgentReport] = field(default_factory=dict)
+    text: dict[str, deque[str]] = field(default_factory=dict)
+    stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
+    first_seen: float | None = None
+
+    def take(self, raw: str, received: float) -> None:
+        """One line of output, agent's or not."""
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            return
+        brace = line.find("{")
+        if brace >= 0:
+            try:
+                data = json.loads(line[brace:])
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and data.get("schema") == AGENT_SCHEMA and isinstance(data.get("host"), str):
+                report = parse(data, self.stacks, received)
+                if report is not None:
+                    self.reports[report.host] = report
+                    self.first_seen = report.received if self.first_seen is None else self.first_seen
+                    return
+        match = LABEL.match(line)
+        label = (match.group("bracket") or match.group("plain")) if match else ""
+        words = line[match.end() :] if match else line
+        self.text.setdefault(label, deque(maxlen=KEEP_TEXT)).append(words.strip())
+
+
+def parse(
+    data: dict[str, Any], stacks: dict[tuple[str, int], tuple[Frame, ...]], received: float
+) -> AgentReport | None:
+    """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
+    out (unchanged). None: a line this version cannot read."""
+    host = str(data["host"])
+    job = data.get("job") if isinstance(data.get("job"), dict) else {}
+    assert isinstance(job, dict)
+    try:
+        views = tuple(_view(r, host, stacks) for r in data.get("ranks", []))
+        return AgentReport(
+            host=host, received=float(data.get("time", received)) if received < 0 else received,
+            node_rank=_int(data.get("node_rank")), job_id=job.get("id"), world_size=_int(job.get("world_size")),
+            nodes=_int(job.get("nodes")), launcher_running=job.get("launcher_running"),
+            window_s=float(data.get("window_s", 0.0)), samples=int(data.get("samples", 0)), views=views,
+            notes=tuple(str(n) for n in data.get("notes", [])), error=data.get("error"), done=data.get("done"),
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _view(r: dict[str, Any], host: str, stacks: dict[tuple[str, int], tuple[Frame, ...]]) -> RankView:
+    rank = int(r["rank"])
+    if "stack" in r:
+        stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
+    sample = RankSample(
+        rank=rank, local_rank=_int(r.get("local_rank")), pid=_int(r.get("pid")), host=host, status=str(r["status"]),
+        cpu_percent=float(r.get("cpu_percent") or 0.0), rss_bytes=int(r.get("rss_bytes") or 0),
+        threads=int(r.get("threads") or 0), main_cpu_s=None, net_bytes=_int(r.get("socket_bytes")),
+        stack=stacks.get((host, rank), ()), stack_error=r.get("stack_error"), exit_code=_int(r.get("exit_code")),
+    )  # fmt: skip
+    cpu = r.get("main_cpu_percent")
+    return RankView(
+        sample, r.get("collective"), r.get("call_site"), str(r.get("doing") or sample.status),
+        since_s=float(r["since_s"]), still_s=float(r["still_s"]), quiet_s=float(r["quiet_s"]),
+        idle_s=float(r["idle_s"]), idle_samples=int(r.get("idle_samples", 0)),
+        main_cpu_percent=None if cpu is None else float(cpu), progressing=bool(r.get("progressing")),
+        moved_samples=int(r.get("moved_samples", 0)),
+    )  # fmt: skip
+
+
+class FanOut:
+    """A fan-out command (its own process group), its stdout and stderr read line by line into ``Streams``.
+
+    Closing it closes the agents' stdin (an agent ends when its stdin closes), then ends the command's
+    whole process tree: nothing is left behind on ^C, SIGTERM or an exception in the viewer."""
+
+    def __init__(self, argv: list[str] | str, shell: bool = False, env: dict[str, str] | None = None) -> None:
+        self.streams, self.lock = Streams(), threading.Lock()
+        self.proc = subprocess.Popen(
+            argv, shell=shell, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, text=True, errors="replace",
+        )  # fmt: skip
+        self.readers = [
+            threading.Thread(target=self._read, args=(pipe,), daemon=True)
+            for pipe in (self.proc.stdout, self.proc.stderr)
+            if pipe is not None
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, pipe: IO[str]) -> None:
+        for line in pipe:
+            with self.lock:
+                self.streams.take(line, time.time())
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self, grace_s: float = 3.0) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.proc.wait(grace_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        for reader in self.readers:
+            reader.join(1.0)
+
+
+def replay(path: str) -> Streams:
+    """Agent lines collected before (a file, or ``-`` for stdin): every line, on the lines' own clock."""
+    streams = Streams()
+    handle: IO[str]
+    with (open(0, encoding="utf-8", errors="replace", closefd=False) if path == "-" else
+          Path(path).open(encoding="utf-8", errors="replace")) as handle:  # fmt: skip
+        for line in handle:
+            streams.take(line, -1.0)  # -1: the line's own time
+    return streams

@@ -1,0 +1,95 @@
+"""``ncclcheck watch --agent``: sample this node's ranks of the job as ``watch`` does and write one JSON line
+per sample to stdout (schema ncclcheck.watch-agent/1), for a viewer on another machine (``watch --fanout``,
+``--slurm``) or for a file (``--agents FILE`` replays it).
+
+Never opens a socket and never signals the job. Ends when its stdin closes (where stdin is a pipe: the
+viewer went away), when stdout is closed, when the job's ranks on this node are all gone, on SIGTERM,
+SIGHUP or ^C; with --once after its first line. Exit code: 0, 2 several jobs and no --job, 3 no job here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import stat
+import sys
+import threading
+import time
+from typing import Any
+
+from ncclcheck.analysis.watch import next_delay
+from ncclcheck.collectors.jobs import discover, pick
+from ncclcheck.collectors.watch_source import LiveSource
+from ncclcheck.model.smoke import Frame
+from ncclcheck.views.watch_agent import agent_line
+
+EXIT_USAGE, EXIT_NO_JOB = 2, 3
+DONE = "every rank of the job on this node has exited"
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    _stop_when_stdin_closes(stop)
+    host, sent, seq = socket.gethostname(), dict[int, tuple[Frame, ...]](), 0
+    jobs = discover(args.pid)
+    if args.job:
+        jobs = pick(jobs, args.job)
+    if len(jobs) != 1:
+        what = f"job {args.job}" if args.job else "torch distributed job"
+        error = (
+            f"no {what} found on this node (its ranks exited, never started here, or are not readable by this user)"
+            if not jobs
+            else f"{len(jobs)} jobs on this node ({', '.join(j.id for j in jobs)}): give the viewer --job ID"
+        )
+        _emit(agent_line(None, host, sent, time.time(), seq, error=error))
+        return EXIT_NO_JOB if not jobs else EXIT_USAGE
+    source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
+    while not stop.is_set():
+        state = source.poll()
+        over = state.verdict.status == "finished" and not state.launcher_running
+        if not _emit(agent_line(state, host, sent, time.time(), seq, done=DONE if over else None)):
+            return 0  # nobody reads any more
+        seq += 1
+        if over or args.once:
+            return 0
+        stop.wait(next_delay(state, args.interval))
+    return 0
+
+
+def _emit(line: dict[str, Any]) -> bool:
+    try:
+        sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, ValueError):  # the reader went away (ValueError: stdout already closed)
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return False
+
+
+def _stop_when_stdin_closes(stop: threading.Event) -> None:
+    """A viewer that goes away closes the pipe to our stdin (srun --input=all forwards it to every node). Where
+    stdin is /dev/null or a terminal (pdsh, a shell), it says nothing, and stdout's broken pipe ends us."""
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError, AttributeError):
+        return
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return
+
+    def read() -> None:
+        try:
+            while os.read(fd, 4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        stop.set()
+
+    threading.Thread(target=read, daemon=True).start()

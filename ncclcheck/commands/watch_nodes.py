@@ -1,0 +1,108 @@
+"""``ncclcheck watch --slurm/--fanout/--agents``: every node of a job in one view, from one agent per node.
+
+The agents are started through tools the cluster already has (srun, pdsh, clush, ssh, kubectl exec) and
+speak on their stdout; nothing listens on a port and nothing is written into the job. The fan-out's whole
+process tree ends with the viewer (q, ^C, SIGTERM, SIGHUP, an error). Exit codes as ``watch``'s, and 2
+when the fan-out cannot be started (no srun, no job id).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from types import FrameType
+
+from ncclcheck.analysis.watch import decided, next_delay
+from ncclcheck.analysis.watch_nodes import SILENT_MIN_S
+from ncclcheck.collectors.agent_streams import FanOut
+from ncclcheck.collectors.nodes_source import NodesSource, agent_command, fanout_command, slurm_command, slurm_nodes
+from ncclcheck.model.watch import WatchState
+from ncclcheck.views.console import make_console
+from ncclcheck.views.watch_report import render, to_json
+
+EXIT_USAGE, EXIT_NO_JOB, EXIT_UNDECIDED = 2, 3, 4
+
+
+def run(args: argparse.Namespace, live: bool) -> int:
+    try:
+        source = _source(args)
+    except (OSError, ValueError) as exc:
+        print(f"ncclcheck watch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        if live:
+            from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
+
+            WatchApp(source, args.interval).run()
+            return 0
+        state = _once(source, args)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        source.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if args.json:
+        print(json.dumps(to_json(state, args.interval), indent=1))
+    else:
+        render(state, make_console())
+    if not state.ranks and not any(n.agent == "ok" for n in state.nodes):
+        return EXIT_NO_JOB if not state.findings else 1
+    if any(f.severity in ("error", "warning") for f in state.findings):
+        return 1
+    return EXIT_UNDECIDED if state.verdict.status == "undecided" else 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the finally above ends the fan-out
+
+
+def _source(args: argparse.Namespace) -> NodesSource:
+    if args.agents:
+        if args.agents != "-" and not os.path.isfile(args.agents):
+            raise ValueError(f"--agents {args.agents}: no such file (agent lines, one JSON object per line)")
+        return NodesSource.from_file(args.agents, args.stall, args.interval)
+    agent = agent_command(args.interval, args.stall, args.job, args.native, args.no_stacks, args.agent_cmd)
+    if args.fanout:
+        return NodesSource(args.stall, args.interval, FanOut(fanout_command(args.fanout, agent), shell=True))
+    job_id = args.slurm or os.environ.get("SLURM_JOB_ID", "")
+    if not job_id:
+        raise ValueError(
+            "--slurm needs a job id (none given and $SLURM_JOB_ID is not set): ncclcheck watch --slurm JOBID"
+        )
+    if shutil.which("srun") is None:
+        raise ValueError(
+            "--slurm: srun is not on PATH (run the viewer on a login node of the cluster, or use --fanout)"
+        )
+    nodes = slurm_nodes(job_id)
+    argv, env = slurm_command(job_id, nodes, agent)
+    return NodesSource(args.stall, args.interval, FanOut(argv, env=env), expected_nodes=nodes)
+
+
+def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
+    """Sample until the answer is clear (without --settle) or the window ends, counted from the first line of
+    any agent (srun and ssh take a while to start them); then judge the window."""
+    window = args.settle if args.settle is not None else args.stall + 2 * args.interval
+    begun = time.monotonic()
+    state = source.poll()
+    first: float | None = None
+    while not source.ended():  # recorded lines, or every agent ended: judge what came
+        if state.ranks and first is None:
+            first = time.monotonic()
+        if first is not None and time.monotonic() - first >= window:
+            break
+        if first is None and time.monotonic() - begun > window + 2 * SILENT_MIN_S:
+            break  # no agent reported at all
+        if state.verdict.status == "finished" and not state.launcher_running:
+            return state
+        if args.settle is None and decided(state):
+            return state
+        time.sleep(next_delay(state, args.interval))
+        state = source.poll()
+    return source.poll(final=True)

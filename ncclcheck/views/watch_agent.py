@@ -1,0 +1,66 @@
+"""``ncclcheck watch --agent``: one JSON line per sample of this node's ranks (schema ncclcheck.watch-agent/1).
+
+A line holds each rank's sample and how long it has stood still (the agent tracks its own ranks on its own
+clock, so the viewer never compares two nodes' clocks), and a rank's stack only when it changed since the
+line before: an unchanged rank costs a few hundred bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ncclcheck.model.smoke import Frame
+from ncclcheck.model.watch import WatchState
+
+AGENT_SCHEMA = "ncclcheck.watch-agent/1"
+
+
+def agent_line(
+    state: WatchState | None, host: str, sent: dict[int, tuple[Frame, ...]], now: float, seq: int,
+    error: str | None = None, done: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date."""
+    line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
+    if error is not None:
+        line["error"] = error
+    if state is None:
+        line["ranks"] = []
+        if done:
+            line["done"] = done
+        return line
+    job = state.job
+    groups = {p.group_rank for p in job.ranks if p.group_rank is not None}
+    line.update(
+        node_rank=groups.pop() if len(groups) == 1 else None,
+        job={
+            "id": job.id,
+            "world_size": job.world_size,
+            "nodes": job.nodes,
+            "launcher_pid": job.launcher_pid,
+            "script": job.script,
+            "launcher_running": state.launcher_running,
+        },
+        window_s=round(state.window_s, 2),
+        samples=state.samples,
+        ranks=[],
+        notes=list(state.notes),
+    )
+    for v in state.ranks:
+        s = v.sample
+        rank: dict[str, Any] = {
+            "rank": s.rank, "local_rank": s.local_rank, "pid": s.pid, "status": s.status, "exit_code": s.exit_code,
+            "cpu_percent": s.cpu_percent, "rss_bytes": s.rss_bytes, "threads": s.threads,
+            "socket_bytes": s.net_bytes, "stack_error": s.stack_error,
+            "collective": v.collective, "call_site": v.call_site, "doing": v.doing,
+            "since_s": round(v.since_s, 2), "still_s": round(v.still_s, 2), "quiet_s": round(v.quiet_s, 2),
+            "idle_s": round(v.idle_s, 2), "idle_samples": v.idle_samples, "moved_samples": v.moved_samples,
+            "progressing": v.progressing,
+            "main_cpu_percent": None if v.main_cpu_percent is None else round(v.main_cpu_percent, 1),
+        }  # fmt: skip
+        if sent.get(s.rank) != s.stack:
+            rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
+            sent[s.rank] = s.stack
+        line["ranks"].append(rank)
+    if done:
+        line["done"] = done
+    return line

@@ -1,0 +1,223 @@
+"""Agent lines and their job-wide merge (pure), the viewer's flags, and the agent's life on a real job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from watch_states import all_in, job, sample, stack, states
+
+from ncclcheck.analysis.watch import Judging
+from ncclcheck.analysis.watch_nodes import merge
+from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.collectors.nodes_source import agent_command, fanout_command, slurm_command
+from ncclcheck.model.smoke import Frame
+from ncclcheck.model.watch import WatchState
+from ncclcheck.views.watch_agent import agent_line
+
+WORKER = Path(__file__).parent / "workers" / "watch_job.py"
+NOW = 1_800_000_000.0
+
+
+def node_state(node: int, **odd: Any) -> WatchState:
+    """Node ``node`` of a 2-node, 4-rank job: its two ranks in all_reduce for 12 s, but for ``odd``."""
+    j = job(4, 2, node)
+    first = 2 * node
+    rounds = [all_in(first + 2, "all_reduce", first=first, **odd) for _ in range(4)]
+    return states(j, *rounds, every=4.0, stall=10.0)
+
+
+def lines_of(state: WatchState, host: str, times: int = 1, at: float = NOW) -> list[str]:
+    sent: dict[int, tuple[Frame, ...]] = {}
+    return [json.dumps(agent_line(state, host, sent, at + i, i)) for i in range(times)]
+
+
+def merged(streams: Streams, now: float = NOW + 1, started: bool = True, nodes: int | None = None) -> WatchState:
+    return merge(streams.reports, streams.text, now, Judging(10.0), 1.5, started, nodes)
+
+
+def feed(*pairs: tuple[WatchState, str], received: float = NOW) -> Streams:
+    streams = Streams()
+    for state, host in pairs:
+        for line in lines_of(state, host):
+            streams.take(f"{host}: {line}\n", received)
+    return streams
+
+
+def test_a_line_carries_a_stack_only_when_it_changed_and_labels_are_accepted() -> None:
+    state = node_state(0)
+    first, second = lines_of(state, "node0", times=2)
+    assert "stack" in first and '"stack"' not in second
+    streams = Streams()
+    streams.take(f"node0: {first}\n", NOW)
+    streams.take(f"[pod/trainer-0] {second}\n", NOW + 1)
+    views = streams.reports["node0"].views
+    assert [v.sample.stack for v in views] == [v.sample.stack for v in state.ranks]
+    assert [(v.rank, v.collective, v.quiet_s) for v in views] == [
+        (v.rank, v.collective, round(v.quiet_s, 2)) for v in state.ranks
+    ]
+
+
+def test_an_unchanged_rank_costs_a_few_hundred_bytes() -> None:
+    j = job(8)
+    state = states(j, *[all_in(8, "all_reduce") for _ in range(3)])
+    _, again = lines_of(state, "node0", times=2)
+    assert len(again) / 8 < 600, len(again) / 8
+
+
+def test_a_straggler_on_one_node_is_named_with_its_host_and_nobody_blames_the_network() -> None:
+    node0 = node_state(0, r1=sample(1, stack(None, 41, "load_batch")))
+    state = merged(feed((node0, "node0"), (node_state(1), "node1")))
+    assert [(f.kind, f.culprits) for f in state.findings] == [("straggler", (1,))]
+    assert "rank 1 on node0 is not in any collective" in state.findings[0].message
+    assert [(n.host, n.agent, n.ranks) for n in state.nodes] == [("node0", "ok", (0, 1)), ("node1", "ok", (2, 3))]
+
+
+def test_every_rank_seen_in_one_collective_is_stalled_but_not_while_a_node_is_silent() -> None:
+    both = merged(feed((node_state(0), "node0"), (node_state(1), "node1")))
+    assert [f.kind for f in both.findings] == ["stalled"]
+    streams = feed((node_state(0), "node0"))
+    streams.reports["node1"] = feed((node_state(1), "node1"), received=NOW - 60).reports["node1"]
+    state = merged(streams)
+    kinds = [f.kind for f in state.findings]
+    assert "stalled" not in kinds and kinds[0] == "node-silent", state.findings
+    silent = state.findings[0]
+    assert silent.ranks == (2, 3) and "node 1 (node1)" in silent.message and "61 s" in silent.message
+    assert "waiting-remote" in kinds and [n.agent for n in state.nodes] == ["ok", "silent"]
+
+
+def test_a_node_that_never_reports_is_missing_with_the_fanout_s_words_but_not_while_starting() -> None:
+    streams = feed((node_state(0), "node0"))
+    streams.take("node1: ssh: connect to host node1 port 22: No route to host\n", NOW)
+    starting = merged(streams, started=False)
+    assert all(f.kind != "node-missing" for f in starting.findings)
+    state = merged(streams)
+    missing = [f for f in state.findings if f.kind == "node-missing"]
+    assert len(missing) == 1 and missing[0].ranks == (2, 3) and "No route to host" in missing[0].message
+    assert "1 of 2 nodes" in missing[0].message and "stalled" not in [f.kind for f in state.findings]
+
+
+def test_an_agent_that_finds_no_job_makes_its_node_unreachable_with_its_words() -> None:
+    streams = feed((node_state(0), "node0"))
+    error = agent_line(None, "node1", {}, NOW, 0, error="no torch distributed job found on this node")
+    streams.take(json.dumps(error), NOW)
+    state = merged(streams)
+    assert any(f.kind == "node-unreachable" and "node1: its agent could not watch: no torch" in f.message
+               for f in state.findings), state.findings  # fmt: skip
+    assert [n.agent for n in state.nodes] == ["ok", "unreachable"]
+
+
+def test_no_agent_at_all_is_said_never_healthy() -> None:
+    streams = Streams()
+    streams.take("bash: ncclcheck: command not found\n", NOW)
+    state = merged(streams)
+    assert [f.kind for f in state.findings] == ["node-missing"] and "command not found" in state.findings[0].message
+    assert state.verdict.status == "problem"
+
+
+def test_healthy_nodes_give_no_finding() -> None:
+    def moving(node: int) -> WatchState:
+        j = job(4, 2, node)
+        rounds = [{r: sample(r, stack("all_reduce", 88 + i % 2), net=i * 10**6) for r in (2 * node, 2 * node + 1)}
+                  for i in range(4)]  # fmt: skip
+        return states(j, *rounds, every=1.5)
+
+    state = merged(feed((moving(0), "node0"), (moving(1), "node1")))
+    assert state.findings == () and state.verdict.status == "ok"
+
+
+def test_fanout_and_slurm_command_lines() -> None:
+    agent = agent_command(1.5, 10.0, "job 1", False, False, None)
+    assert agent[:3] == [sys.executable, "-m", "ncclcheck"] and agent[3:5] == ["watch", "--agent"]
+    assert fanout_command("ssh {} &", ["py", "a b"]) == "ssh py 'a b' &"
+    assert fanout_command("pdsh -w n[1-2]", ["py", "-m"]) == "pdsh -w n[1-2] py -m"
+    assert agent_command(1.5, 10.0, None, False, False, "/opt/venv/bin/python -m ncclcheck")[:3] == [
+        "/opt/venv/bin/python", "-m", "ncclcheck"]  # fmt: skip
+    os.environ.update(SLURM_JOB_ID="5", SLURM_NNODES="1", SLURM_STEP_ID="0", SLURM_CONF="/etc/slurm/slurm.conf")
+    try:
+        argv, env = slurm_command("81234", 16, ["py", "-m", "ncclcheck"])
+    finally:
+        for key in ("SLURM_JOB_ID", "SLURM_NNODES", "SLURM_STEP_ID", "SLURM_CONF"):
+            os.environ.pop(key)
+    assert argv[:6] == ["srun", "--jobid=81234", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
+                        "--input=all"]  # fmt: skip
+    assert "--nodes=16" in argv and argv[-3:] == ["py", "-m", "ncclcheck"]
+    assert not any(k.startswith("SLURM_") and k != "SLURM_CONF" for k in env) and env["SLURM_CONF"]
+
+
+def cli(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ncclcheck", "watch", *args], capture_output=True, text=True,
+                          input=stdin, timeout=120, check=False, cwd=cwd)  # fmt: skip
+
+
+def test_recorded_agent_lines_replay_through_the_cli(tmp_path: Path) -> None:
+    node0 = node_state(0, r1=sample(1, stack(None, 41, "load_batch")))
+    recorded = tmp_path / "agents.jsonl"
+    recorded.write_text("\n".join(lines_of(node0, "node0") + lines_of(node_state(1), "node1")) + "\n")
+    done = cli("--agents", str(recorded), "--json")
+    seen = json.loads(done.stdout)
+    assert done.returncode == 1 and seen["schema"] == "ncclcheck.watch/2"
+    assert [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])]
+    assert [n["host"] for n in seen["nodes"]] == ["node0", "node1"] and len(seen["ranks"]) == 4
+    piped = cli("--agents", "-", stdin=recorded.read_text())
+    assert piped.returncode == 1 and "rank 1 on node0" in piped.stdout
+
+
+def test_bad_multi_node_flags_get_one_line_and_exit_2(tmp_path: Path) -> None:
+    cases = {
+        ("--agents", str(tmp_path / "nope")): "no such file",
+        ("--fanout", "x", "--agents", "y"): "give one",
+        ("--fanout", "x", "--pid", "1"): "--job ID",
+        ("--agent-cmd", "python"): "--slurm or --fanout",
+    }
+    for args, words in cases.items():
+        done = cli(*args)
+        assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--slurm", "--once"], capture_output=True,
+                          text=True, env=env, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 2 and "job id" in done.stderr
+
+
+def test_the_agent_on_a_real_job_ends_when_its_stdin_closes_and_on_sigterm(tmp_path: Path) -> None:
+    log = (tmp_path / "job.log").open("w")
+    job_proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-port=29561", str(WORKER)],
+        env={**os.environ, "MODE": "straggler"}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while (tmp_path / "job.log").read_text().count("ready") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        for ending in ("stdin", "sigterm"):
+            agent = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(job_proc.pid)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+            assert agent.stdout is not None and agent.stdin is not None
+            first = json.loads(agent.stdout.readline())
+            assert first["schema"] == "ncclcheck.watch-agent/1" and [r["rank"] for r in first["ranks"]] == [0, 1]
+            assert all(r["stack"] for r in first["ranks"])
+            if ending == "stdin":
+                agent.stdin.close()
+            else:
+                agent.send_signal(signal.SIGTERM)
+            assert agent.wait(timeout=30) == 0, ending
+            agent.stdout.close()
+            if agent.stdin and not agent.stdin.closed:
+                agent.stdin.close()
+    finally:
+        os.killpg(job_proc.pid, signal.SIGKILL)
+        job_proc.wait(timeout=30)
+        log.close()
+
+
+def test_an_agent_with_no_job_says_so_in_one_line(tmp_path: Path) -> None:
+    done = cli("--agent", "--job", "no-such-job-id")
+    line = json.loads(done.stdout)
+    assert done.returncode == 3 and line["ranks"] == [] and "no job no-such-job-id found" in line["error"]
