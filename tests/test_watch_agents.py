@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from test_watch_real import stop_tree
 from watch_states import all_in, job, sample, stack, states
 
 from ncclcheck.analysis.watch import Judging
@@ -212,8 +213,7 @@ def test_the_agent_on_a_real_job_ends_when_its_stdin_closes_and_on_sigterm(tmp_p
             if agent.stdin and not agent.stdin.closed:
                 agent.stdin.close()
     finally:
-        os.killpg(job_proc.pid, signal.SIGKILL)
-        job_proc.wait(timeout=30)
+        stop_tree(job_proc)  # torchrun puts each rank in its own session: the group alone leaves them behind
         log.close()
 
 

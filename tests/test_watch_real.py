@@ -362,12 +362,13 @@ def test_launcher_source_shows_every_real_rank_in_the_app(job: Any) -> None:
     asyncio.run(drive())
 
 
-@pytest.mark.parametrize(("mode", "most"), [("healthy", 3), ("op", 8)])
+@pytest.mark.parametrize(("mode", "most", "least"), [("healthy", 3, 2), ("op", 2, 1)])
 def test_ranks_whose_sockets_move_are_dumped_less_often(
-    job: Any, monkeypatch: pytest.MonkeyPatch, mode: str, most: int
+    job: Any, monkeypatch: pytest.MonkeyPatch, mode: str, most: int, least: int
 ) -> None:
     """A healthy gloo job's ranks move bytes between samples: their stacks are refreshed every REFRESH-th
-    sample only. Ranks stuck in a collective move nothing and are dumped at every sample."""
+    sample only. Ranks blocked in a collective never run (no CPU time, no context switch on the main thread):
+    their frames cannot change, so the first dump stands (an 8-rank stuck job costs an agent < 1 % of a core)."""
     j = job(mode)
     dumped: list[int] = []
 
@@ -384,7 +385,7 @@ def test_ranks_whose_sockets_move_are_dumped_less_often(
     assert s.sockets_readable
     for rank in (0, 1):
         pid = j.rank_pid(rank)
-        assert (dumped.count(pid) <= most) and (dumped.count(pid) >= (8 if mode == "op" else 2)), dumped
+        assert least <= dumped.count(pid) <= most, dumped
         assert all(snap.samples[rank].stack for snap in snapshots)  # a kept stack is still shown
         assert all(snap.samples[rank].net_bytes is not None for snap in snapshots)
 

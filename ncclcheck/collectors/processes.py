@@ -47,6 +47,17 @@ def main_thread_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def main_thread_switches(pid: int) -> int | None:
+    """Context switches of the process's main thread so far (voluntary + involuntary). Unchanged, with its CPU
+    time unchanged too, the thread has not run since: its stack cannot have changed."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/status", encoding="ascii", errors="replace") as handle:
+            counts = [int(line.split()[1]) for line in handle if "ctxt_switches:" in line]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(counts) if len(counts) == 2 else None
+
+
 def exit_status(pid: int) -> int | None:
     """A zombie's exit code (negative: the signal that killed it), readable until its parent reaps it."""
     fields = _stat_fields(f"/proc/{pid}/stat")

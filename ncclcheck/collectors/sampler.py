@@ -5,7 +5,9 @@ Never pauses or signals the job: py-spy runs with ``--nonblocking`` and the rest
 the kernel's socket table. py-spy calls run at most ``concurrency`` at a time, so 8+ ranks per node
 stay cheap. A rank whose sockets moved bytes since the last sample is progressing whatever its stack
 says, so it keeps its last stack for up to ``REFRESH`` samples instead of a fresh dump: a healthy gloo
-job is dumped a quarter as often, while a rank that stands still is dumped every time.
+job is dumped a quarter as often. A rank whose main thread has not run at all since its dump (no CPU time,
+no context switch: blocked in a collective, a lock, a sleep) keeps that dump: its frames cannot have moved.
+Every other rank is dumped at every sample.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from dataclasses import dataclass
 
 import psutil
 
-from ncclcheck.collectors.processes import exit_status, main_thread_cpu, normal_status, process_state
+from ncclcheck.collectors.processes import (
+    exit_status,
+    main_thread_cpu,
+    main_thread_switches,
+    normal_status,
+    process_state,
+)
 from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
 from ncclcheck.model.smoke import Frame
@@ -35,6 +43,7 @@ class _State:
     main_cpu_s: float | None = None
     net: int | None = None
     exit_code: int | None = None
+    switches: int | None = None  # the main thread's context switches so far
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class _Dumped:
     stack: tuple[Frame, ...]
     error: str | None
     age: int
+    ran: tuple[float | None, int | None] = (None, None)  # the main thread's CPU seconds and switches at the dump
 
 
 class Sampler:
@@ -81,7 +91,7 @@ class Sampler:
         live = (
             [pid for pid, s in states.items() if s.status not in ("gone", "zombie", "stopped")] if self.stacks else []
         )
-        dumps = self._stacks(live, {pid: s.net for pid, s in states.items()})
+        dumps = self._stacks(live, states)
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
@@ -98,18 +108,25 @@ class Sampler:
         running = None if launcher is None else process_state(launcher) not in ("gone", "zombie", "unknown")
         return Snapshot(time.monotonic(), self.job, tuple(samples), running)
 
-    def _stacks(self, pids: list[int], net: dict[int, int | None]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
-        """Each live rank's stack: a fresh dump, or the last one while its sockets move (at most REFRESH samples)."""
+    def _stacks(self, pids: list[int], states: dict[int, _State]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
+        """Each live rank's stack: the last dump while its main thread has not run since (no CPU time, no
+        context switch: its frames cannot have moved; a rank blocked in a collective costs no dump), or while
+        its sockets move (at most REFRESH samples); else a fresh dump."""
         kept: dict[int, tuple[tuple[Frame, ...], str | None]] = {}
         for pid in pids:
-            last = self.dumped.get(pid)
-            moved = net[pid] is not None and last is not None and net[pid] != last.net
-            if last is not None and moved and last.age + 1 < REFRESH and last.error is None:
+            last, now = self.dumped.get(pid), states[pid]
+            if last is None or last.error is not None:
+                continue
+            ran = (now.main_cpu_s, now.switches)
+            asleep = None not in ran and ran == last.ran and not self.native  # --native: C frames are asked for
+            moved = now.net is not None and now.net != last.net
+            if asleep or (moved and last.age + 1 < REFRESH):
                 kept[pid] = (last.stack, None)
-                self.dumped[pid] = _Dumped(net[pid], last.stack, None, last.age + 1)
+                # the counters stay those of the dump: the stack is as old as they are, not as old as this look
+                self.dumped[pid] = _Dumped(now.net, last.stack, None, 0 if asleep else last.age + 1, last.ran)
         fresh = dump_all([p for p in pids if p not in kept], self.timeout_s, self.concurrency, self.native)
         for pid, (stack, error) in fresh.items():
-            self.dumped[pid] = _Dumped(net[pid], stack, error, 0)
+            self.dumped[pid] = _Dumped(states[pid].net, stack, error, 0, (states[pid].main_cpu_s, states[pid].switches))
         return {**kept, **fresh}
 
     def _state(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> _State:
@@ -126,7 +143,8 @@ class Sampler:
             return _State("gone")
         except psutil.Error:
             return _State("unknown")
-        return _State(status, cpu, rss, threads, main_thread_cpu(rank.pid), self._net(rank, sockets))
+        switches = main_thread_switches(rank.pid)  # before the CPU time: a switch in between makes it look awake
+        return _State(status, cpu, rss, threads, main_thread_cpu(rank.pid), self._net(rank, sockets), None, switches)
 
     def _net(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> int | None:
         """The bytes a rank's collectives have moved since watching began, or None when they cannot be counted."""

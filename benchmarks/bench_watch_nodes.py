@@ -1,0 +1,179 @@
+"""What does watching every node cost? Two numbers, each against a baseline in the same run.
+
+1. The viewer, per refresh at 512 nodes x 8 ranks (4,096 ranks), from recorded agent streams: reading one
+   new line from every node (stacks unchanged, as agents send them), the job-wide merge and analysis, the
+   rank table's update and the screen's render in the real Textual app, as CPU time (goal <= 100 ms); the
+   baseline is json.loads of the same lines alone.
+2. The agent on a real 8-rank gloo job stuck in a collective (so that every rank is dumped at every
+   sample, the agent's worst case) at the default interval: its CPU (py-spy included) as a share of one
+   core (goal <= 2 %), and the bytes it writes per sample and per rank.
+Usage: python benchmarks/bench_watch_nodes.py [--nodes 512] [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_watch_real import stop_tree
+from watch_states import all_in, job, sample, stack, states
+
+from ncclcheck.analysis.watch import Judging
+from ncclcheck.analysis.watch_nodes import merge
+from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.model.smoke import Frame
+from ncclcheck.model.watch import WatchState
+from ncclcheck.tui.app import WatchApp
+from ncclcheck.views.watch_agent import agent_line
+
+WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "watch_job.py"
+PER_NODE = 8
+
+
+def recorded(nodes: int, rounds: int) -> list[list[str]]:
+    """``rounds`` lines per node, as each node's agent would write them (the first with stacks)."""
+    world = nodes * PER_NODE
+    out: list[list[str]] = [[] for _ in range(rounds)]
+    for node in range(nodes):
+        first = node * PER_NODE
+        odd = {"r1": sample(1, stack(None, 41, "load_batch"))} if node == 0 else {}
+        state = states(job(world, PER_NODE, node), *[all_in(first + PER_NODE, "all_reduce", first=first, **odd)] * 3)
+        sent: dict[int, tuple[Frame, ...]] = {}
+        for i in range(rounds):
+            out[i].append(json.dumps(agent_line(state, f"gpu-{node:04d}", sent, 1.8e9 + i * 1.5, i)))
+    return out
+
+
+class Frozen:
+    """The app's own poller gets the first state, then waits: the refreshes measured are the benchmark's."""
+
+    def __init__(self, state: WatchState) -> None:
+        self.state, self.polled, self.done = state, False, threading.Event()
+
+    def poll(self) -> WatchState:
+        if self.polled:
+            self.done.wait()
+        self.polled = True
+        return self.state
+
+
+def viewer_cost(nodes: int, refreshes: int = 8) -> tuple[float, float]:
+    """Median CPU ms per refresh (read + merge + analysis + table + render), and of json.loads alone."""
+    lines = recorded(nodes, refreshes + 1)
+    streams = Streams()
+    for line in lines[0]:
+        streams.take(line, 1.8e9)
+    judging = Judging(10.0)
+    state = merge(streams.reports, streams.text, 1.8e9, judging, 1.5)
+    ours: list[float] = []
+    base: list[float] = []
+
+    async def drive() -> None:
+        source = Frozen(state)
+        app = WatchApp(source, 3600.0, clock=lambda: 0.0)
+        async with app.run_test(size=(150, 40)) as pilot:
+            await pilot.pause()
+            for i in range(1, refreshes + 1):
+                now = 1.8e9 + i * 1.5
+                start = time.process_time()
+                for line in lines[i]:
+                    streams.take(line, now)
+                app.state = merge(streams.reports, streams.text, now, judging, 1.5)
+                app.refresh_view()
+                await pilot.pause()
+                ours.append(time.process_time() - start)
+                start = time.process_time()
+                _ = [json.loads(line) for line in lines[i]]
+                base.append(time.process_time() - start)
+            assert len(app.state.ranks) == nodes * PER_NODE and app.state.findings[0].culprits == (1,)
+            source.done.set()
+
+    asyncio.run(drive())
+    return statistics.median(ours) * 1e3, statistics.median(base) * 1e3
+
+
+def agent_cost(seconds: float) -> tuple[float, float, float]:
+    """The agent's CPU share of one core (children included), bytes per line, bytes per rank per line."""
+    log_path = Path(f"/tmp/ncclcheck-bench-nodes-{os.getpid()}.log")
+    log = log_path.open("w")
+    job_proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={PER_NODE}", "--master-port=29571",
+         str(WORKER)],
+        env={**os.environ, "MODE": "straggler", "STUCK_RANK": "7"}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while log_path.read_text(errors="replace").count("ready") < PER_NODE:
+            if job_proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the {PER_NODE}-rank job did not get ready: see {log_path}")
+            time.sleep(0.2)
+        agent = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(job_proc.pid)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert agent.stdout is not None
+        watcher = psutil.Process(agent.pid)
+        sizes: list[int] = []
+        used = 0.0
+        end = time.monotonic() + seconds
+        first = True
+        while time.monotonic() < end:
+            line = agent.stdout.readline()
+            if first:  # start-up (imports, the first dumps) is not the steady cost
+                first, start, before = False, time.monotonic(), _cpu(watcher)
+                continue
+            sizes.append(len(line))
+            used = _cpu(watcher)
+        wall = time.monotonic() - start
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(30)
+        return (used - before) / wall * 100, statistics.median(sizes), statistics.median(sizes) / PER_NODE
+    finally:
+        stop_tree(job_proc)  # each rank has its own session: the launcher's group alone would leave them
+        log.close()
+        log_path.unlink(missing_ok=True)
+
+
+def _cpu(proc: psutil.Process) -> float:
+    """CPU seconds of the agent and of the py-spy children it has now (ended children are counted by the
+    kernel in the agent's children times)."""
+    total = sum(proc.cpu_times()[:4])
+    for child in proc.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            continue
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=512)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    cost, base = min(viewer_cost(args.nodes) for _ in range(3))
+    print(
+        f"viewer refresh at {args.nodes} nodes x {PER_NODE} ranks: {cost:.1f} ms CPU (goal <= 100 ms);"
+        f" json.loads of the lines alone {base:.1f} ms, ratio {cost / base:.1f}x (best of 3)"
+    )
+    share, per_line, per_rank = agent_cost(args.seconds)
+    print(
+        f"agent on a stuck {PER_NODE}-rank job at the default interval: {share:.1f}% of one core (goal <= 2%),"
+        f" {per_line:.0f} bytes per sample, {per_rank:.0f} bytes per rank"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
