@@ -221,3 +221,18 @@ def test_an_agent_with_no_job_says_so_in_one_line(tmp_path: Path) -> None:
     done = cli("--agent", "--job", "no-such-job-id")
     line = json.loads(done.stdout)
     assert done.returncode == 3 and line["ranks"] == [] and "no job no-such-job-id found" in line["error"]
+
+
+def test_a_node_whose_launcher_died_under_running_ranks_is_a_warning_but_not_once_they_exited() -> None:
+    from dataclasses import replace
+
+    node0 = node_state(0, r1=sample(1, stack(None, 41, "load_batch")))
+    streams = feed((node0, "node0"), (node_state(1), "node1"))
+    streams.reports["node1"] = replace(streams.reports["node1"], launcher_running=False)
+    state = merged(streams)
+    assert [(f.kind, f.ranks) for f in state.findings] == [("straggler", (0, 1, 2, 3)), ("launcher-gone", (2, 3))]
+    assert state.findings[1].culprits == () and "node1: the job's launcher" in state.findings[1].message
+    gone = node_state(1, r2=sample(2, (), status="gone"), r3=sample(3, (), status="gone"))
+    ended = feed((node0, "node0"), (gone, "node1"))
+    ended.reports["node1"] = replace(ended.reports["node1"], launcher_running=False)
+    assert all(f.kind != "launcher-gone" for f in merged(ended).findings)

@@ -159,3 +159,23 @@ def test_one_view_of_both_nodes_healthy(tmp_path: Path) -> None:
     assert no_agent_left()
     assert code == 0 and seen["findings"] == [] and seen["verdict"]["status"] == "ok", seen
     assert [n["agent"] for n in seen["nodes"]] == ["ok", "ok"] and len(seen["ranks"]) == 4
+
+
+def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:
+    """node1's torchrun SIGKILLed under a stuck job: its ranks run on as orphans (each has its own session) and
+    still wait for rank 1 on node0: the straggler is still rank 1, and node1's lost launcher is a warning."""
+    import psutil
+
+    with two_hosts("10.79.4") as hosts:
+        start_job(hosts, tmp_path, "straggler", 29555, STUCK_RANK="1")
+        pidns = os.readlink(f"/proc/{hosts[1].pid1}/ns/pid")
+        launchers = [p.pid for p in psutil.process_iter(["cmdline"]) if "torch.distributed.run" in
+                     " ".join(p.info["cmdline"] or []) and os.readlink(f"/proc/{p.pid}/ns/pid") == pidns]  # fmt: skip
+        assert len(launchers) == 1
+        os.kill(launchers[0], 9)
+        code, seen = watch_all(hosts)
+    assert no_agent_left()
+    found = [(f["kind"], f["culprits"]) for f in seen["findings"]]
+    assert code == 1 and found == [("straggler", [1]), ("launcher-gone", [])], seen["findings"]
+    assert seen["findings"][1]["ranks"] == [2, 3] and "node1" in seen["findings"][1]["message"]
+    assert "stalled" not in json.dumps(seen)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.watch import Judging, judge
+from ncclcheck.analysis.watch import EXITED, Judging, judge
 from ncclcheck.analysis.watch_track import Tracked
 from ncclcheck.analysis.watch_verdict import summarise
 from ncclcheck.model.watch import AgentReport, Job, NodeStatus, RankProc, WatchFinding, WatchState
@@ -26,6 +26,10 @@ FANOUT_FIX = (
 SILENT_FIX = (
     "look at that node: `ncclcheck watch` there, or its torchrun agent and dmesg; a node that answers nothing "
     "(ssh hangs) is down or wedged, and its ranks are the ones the others wait on"
+)
+LAUNCHER_FIX = (
+    "see why the launcher (torchrun) on that node ended (its output, dmesg: OOM killer); the ranks there run on as "
+    "orphans until they finish or fail, and an elastic restart cannot happen"
 )
 NO_RANKS_FIX = "read that node's launcher output and `ncclcheck logs` for why its ranks ended or never started"
 
@@ -62,7 +66,8 @@ def merge(
     missing = max(expected - len(heard), 0)
     nodes += [NodeStatus("?", None, "missing", (), None) for _ in range(missing)]
     notes = tuple(dict.fromkeys(n for r in live for n in r.notes))
-    findings = _node_findings(nodes, text, job, started) + judge(tracked, job, judging)
+    orphans = [r for r in live if r.launcher_running is False and any(v.sample.status not in EXITED for v in r.views)]
+    findings = _node_findings(nodes, text, job, started, orphans) + judge(tracked, job, judging)
     findings = tuple(sorted(findings, key=lambda f: ("error", "warning", "info").index(f.severity)))
     verdict = summarise(views, samples, window, findings, judging.threshold(window), judging.stall_s, judging.final)
     return WatchState(now, job, views, findings, verdict, window, samples, notes, tracked.launcher_running,
@@ -84,8 +89,9 @@ def _job(every: Iterable[AgentReport], live: list[AgentReport]) -> Job:
 
 
 def _node_findings(
-    nodes: list[NodeStatus], text: Mapping[str, Iterable[str]], job: Job, started: bool
-) -> tuple[WatchFinding, ...]:
+    nodes: list[NodeStatus], text: Mapping[str, Iterable[str]], job: Job, started: bool,
+    reports_without_launcher: Iterable[AgentReport] = (),
+) -> tuple[WatchFinding, ...]:  # fmt: skip
     out: list[WatchFinding] = []
     seen = {r.rank for r in job.ranks}
     unseen = [r for r in range(job.world_size) if r not in seen]
@@ -99,6 +105,11 @@ def _node_findings(
         elif n.agent == "unreachable":
             out.append(WatchFinding("node-unreachable", "error", (), (), f"{name}: its agent could not watch: "
                                     f"{n.detail}", NO_RANKS_FIX if "no " in n.detail else FANOUT_FIX))  # fmt: skip
+    for r in reports_without_launcher:
+        out.append(WatchFinding("launcher-gone", "warning", tuple(v.rank for v in r.views), (),
+                                f"{r.host}: the job's launcher on this node has exited while rank "
+                                f"{span([v.rank for v in r.views])} run on: nothing will restart them or report how "
+                                "they end, and its rendezvous heartbeat has stopped", LAUNCHER_FIX))  # fmt: skip
     missing = [n for n in nodes if n.agent == "missing"]
     said = [f"{label + ': ' if label else ''}{line}" for label, lines in text.items() for line in lines]
     if started and not nodes:

@@ -103,8 +103,20 @@ def _job(job_id: str, members: list[_Member]) -> Job:
     launchers = {m[2].pid: m[2] for m in members if m[2] is not None}
     launcher = launchers[min(launchers)] if launchers else None
     first = min(members, key=lambda m: m[0].rank)
+    orphaned = launcher is None and all(
+        "TORCHELASTIC_RESTART_COUNT" in m[1] and _under_init(m[0].pid) for m in members
+    )  # torchrun's ranks, reparented: not a wrapper script between torchrun and the ranks, which is no orphan
     return Job(
         job_id, max(r.world_size for r in ranks), nodes, launcher.pid if launcher else None, ranks,
         script=script_of(first[0].cmdline), cwd=cwd_of(first[0].pid),
-        started=started_of([launcher.pid] if launcher else [r.pid for r in ranks]),
+        started=started_of([launcher.pid] if launcher else [r.pid for r in ranks]), orphaned=orphaned,
     )  # fmt: skip
+
+
+def _under_init(pid: int) -> bool:
+    """Whether a process's parent is init or a subreaper (systemd): what an orphan is handed to."""
+    try:
+        parent = psutil.Process(pid).parent()
+        return parent is not None and (parent.pid == 1 or parent.name() in ("systemd", "init"))
+    except psutil.Error:
+        return False

@@ -106,6 +106,8 @@ class Sampler:
             )  # fmt: skip
         launcher = self.job.launcher_pid
         running = None if launcher is None else process_state(launcher) not in ("gone", "zombie", "unknown")
+        if self.job.orphaned:
+            running = False  # torchrun's ranks, handed to init: their launcher died before we looked
         return Snapshot(time.monotonic(), self.job, tuple(samples), running)
 
     def _stacks(self, pids: list[int], states: dict[int, _State]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:

@@ -101,7 +101,8 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
             break  # no agent reported at all
         if state.verdict.status == "finished" and not state.launcher_running:
             return state
-        if args.settle is None and decided(state):
+        judged = first is not None and time.monotonic() - first >= args.stall  # node warnings come at once
+        if args.settle is None and decided(state) and (state.verdict.status != "warning" or judged):
             return state
         time.sleep(next_delay(state, args.interval))
         state = source.poll()
