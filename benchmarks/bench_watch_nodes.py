@@ -20,13 +20,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from bench_watch import Frozen
 from test_watch_real import stop_tree
 from watch_states import all_in, job, sample, stack, states
 
@@ -34,7 +34,6 @@ from ncclcheck.analysis.watch import Judging
 from ncclcheck.analysis.watch_nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import WatchState
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.views.watch_agent import agent_line
 
@@ -54,19 +53,6 @@ def recorded(nodes: int, rounds: int) -> list[list[str]]:
         for i in range(rounds):
             out[i].append(json.dumps(agent_line(state, f"gpu-{node:04d}", sent, 1.8e9 + i * 1.5, i)))
     return out
-
-
-class Frozen:
-    """The app's own poller gets the first state, then waits: the refreshes measured are the benchmark's."""
-
-    def __init__(self, state: WatchState) -> None:
-        self.state, self.polled, self.done = state, False, threading.Event()
-
-    def poll(self) -> WatchState:
-        if self.polled:
-            self.done.wait()
-        self.polled = True
-        return self.state
 
 
 def viewer_cost(nodes: int, refreshes: int = 8) -> tuple[float, float]:

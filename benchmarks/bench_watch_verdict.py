@@ -26,6 +26,9 @@ from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_watch_real import stop_tree
+
 from ncclcheck.analysis.watch import next_delay
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.watch_source import LiveSource
@@ -72,16 +75,7 @@ def start(mode: str, nproc: int, env: dict[str, str]) -> tuple[subprocess.Popen[
 
 
 def stop(proc: subprocess.Popen[bytes], log: Path) -> None:
-    tree = psutil.Process(proc.pid).children(recursive=True)
-    for p in tree:
-        try:
-            p.send_signal(signal.SIGCONT)
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    psutil.wait_procs(tree, timeout=10)
+    stop_tree(proc)
     log.unlink(missing_ok=True)
 
 
