@@ -68,8 +68,8 @@ def parse(
     """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
     out (unchanged). None: a line this version cannot read."""
     host = str(data["host"])
-    job = data.get("job") if isinstance(data.get("job"), dict) else {}
-    assert isinstance(job, dict)
+    raw_job = data.get("job")
+    job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
     try:
         views = tuple(_view(r, host, stacks) for r in data.get("ranks", []))
         return AgentReport(
