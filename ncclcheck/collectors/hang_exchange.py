@@ -16,6 +16,7 @@ from ncclcheck.model.smoke import Hang, RankState
 
 KEY = "ncclcheck/hang/node{}"
 SEEN = "ncclcheck/hang/node{}/seen"
+GATHERED = "ncclcheck/hang/gathered"
 CONNECT_S = 5.0  # one try
 CONNECT_WITHIN_S = 20.0  # all tries
 
@@ -64,17 +65,48 @@ def _cannot(master_addr: str, port: int, exc: Exception) -> str:
     return f"could not post to the rendezvous store {master_addr}:{port}: {exc}"
 
 
-def gather(master_addr: str, port: int, nodes: int, wait_s: float, seen_wait_s: float) -> dict[int, dict[str, Any]]:
-    """The diagnoses other nodes posted, by node rank.
+def connect(master_addr: str, port: int, within_s: float = CONNECT_WITHIN_S) -> Any | None:
+    """Node 0's client of the store, made before its dumps: the connection stands while the job's ranks live."""
+    try:
+        return _store(master_addr, port, within_s)
+    except Exception:
+        return None
+
+
+def await_gathered(store: Any, within_s: float) -> bool:
+    """Nodes > 0, after posting: keep the ranks alive until node 0 has gathered.
+
+    Ending them at once makes node 0's ranks fail, its torchrun exit and the store (with this node's
+    diagnosis on it) go before node 0's slower dumps are done. False if node 0 never said so in
+    ``within_s`` seconds or the store went away.
+    """
+    deadline = time.monotonic() + within_s
+    try:
+        while time.monotonic() < deadline:
+            if store.check([GATHERED]):
+                return True
+            time.sleep(0.2)
+    except Exception:  # the store is gone: node 0 has ended
+        return False
+    return False
+
+
+def gather(store: Any, nodes: int, wait_s: float, seen_wait_s: float) -> dict[int, dict[str, Any]]:
+    """The diagnoses other nodes posted, by node rank; then tells them they may end their ranks.
 
     A node is waited for ``wait_s`` seconds to see the hang too, and one that said it did
     (``announce``) up to ``seen_wait_s`` for its dumps: on a loaded node they take a while.
     """
-    try:
-        store = _store(master_addr, port)
-    except Exception:
-        return {}
     found: dict[int, dict[str, Any]] = {}
+    try:
+        _gather(store, nodes, wait_s, seen_wait_s, found)
+        store.set(GATHERED, "1")
+    except Exception:  # the store went away while gathering (the job ended under us): what came stands
+        pass
+    return found
+
+
+def _gather(store: Any, nodes: int, wait_s: float, seen_wait_s: float, found: dict[int, dict[str, Any]]) -> None:
     seen: set[int] = set()
     start = time.monotonic()
     while len(found) < nodes - 1:
@@ -89,7 +121,6 @@ def gather(master_addr: str, port: int, nodes: int, wait_s: float, seen_wait_s: 
         if waited > seen_wait_s or (waited > wait_s and not seen - set(found)):
             break
         time.sleep(0.1)
-    return found
 
 
 def hang_from_json(data: dict[str, Any]) -> Hang | None:

@@ -52,6 +52,7 @@ from ncclcheck.views.smoke_report import SmokeSummary, hang_json, progress_line,
 POLL_S = 0.2
 GATHER_S = 8.0
 SEEN_S = 30.0  # py-spy's own timeout is 10 s a dump
+AWAIT_GATHER_S = SEEN_S + 30.0  # node 0's own dumps, then its wait for the others
 HANG_FIX = (
     "the culprit rank's stack shows where it is instead of the collective; if every rank is inside it,"
     " run `ncclcheck env` on each node and `ncclcheck logs` on the NCCL logs"
@@ -292,9 +293,12 @@ def _summary(
 
 
 def _announce(settings: launcher.Launch) -> tuple[Any | None, str | None]:
-    """Nodes > 0 of several: say on the rendezvous store that this node saw the hang, before its dumps."""
-    if settings.nodes == 1 or not settings.master_addr or settings.node_rank == 0:
+    """Several nodes, before the dumps: nodes > 0 say on the rendezvous store that they saw the hang;
+    node 0 connects to it while its torchrun (which serves it) surely still runs."""
+    if settings.nodes == 1 or not settings.master_addr:
         return None, None
+    if settings.node_rank == 0:
+        return hang_exchange.connect(settings.master_addr, settings.master_port), None
     return hang_exchange.announce(settings.master_addr, settings.master_port, settings.node_rank)
 
 
@@ -308,12 +312,21 @@ def _exchange(hang: Hang, link: tuple[Any | None, str | None], settings: launche
             why = hang_exchange.post(
                 store, settings.master_addr, settings.master_port, settings.node_rank, hang_json(hang)
             )
-        if why:
+        if why or store is None:
             console.print(f"watchdog: {why}; node 0's report lacks this node's ranks", style="yellow")
+        elif not hang_exchange.await_gathered(store, AWAIT_GATHER_S):
+            console.print("watchdog: node 0 did not confirm it gathered this node's diagnosis", style="yellow")
         return hang
-    posted = hang_exchange.gather(settings.master_addr, settings.master_port, settings.nodes, GATHER_S, SEEN_S)
+    store = link[0]
+    posted = hang_exchange.gather(store, settings.nodes, GATHER_S, SEEN_S) if store is not None else {}
     silent = [node for node in range(1, settings.nodes) if node not in posted]
-    if silent:
+    if store is None:
+        console.print(
+            f"watchdog: the rendezvous store {settings.master_addr}:{settings.master_port} could not be reached;"
+            " the other nodes' diagnoses are in their own reports",
+            style="yellow",
+        )
+    elif silent:
         console.print(
             f"watchdog: node(s) {', '.join(map(str, silent))} posted no diagnosis"
             f" (waited {GATHER_S:.0f} s, {SEEN_S:.0f} s for a node that saw the hang); see their own reports",
