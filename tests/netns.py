@@ -142,11 +142,23 @@ def two_hosts(subnet: str = "10.78.0") -> Iterator[list[Host]]:
 
     with namespaces(2) as spaces:
         made: list[Host] = []
+        uplink = f"nccup{spaces[0].name[-8:-2]}"  # this machine's end: unique per test, at most 15 characters
         try:
             spaces[0].veth("h0", "h1", spaces[1])
             for i, ns in enumerate(spaces):
                 ns.set("lo", "up")
-                ns.addr(f"h{i}", f"{subnet}.{i + 1}/24")
+                ns.ip("link", "set", f"h{i}", "name", "eth0")  # each host's own eth0, as on a cluster
+                ns.addr("eth0", f"{subnet}.{i + 1}/24")
+            # This machine reaches node0 (as a login node reaches the cluster): a viewer outside both hosts
+            # can read the rendezvous store that node0's torchrun serves.
+            _ip("link", "add", uplink, "type", "veth", "peer", "name", "up0")
+            _ip("link", "set", "up0", "netns", spaces[0].name)
+            spaces[0].set("up0", "up")
+            spaces[0].ip("route", "add", f"{subnet}.254/32", "dev", "up0")
+            _ip("addr", "add", f"{subnet}.254/32", "dev", uplink)
+            _ip("link", "set", uplink, "up")
+            _ip("route", "add", f"{subnet}.1/32", "dev", uplink)
+            for i, ns in enumerate(spaces):
                 etc = Path("/etc/netns") / ns.name
                 etc.mkdir(parents=True, exist_ok=True)
                 (etc / "hosts").write_text(f"127.0.0.1 localhost\n{subnet}.1 node0\n{subnet}.2 node1\n")
@@ -157,6 +169,7 @@ def two_hosts(subnet: str = "10.78.0") -> Iterator[list[Host]]:
         finally:
             for host in made:
                 host.end()
+            _ip("link", "del", uplink, check=False)
             for ns in spaces:
                 shutil.rmtree(Path("/etc/netns") / ns.name, ignore_errors=True)
 

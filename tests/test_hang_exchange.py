@@ -84,4 +84,3 @@ def test_a_node_waiting_on_a_store_that_went_away_stops_waiting() -> None:
     node1 = hang_exchange.announce("127.0.0.1", server.port, 1)[0]
     del server  # node 0's torchrun ended: the store is gone
     assert hang_exchange.await_gathered(node1, within_s=3600.0) is False
-

@@ -19,7 +19,7 @@ from ncclcheck.analysis.watch_nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.collectors.nodes_source import agent_command, fanout_command, slurm_command
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import WatchState
+from ncclcheck.model.watch import RendezvousEndpoint, RendezvousMap, RendezvousNode, WatchState
 from ncclcheck.views.watch_agent import agent_line
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
@@ -236,3 +236,89 @@ def test_a_node_whose_launcher_died_under_running_ranks_is_a_warning_but_not_onc
     ended = feed((node0, "node0"), (gone, "node1"))
     ended.reports["node1"] = replace(ended.reports["node1"], launcher_running=False)
     assert all(f.kind != "launcher-gone" for f in merged(ended).findings)
+
+
+def mapped(*nodes: tuple[int, float | None, bool], error: str | None = None) -> RendezvousMap:
+    """torchrun's map: (node rank, heartbeat age, removed) per node."""
+    return RendezvousMap(
+        "node0:29400", "job", 0, tuple(RendezvousNode(f"node{r}", r, 7, age, gone) for r, age, gone in nodes), error
+    )
+
+
+def with_map(streams: Streams, rdzv: RendezvousMap) -> WatchState:
+    return merge(streams.reports, streams.text, NOW + 1, Judging(10.0), 1.5, True, None, rdzv)
+
+
+def test_a_node_without_an_agent_is_named_from_the_rendezvous_and_down_only_when_its_heartbeat_stopped() -> None:
+    streams = feed((node_state(0), "node0"))
+    beating = with_map(streams, mapped((0, 2.0, False), (1, 4.0, False)))
+    missing = [f for f in beating.findings if f.kind == "node-missing"]
+    assert len(missing) == 1 and missing[0].message.startswith("node 1 (node1): no agent output")
+    assert "torchrun runs there, so the agent did not start" in missing[0].message
+    assert "down or wedged" not in missing[0].message and "fan-out" in missing[0].fix
+    assert [(n.host, n.agent, n.address) for n in beating.nodes] == [
+        ("node0", "ok", "node0"),
+        ("node1", "missing", "node1"),
+    ]
+    stopped = with_map(streams, mapped((0, 2.0, False), (1, 312.0, False)))
+    message = next(f.message for f in stopped.findings if f.kind == "node-missing")
+    assert "heartbeat is 312 s old: the node is down or wedged" in message
+    # Clocks skewed by 100 s write every heartbeat: a node as fresh as the others is never called down.
+    skewed = with_map(streams, mapped((0, 102.0, False), (1, 104.0, False)))
+    assert "down or wedged" not in json.dumps([f.message for f in skewed.findings])
+    assert all(f.kind != "stalled" for s in (beating, stopped, skewed) for f in s.findings)
+
+
+def test_a_node_dropped_from_the_rendezvous_is_named_without_a_guess_at_why() -> None:
+    streams = feed((node_state(0), "node0"))
+    remembered = with_map(streams, mapped((0, 1.0, False), (1, 40.0, True)))
+    message = next(f.message for f in remembered.findings if f.kind == "node-missing")
+    assert message.startswith("node 1 (node1): no agent output; torchrun's rendezvous no longer lists it")
+    assert "last heartbeat 40 s ago" in message and "down or wedged" not in message
+    # A viewer that never saw node 1 in the map: the job's node count says it existed.
+    never = with_map(streams, mapped((0, 1.0, False)))
+    message = next(f.message for f in never.findings if f.kind == "node-missing")
+    assert message.startswith("node 1: no agent output; torchrun's rendezvous no longer lists node 1"), message
+
+
+def test_both_nodes_reporting_give_no_node_finding_whatever_the_map_says_and_a_failed_read_is_a_note() -> None:
+    streams = feed((node_state(0), "node0"), (node_state(1), "node1"))
+    fine = with_map(streams, mapped((0, 1.0, False), (1, 2.0, False)))
+    assert [f.kind for f in fine.findings] == ["stalled"]
+    assert [n.heartbeat_age_s for n in fine.nodes] == [1.0, 2.0]
+    failed = with_map(streams, mapped(error="the rendezvous store at node0:29400 could not be read: refused"))
+    assert [f.kind for f in failed.findings] == ["stalled"]
+    assert any("rendezvous map is not known" in n for n in failed.notes)
+
+
+def test_the_rendezvous_state_decoder_admits_only_its_own_classes() -> None:
+    import base64
+    import datetime
+    import pickle
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+
+    from ncclcheck.collectors.rendezvous import decode, endpoint_of
+
+    state = _RendezvousState()
+    now = datetime.datetime(2026, 11, 23, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    a, b = _NodeDesc("10.1.0.3", 11, 0), _NodeDesc("10.1.0.4", 12, 0)
+    state.participants = {a: 0, b: 1}
+    state.last_heartbeats = {a: now - datetime.timedelta(seconds=2), b: now - datetime.timedelta(seconds=312)}
+    state.wait_list = {a}
+    got = decode(base64.b64encode(pickle.dumps(state)), now)
+    assert not isinstance(got, str)
+    assert [(n.addr, n.node_rank, n.agent_pid, n.heartbeat_age_s) for n in got[1]] == [
+        ("10.1.0.3", 0, 11, 2.0),
+        ("10.1.0.4", 1, 12, 312.0),
+    ]
+    evil = base64.b64encode(pickle.dumps(os.system))
+    refused = decode(evil, now)
+    assert isinstance(refused, str) and "posix.system is not part of a rendezvous state" in refused
+    assert decode(b"Y2FuaW1hZGFt", now) == "the rendezvous has no state yet (no node has joined)"
+    garbled = decode(b"%%%", now)
+    assert isinstance(garbled, str) and garbled.startswith("the rendezvous state could not be decoded")
+    line = ["torchrun", "--nnodes=2", "--rdzv_backend", "c10d", "--rdzv-endpoint=node0", "--rdzv-id=j7", "train.py"]
+    assert endpoint_of(line) == RendezvousEndpoint("node0", 29400, "j7")
+    assert endpoint_of(["torchrun", "--master-addr=node0", "--master-port=29500", "train.py"]) is None
+    assert endpoint_of(["torchrun", "--standalone", "--rdzv-backend=c10d", "train.py"]) is None

@@ -18,7 +18,7 @@ WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 
 
 def start(host: Host, node: int, log: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1", "GLOO_SOCKET_IFNAME": f"h{node}"}
+    env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1", "GLOO_SOCKET_IFNAME": "eth0"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}", "--nproc-per-node=2",
            "--master-addr=node0", "--master-port=29544", "--monitor-interval=600", str(WORKER)]  # fmt: skip
     return host.popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
@@ -61,9 +61,11 @@ def start_job(hosts: list[Host], tmp_path: Path, mode: str, port: int, **env: st
     logs = [tmp_path / f"{mode}-node{i}.log" for i in (0, 1)]
     launched = []
     for i, host in enumerate(hosts):
-        environ = {**os.environ, "MODE": mode, "GLOO_SOCKET_IFNAME": f"h{i}", **env}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={i}", "--nproc-per-node=2",
-               "--master-addr=node0", f"--master-port={port}", "--monitor-interval=600", str(WORKER)]  # fmt: skip
+        environ = {**os.environ, "MODE": mode, "GLOO_SOCKET_IFNAME": "eth0", **env}
+        # c10d rendezvous hosted by node0's torchrun; nodes are numbered by name, so node0's ranks are 0 and 1.
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
+               "--rdzv-backend=c10d", f"--rdzv-endpoint=node0:{port}", f"--rdzv-id=job-{mode}",
+               *(["--rdzv-conf=is_host=1"] if i == 0 else []), "--monitor-interval=600", str(WORKER)]  # fmt: skip
         launched.append(host.popen(cmd, env=environ, stdout=logs[i].open("w"), stderr=subprocess.STDOUT))
     deadline = time.monotonic() + 120
     while sum(log.read_text(errors="replace").count("ready") for log in logs) < 4:
@@ -159,6 +161,56 @@ def test_one_view_of_both_nodes_healthy(tmp_path: Path) -> None:
     assert no_agent_left()
     assert code == 0 and seen["findings"] == [] and seen["verdict"]["status"] == "ok", seen
     assert [n["agent"] for n in seen["nodes"]] == ["ok", "ok"] and len(seen["ranks"]) == 4
+    # torchrun's own map, read from node0's c10d rendezvous store from outside both hosts: both nodes beat.
+    assert [(n["address"], n["left_rendezvous"]) for n in seen["nodes"]] == [("node0", False), ("node1", False)]
+    assert all(0 <= n["heartbeat_age_s"] < 15 for n in seen["nodes"]), seen["nodes"]
+
+
+def frozen_host(host: Host) -> list[int]:
+    """Every process of a test host but its PID 1 (torchrun and its ranks), as this machine numbers them."""
+    import psutil
+
+    pidns = os.readlink(f"/proc/{host.pid1}/ns/pid")
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != host.pid1 and os.readlink(f"/proc/{proc.pid}/ns/pid") == pidns:
+                found.append(proc.pid)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_node_without_an_agent_is_named_from_torchrun_s_rendezvous(tmp_path: Path) -> None:
+    """The fan-out reaches node0 only. While node1's torchrun beats, the viewer names node 1 from the rendezvous
+    and says torchrun runs there (the agent is what is missing: never "down"); once node1 is wedged (every
+    process stopped), its heartbeat stops and the viewer says the node is down or wedged."""
+    with two_hosts("10.79.5") as hosts:
+        start_job(hosts, tmp_path, "healthy", 29556)
+        code, alive = watch_all(hosts[:1])
+        wedged = frozen_host(hosts[1])
+        for pid in wedged:
+            os.kill(pid, 19)  # SIGSTOP: torchrun's heartbeat stops too
+        try:
+            time.sleep(18)  # torchrun beats every 5 s; 15 s behind the others is stopped
+            code2, dead = watch_all(hosts[:1])
+        finally:
+            for pid in wedged:
+                os.kill(pid, 18)
+    assert no_agent_left()
+    missing = [f for f in alive["findings"] if f["kind"] == "node-missing"]
+    assert code == 1 and len(missing) == 1, alive["findings"]
+    assert missing[0]["message"].startswith("node 1 (node1): no agent output; its torchrun agent's heartbeat is")
+    assert "torchrun runs there, so the agent did not start" in missing[0]["message"]
+    assert "down or wedged" not in json.dumps(alive)
+    assert [(n["host"], n["agent"]) for n in alive["nodes"]] == [("node0", "ok"), ("node1", "missing")]
+    missing = [f for f in dead["findings"] if f["kind"] == "node-missing"]
+    assert code2 == 1 and len(missing) == 1, dead["findings"]
+    # Read before torchrun on node0 drops node1 (three missed beats), or after: either way node 1 is named.
+    message = missing[0]["message"]
+    stale = message.startswith("node 1 (node1): no agent output") and "the node is down or wedged" in message
+    assert stale or "torchrun's rendezvous no longer lists node 1" in message, message
+    assert "stalled" not in json.dumps(dead) and "stalled" not in json.dumps(alive)
 
 
 def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:

@@ -9,15 +9,26 @@ and `stalled` (blame the transport) needs every rank of the job seen.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ncclcheck.analysis.ranks import span
 from ncclcheck.analysis.watch import EXITED, Judging, judge
 from ncclcheck.analysis.watch_track import Tracked
 from ncclcheck.analysis.watch_verdict import summarise
-from ncclcheck.model.watch import AgentReport, Job, NodeStatus, RankProc, WatchFinding, WatchState
+from ncclcheck.model.watch import (
+    AgentReport,
+    Job,
+    NodeStatus,
+    RankProc,
+    RendezvousMap,
+    RendezvousNode,
+    WatchFinding,
+    WatchState,
+)
 
 SILENT_MIN_S = 10.0  # a node is silent after this long without a line, and at least SILENT_INTERVALS samples
 SILENT_INTERVALS = 4
+STALE_BEAT_S = 15.0  # torchrun's agents beat every 5 s; three missed and the others drop the node
 FANOUT_FIX = (
     "run the agent by hand on that node (`python -m ncclcheck watch --agent --once`): ncclcheck must be importable "
     "there (--agent-cmd names another python or venv), the fan-out tool must reach the node, and py-spy must be "
@@ -37,23 +48,27 @@ NO_RANKS_FIX = "read that node's launcher output and `ncclcheck logs` for why it
 def merge(
     reports: Mapping[str, AgentReport], text: Mapping[str, Iterable[str]], now: float, judging: Judging,
     interval_s: float, started: bool = True, expected_nodes: int | None = None,
+    rendezvous: RendezvousMap | None = None,
 ) -> WatchState:  # fmt: skip
     """The job-wide state: nodes that report are judged together; silent and failed ones become findings.
     ``text``: what the fan-out printed that was not an agent line, by label; ``started``: False while the
     fan-out is still starting its agents (no node is missing yet); ``expected_nodes``: how many nodes the job
-    holds, where the launcher (SLURM) says so; else the ranks' GROUP_WORLD_SIZE."""
+    holds, where the launcher (SLURM) says so; else the ranks' GROUP_WORLD_SIZE; ``rendezvous``: torchrun's
+    own map of the job (every node's address and heartbeat), where it could be read."""
     silent_after = max(SILENT_MIN_S, SILENT_INTERVALS * interval_s)
+    mapped = {n.node_rank: n for n in rendezvous.nodes} if rendezvous else {}
     nodes: list[NodeStatus] = []
     live: list[AgentReport] = []
     for r in sorted(reports.values(), key=lambda r: (r.node_rank is None, r.node_rank or 0, r.host)):
         age = max(now - r.received, 0.0)
         ranks = tuple(v.rank for v in r.views)
+        where = _mapped(mapped.get(r.node_rank) if r.node_rank is not None else None)
         if r.error and not r.views:
-            nodes.append(NodeStatus(r.host, r.node_rank, "unreachable", (), age, r.error))
+            nodes.append(NodeStatus(r.host, r.node_rank, "unreachable", (), age, r.error, **where))
         elif age > silent_after and not r.done:
-            nodes.append(NodeStatus(r.host, r.node_rank, "silent", ranks, age))
+            nodes.append(NodeStatus(r.host, r.node_rank, "silent", ranks, age, **where))
         else:
-            nodes.append(NodeStatus(r.host, r.node_rank, "ok", ranks, age, r.done or ""))
+            nodes.append(NodeStatus(r.host, r.node_rank, "ok", ranks, age, r.done or "", **where))
             live.append(r)
     job = _job(reports.values(), live)
     views = tuple(sorted((v for r in live for v in r.views), key=lambda v: v.rank))
@@ -61,13 +76,29 @@ def merge(
     window = min((r.window_s for r in live if r.views), default=0.0)
     running = [r.launcher_running for r in live if r.launcher_running is not None]
     tracked = Tracked(now, window, samples, views, any(running) if running else None)
-    expected = expected_nodes or job.nodes or 0
-    heard = {n.host for n in nodes}
-    missing = max(expected - len(heard), 0)
+    expected = max(expected_nodes or job.nodes or 0, len(mapped))
+    heard_ranks = {n.node_rank for n in nodes if n.node_rank is not None}
+    nodes += [
+        NodeStatus(m.addr, m.node_rank, "missing", (), None, **_mapped(m))
+        for m in sorted(mapped.values(), key=lambda m: m.node_rank)
+        if m.node_rank not in heard_ranks
+    ]  # named by torchrun's own map
+    if rendezvous is not None and rendezvous.error is None and mapped:
+        heard_ranks |= set(mapped)
+        nodes += [
+            NodeStatus("?", rank, "missing", (), None, left_rendezvous=True)
+            for rank in range(expected)
+            if rank not in heard_ranks
+        ]  # the job had it (its node count), torchrun's map no longer lists it
+    missing = max(expected - len(nodes), 0)
     nodes += [NodeStatus("?", None, "missing", (), None) for _ in range(missing)]
     notes = tuple(dict.fromkeys(n for r in live for n in r.notes))
+    if rendezvous is not None and rendezvous.error:
+        notes += (f"torchrun's rendezvous map is not known: {rendezvous.error}",)
     orphans = [r for r in live if r.launcher_running is False and any(v.sample.status not in EXITED for v in r.views)]
-    findings = _node_findings(nodes, text, job, started, orphans) + judge(tracked, job, judging)
+    beats = [m.heartbeat_age_s for m in mapped.values() if m.heartbeat_age_s is not None and not m.removed]
+    freshest = min(beats, default=None)
+    findings = _node_findings(nodes, text, job, started, orphans, freshest) + judge(tracked, job, judging)
     findings = tuple(sorted(findings, key=lambda f: ("error", "warning", "info").index(f.severity)))
     verdict = summarise(views, samples, window, findings, judging.threshold(window), judging.stall_s, judging.final)
     return WatchState(now, job, views, findings, verdict, window, samples, notes, tracked.launcher_running,
@@ -88,20 +119,52 @@ def _job(every: Iterable[AgentReport], live: list[AgentReport]) -> Job:
     return Job(ids[0] if ids else "?", max(world, len(procs)), nodes, None, tuple(sorted(procs, key=lambda p: p.rank)))
 
 
+def _mapped(m: RendezvousNode | None) -> dict[str, Any]:
+    """What torchrun's rendezvous says of a node, as NodeStatus fields."""
+    if m is None:
+        return {}
+    return {"address": m.addr, "heartbeat_age_s": m.heartbeat_age_s, "left_rendezvous": m.removed}
+
+
+def _beat(n: NodeStatus, freshest: float | None) -> tuple[str, bool | None]:
+    """What the node's torchrun heartbeat says, and whether it has stopped (None: not known).
+
+    Stopped is judged against the freshest heartbeat of the others, not this viewer's clock: the nodes'
+    clocks write the heartbeats, and a skewed clock must not make a live node look dead."""
+    if n.left_rendezvous and n.heartbeat_age_s is None:
+        return (f"; torchrun's rendezvous no longer lists node {n.node_rank}: its torchrun left it (ended, or was "
+                "dropped by the others when its heartbeat stopped)", None)  # fmt: skip
+    age = n.heartbeat_age_s
+    if age is None:
+        return "", None
+    if n.left_rendezvous:
+        return (f"; torchrun's rendezvous no longer lists it: its torchrun left (ended, or was dropped by the "
+                f"others when its heartbeat stopped), its last heartbeat {age:.0f} s ago", None)  # fmt: skip
+    if age - (freshest if freshest is not None else 0.0) > STALE_BEAT_S:
+        return f"; its torchrun agent's heartbeat is {age:.0f} s old: the node is down or wedged", True
+    return f"; its torchrun agent's heartbeat is {age:.0f} s old: torchrun runs there", False
+
+
 def _node_findings(
     nodes: list[NodeStatus], text: Mapping[str, Iterable[str]], job: Job, started: bool,
-    reports_without_launcher: Iterable[AgentReport] = (),
+    reports_without_launcher: Iterable[AgentReport] = (), freshest: float | None = None,
 ) -> tuple[WatchFinding, ...]:  # fmt: skip
     out: list[WatchFinding] = []
     seen = {r.rank for r in job.ranks}
     unseen = [r for r in range(job.world_size) if r not in seen]
     for n in nodes:
         name = _name(n)
+        beat, stopped = _beat(n, freshest)
         if n.agent == "silent":
             lost = f" (rank {span(list(n.ranks))} not seen since)" if n.ranks else ""
+            why = (
+                beat if stopped
+                else f"{beat}: its agent or the fan-out's connection to it is wedged" if stopped is False
+                else ": the node, its agent or the fan-out's connection to it is wedged"
+            )  # fmt: skip
             out.append(WatchFinding("node-silent", "error", n.ranks, n.ranks,
-                                    f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}: the "
-                                    "node, its agent or the fan-out's connection to it is wedged", SILENT_FIX))  # fmt: skip
+                                    f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}{why}",
+                                    SILENT_FIX))  # fmt: skip
         elif n.agent == "unreachable":
             out.append(WatchFinding("node-unreachable", "error", (), (), f"{name}: its agent could not watch: "
                                     f"{n.detail}", NO_RANKS_FIX if "no " in n.detail else FANOUT_FIX))  # fmt: skip
@@ -110,16 +173,23 @@ def _node_findings(
                                 f"{r.host}: the job's launcher on this node has exited while rank "
                                 f"{span([v.rank for v in r.views])} run on: nothing will restart them or report how "
                                 "they end, and its rendezvous heartbeat has stopped", LAUNCHER_FIX))  # fmt: skip
-    missing = [n for n in nodes if n.agent == "missing"]
+    missing = [n for n in nodes if n.agent == "missing" and n.node_rank is None]
+    named = [n for n in nodes if n.agent == "missing" and n.node_rank is not None]
     said = [f"{label + ': ' if label else ''}{line}" for label, lines in text.items() for line in lines]
+    words = f"; the fan-out said: {' | '.join(said[-4:])}" if said else ""
+    for n in named if started else ():
+        beat, stopped = _beat(n, freshest)
+        if stopped is False:
+            beat += ", so the agent did not start there or its output does not come back"
+        out.append(WatchFinding("node-missing", "error", (), (), f"{_name(n)}: no agent output{beat}{words}",
+                                FANOUT_FIX if stopped is False else SILENT_FIX))  # fmt: skip
     if started and not nodes:
         words = f": it printed {' | '.join(said[-4:])}" if said else " and printed nothing"
         out.append(WatchFinding("node-missing", "error", (), (), f"no agent reported at all{words}", FANOUT_FIX))
     elif missing and started:
         what = f" (rank {span(unseen)} not seen)" if unseen else ""
-        words = f"; the fan-out said: {' | '.join(said[-4:])}" if said else ""
         out.append(WatchFinding("node-missing", "error", tuple(unseen), (),
-                                f"{len(missing)} of {job.nodes} nodes sent no agent output{what}{words}",
+                                f"{len(missing)} of {len(nodes)} nodes sent no agent output{what}{words}",
                                 FANOUT_FIX))  # fmt: skip
     elif said and (unseen or any(n.agent != "ok" for n in nodes)):
         out.append(WatchFinding("fanout-output", "warning", (), (),
@@ -128,4 +198,9 @@ def _node_findings(
 
 
 def _name(n: NodeStatus) -> str:
-    return f"node {n.node_rank} ({n.host})" if n.node_rank is not None else n.host
+    if n.node_rank is None:
+        return n.host
+    if n.host == "?":
+        return f"node {n.node_rank}"
+    also = f", {n.address}" if n.address and n.address != n.host else ""
+    return f"node {n.node_rank} ({n.host}{also})"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import AgentReport, RankSample, RankView
+from ncclcheck.model.watch import AgentReport, RankSample, RankView, RendezvousEndpoint
 from ncclcheck.views.watch_agent import AGENT_SCHEMA
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
@@ -78,9 +78,23 @@ def parse(
             nodes=_int(job.get("nodes")), launcher_running=job.get("launcher_running"),
             window_s=float(data.get("window_s", 0.0)), samples=int(data.get("samples", 0)), views=views,
             notes=tuple(str(n) for n in data.get("notes", [])), error=data.get("error"), done=data.get("done"),
+            rendezvous=_endpoint(data.get("rendezvous")),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _endpoint(data: object) -> RendezvousEndpoint | None:
+    """The agent's torchrun's c10d rendezvous endpoint, as the agent reported it."""
+    if not isinstance(data, dict):
+        return None
+    host, _, port = str(data.get("endpoint", "")).rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    address = data.get("address")
+    return RendezvousEndpoint(
+        host, int(port), str(data.get("run_id") or "none"), address if isinstance(address, str) else None
+    )
 
 
 def _int(value: object) -> int | None:

@@ -15,13 +15,17 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Mapping
 
 from ncclcheck.analysis.watch import Judging
 from ncclcheck.analysis.watch_nodes import SILENT_INTERVALS, SILENT_MIN_S, merge
+from ncclcheck.collectors import rendezvous
 from ncclcheck.collectors.agent_streams import FanOut, Streams, replay
-from ncclcheck.model.watch import Verdict, WatchState
+from ncclcheck.model.watch import AgentReport, RendezvousEndpoint, RendezvousMap, RendezvousNode, Verdict, WatchState
 
+RDZV_EVERY_S = 10.0  # torchrun's agents beat every 5 s; one read per 10 s adds nothing to the store's load
 KEEP_SLURM = ("SLURM_CONF",)  # the rest of SLURM_* in the viewer's shell describes its own step, not job J
 
 
@@ -74,6 +78,7 @@ class NodesSource:
         self.fanout, self.recorded, self.expected_nodes = fanout, recorded, expected_nodes
         self.begun = time.monotonic()
         self.state: WatchState | None = None
+        self.map = JobMap()
 
     @classmethod
     def from_file(cls, path: str, stall_s: float, interval_s: float) -> NodesSource:
@@ -89,13 +94,14 @@ class NodesSource:
                 )
             now = time.time()
             grace = max(SILENT_MIN_S, SILENT_INTERVALS * self.interval_s)
-            started = time.monotonic() - self.begun > grace or not self.fanout.running()
+            started = final or time.monotonic() - self.begun > grace or not self.fanout.running()
         else:
             assert self.recorded is not None
             reports, text = self.recorded.reports, {k: list(v) for k, v in self.recorded.text.items()}
             now = max((r.received for r in reports.values()), default=0.0)
             started = True
-        state = merge(reports, text, now, judging, self.interval_s, started, self.expected_nodes)
+        known = self.map.now(reports, now) if self.fanout is not None else None
+        state = merge(reports, text, now, judging, self.interval_s, started, self.expected_nodes, known)
         if not started and (not reports or any(n.agent == "missing" for n in state.nodes)):
             heard = sum(1 for n in state.nodes if n.agent != "missing")
             waiting = f"… starting the agents: {heard}{f'/{len(state.nodes)}' if state.nodes else ''} nodes reporting"
@@ -111,3 +117,49 @@ class NodesSource:
     def close(self) -> None:
         if self.fanout is not None:
             self.fanout.close()
+
+
+class JobMap:
+    """torchrun's own map of the job, read in the background every RDZV_EVERY_S from the c10d rendezvous an
+    agent's launcher names (a read never delays a refresh). A node the other torchruns dropped from the map (its
+    heartbeat stopped) is remembered, with its last heartbeat, so that the view can still name it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.latest: RendezvousMap | None = None
+        self.beats: dict[int, tuple[RendezvousNode, float | None]] = {}  # node rank: node, last beat (epoch)
+        self.reading = False
+        self.read_at = -RDZV_EVERY_S
+
+    def now(self, reports: Mapping[str, AgentReport], now: float) -> RendezvousMap | None:
+        """The map as of ``now`` (heartbeat ages counted to it); None when no agent names a c10d rendezvous."""
+        endpoint = next(
+            (r.rendezvous for r in sorted(reports.values(), key=lambda r: (r.node_rank is None, r.node_rank or 0))
+             if r.rendezvous is not None), None,
+        )  # fmt: skip
+        if endpoint is None:
+            return None
+        with self.lock:
+            if not self.reading and time.monotonic() - self.read_at >= RDZV_EVERY_S:
+                self.reading, self.read_at = True, time.monotonic()
+                threading.Thread(target=self._read, args=(endpoint,), daemon=True, name="rendezvous").start()
+            latest, beats = self.latest, dict(self.beats)
+        if latest is None:
+            return None
+        present = {n.node_rank for n in latest.nodes}
+        nodes = tuple(
+            RendezvousNode(node.addr, rank, node.agent_pid, None if beat is None else max(now - beat, 0.0),
+                           removed=latest.error is None and rank not in present)
+            for rank, (node, beat) in sorted(beats.items())
+        )  # fmt: skip
+        return RendezvousMap(latest.endpoint, latest.run_id, latest.round, nodes, latest.error)
+
+    def _read(self, endpoint: RendezvousEndpoint) -> None:
+        got = rendezvous.read(endpoint)
+        read_at = time.time()
+        with self.lock:
+            self.latest, self.reading = got, False
+            if got.error is None:
+                for node in got.nodes:
+                    beat = None if node.heartbeat_age_s is None else read_at - node.heartbeat_age_s
+                    self.beats[node.node_rank] = (node, beat)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ncclcheck.analysis.watch import next_delay
 from ncclcheck.collectors.jobs import discover, pick
+from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.watch_source import LiveSource
 from ncclcheck.model.smoke import Frame
 from ncclcheck.views.watch_agent import agent_line
@@ -50,10 +51,12 @@ def run(args: argparse.Namespace) -> int:
         _emit(agent_line(None, host, sent, time.time(), seq, error=error))
         return EXIT_NO_JOB if not jobs else EXIT_USAGE
     source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
+    rendezvous = launcher_endpoint(jobs[0].launcher_pid)  # the viewer reads the job's map there; never this agent
     while not stop.is_set():
         state = source.poll()
         over = state.verdict.status == "finished" and not state.launcher_running
-        if not _emit(agent_line(state, host, sent, time.time(), seq, done=DONE if over else None)):
+        line = agent_line(state, host, sent, time.time(), seq, done=DONE if over else None, rendezvous=rendezvous)
+        if not _emit(line):
             return 0  # nobody reads any more
         seq += 1
         if over or args.once:

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, live: bool) -> int:
         return EXIT_NO_JOB if not state.findings else 1
     if any(f.severity in ("error", "warning") for f in state.findings):
         return 1
-    return EXIT_UNDECIDED if state.verdict.status == "undecided" else 0
+    return EXIT_UNDECIDED if state.verdict.status in ("undecided", "pending") else 0
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -95,10 +95,10 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
     while not source.ended():  # recorded lines, or every agent ended: judge what came
         if state.ranks and first is None:
             first = time.monotonic()
-        if first is not None and time.monotonic() - first >= window:
-            break
-        if first is None and time.monotonic() - begun > window + 2 * SILENT_MIN_S:
-            break  # no agent reported at all
+        if first is not None and time.monotonic() - first >= window and state.verdict.status != "pending":
+            break  # pending: the fan-out is still within its start-up grace; a node may yet come
+        if time.monotonic() - begun > window + 2 * SILENT_MIN_S:
+            break  # no agent reported at all, or one never did: the final poll names what is missing
         if state.verdict.status == "finished" and not state.launcher_running:
             return state
         judged = first is not None and time.monotonic() - first >= args.stall  # node warnings come at once

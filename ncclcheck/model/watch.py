@@ -161,6 +161,42 @@ class AgentReport:
     notes: tuple[str, ...] = ()
     error: str | None = None  # the agent's own words: no job on that node, several jobs, ...
     done: str | None = None  # why the agent ended, when it did
+    rendezvous: RendezvousEndpoint | None = None  # its torchrun's c10d rendezvous, from the launcher's command line
+
+
+@dataclass(frozen=True)
+class RendezvousEndpoint:
+    """Where a torchrun's c10d rendezvous is, from its command line."""
+
+    host: str
+    port: int
+    run_id: str  # --rdzv-id; torchrun's default is "none"
+    address: str | None = None  # ``host`` as the launcher's node resolves it (the viewer may not resolve it)
+
+    def text(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class RendezvousNode:
+    """One node as torchrun's c10d rendezvous knows it."""
+
+    addr: str  # the node's address or name as its torchrun gave it (--local-addr, else its FQDN)
+    node_rank: int
+    agent_pid: int | None  # its torchrun's pid, as that node numbers it
+    heartbeat_age_s: float | None  # since its torchrun's last rendezvous heartbeat (every 5 s), on the reader's clock
+    removed: bool = False  # seen in an earlier read, gone from this one: the other torchruns dropped it
+
+
+@dataclass(frozen=True)
+class RendezvousMap:
+    """One read of a job's rendezvous state (``collectors.rendezvous``), or why it could not be read."""
+
+    endpoint: str
+    run_id: str
+    round: int | None
+    nodes: tuple[RendezvousNode, ...]
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +210,9 @@ class NodeStatus:
     ranks: tuple[int, ...]
     sample_age_s: float | None  # seconds since its last line; None: never heard from
     detail: str = ""  # the fan-out tool's or agent's own words, when it failed
+    address: str = ""  # as torchrun's rendezvous knows the node; "" when it was not read
+    heartbeat_age_s: float | None = None  # its torchrun's last rendezvous heartbeat; None when not known
+    left_rendezvous: bool = False  # the other torchruns removed it from the rendezvous (its heartbeat stopped)
 
 
 @dataclass(frozen=True)

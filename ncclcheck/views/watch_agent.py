@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import WatchState
+from ncclcheck.model.watch import RendezvousEndpoint, WatchState
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"
 
 
 def agent_line(
     state: WatchState | None, host: str, sent: dict[int, tuple[Frame, ...]], now: float, seq: int,
-    error: str | None = None, done: str | None = None,
+    error: str | None = None, done: str | None = None, rendezvous: RendezvousEndpoint | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
@@ -40,6 +40,9 @@ def agent_line(
             "script": job.script,
             "launcher_running": state.launcher_running,
         },
+        rendezvous=None
+        if rendezvous is None
+        else {"endpoint": rendezvous.text(), "address": rendezvous.address, "run_id": rendezvous.run_id},
         window_s=round(state.window_s, 2),
         samples=state.samples,
         ranks=[],

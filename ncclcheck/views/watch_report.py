@@ -49,6 +49,9 @@ def node_json(n: NodeStatus) -> dict[str, Any]:
         "agent": n.agent,
         "ranks": list(n.ranks),
         "sample_age_s": None if n.sample_age_s is None else round(n.sample_age_s, 1),
+        "address": n.address or None,
+        "heartbeat_age_s": None if n.heartbeat_age_s is None else round(n.heartbeat_age_s, 1),
+        "left_rendezvous": n.left_rendezvous,
         "detail": n.detail,
     }
 
