@@ -110,6 +110,7 @@ def _job(job_id: str, members: list[_Member]) -> Job:
         job_id, max(r.world_size for r in ranks), nodes, launcher.pid if launcher else None, ranks,
         script=script_of(first[0].cmdline), cwd=cwd_of(first[0].pid),
         started=started_of([launcher.pid] if launcher else [r.pid for r in ranks]), orphaned=orphaned,
+        slurm_job=env.get("SLURM_JOB_ID") or None,
     )  # fmt: skip
 
 

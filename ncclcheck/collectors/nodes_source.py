@@ -30,10 +30,11 @@ KEEP_SLURM = ("SLURM_CONF",)  # the rest of SLURM_* in the viewer's shell descri
 
 
 def agent_command(interval_s: float, stall_s: float, job: str | None, native: bool, no_stacks: bool,
-                  agent_cmd: str | None) -> list[str]:  # fmt: skip
+                  agent_cmd: str | None, slurm_job: str | None = None) -> list[str]:  # fmt: skip
     base = shlex.split(agent_cmd) if agent_cmd else [sys.executable, "-m", "ncclcheck"]
     argv = [*base, "watch", "--agent", "--interval", f"{interval_s:g}", "--stall", f"{stall_s:g}"]
     argv += ["--job", job] if job else []
+    argv += ["--slurm-job", slurm_job] if slurm_job else []
     argv += ["--native"] if native else []
     argv += ["--no-stacks"] if no_stacks else []
     return argv

@@ -71,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     nodes.add_argument("--agents", metavar="FILE", help="agent lines collected before (- for stdin)")
     nodes.add_argument("--agent-cmd", metavar="CMD",
                        help="how to run ncclcheck on the nodes (default: this python -m ncclcheck)")  # fmt: skip
+    nodes.add_argument("--slurm-job", metavar="JOBID", help=argparse.SUPPRESS)  # the agent: only this SLURM job's ranks
     nodes.add_argument("--agent", action="store_true",
                        help="be the agent: one ncclcheck.watch-agent/1 JSON line per sample of this node, on stdout")  # fmt: skip
     parser.add_argument(

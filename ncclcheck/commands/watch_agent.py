@@ -39,10 +39,13 @@ def run(args: argparse.Namespace) -> int:
     _stop_when_stdin_closes(stop)
     host, sent, seq = socket.gethostname(), dict[int, tuple[Frame, ...]](), 0
     jobs = discover(args.pid)
+    if args.slurm_job:  # started by the viewer's --slurm: this SLURM job's ranks, whatever else runs here
+        jobs = tuple(j for j in jobs if j.slurm_job == args.slurm_job)
     if args.job:
         jobs = pick(jobs, args.job)
     if len(jobs) != 1:
         what = f"job {args.job}" if args.job else "torch distributed job"
+        what += f" of SLURM job {args.slurm_job}" if args.slurm_job else ""
         error = (
             f"no {what} found on this node (its ranks exited, never started here, or are not readable by this user)"
             if not jobs

@@ -68,8 +68,8 @@ def _source(args: argparse.Namespace) -> NodesSource:
         if args.agents != "-" and not os.path.isfile(args.agents):
             raise ValueError(f"--agents {args.agents}: no such file (agent lines, one JSON object per line)")
         return NodesSource.from_file(args.agents, args.stall, args.interval)
-    agent = agent_command(args.interval, args.stall, args.job, args.native, args.no_stacks, args.agent_cmd)
     if args.fanout:
+        agent = agent_command(args.interval, args.stall, args.job, args.native, args.no_stacks, args.agent_cmd)
         return NodesSource(args.stall, args.interval, FanOut(fanout_command(args.fanout, agent), shell=True))
     job_id = args.slurm or os.environ.get("SLURM_JOB_ID", "")
     if not job_id:
@@ -81,6 +81,7 @@ def _source(args: argparse.Namespace) -> NodesSource:
             "--slurm: srun is not on PATH (run the viewer on a login node of the cluster, or use --fanout)"
         )
     nodes = slurm_nodes(job_id)
+    agent = agent_command(args.interval, args.stall, args.job, args.native, args.no_stacks, args.agent_cmd, job_id)
     argv, env = slurm_command(job_id, nodes, agent)
     return NodesSource(args.stall, args.interval, FanOut(argv, env=env), expected_nodes=nodes)
 

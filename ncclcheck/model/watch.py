@@ -36,6 +36,7 @@ class Job:
     started: float | None = None  # epoch seconds: the launcher's start, else the first rank's
     how: str = "env"  # env: ranks carry RANK/WORLD_SIZE; spawn: torch.multiprocessing.spawn children
     orphaned: bool = False  # started by torchrun (its variables are set), now children of init: torchrun is gone
+    slurm_job: str | None = None  # the SLURM job the ranks run in (their SLURM_JOB_ID)
 
     def expected_local(self) -> tuple[int, ...]:
         """Rank numbers that should live on this node: the found ones plus gaps in this node's block.

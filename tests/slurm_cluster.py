@@ -1,0 +1,128 @@
+"""A real one-node SLURM cluster on this machine for the tests: Debian's slurm-wlm (installed here when missing
+and apt can), a private munged, slurmctld and slurmd, all on private sockets, ports and directories.
+
+``slurm_cluster()`` yields the environment a client needs (SLURM_CONF) or skips saying why it cannot be made
+(not root, no apt, daemons that will not start). Everything it started is stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+
+PACKAGES = ("slurm-wlm", "munge")
+DAEMONS = ("slurmctld", "slurmd", "munged")
+CONF = """ClusterName=ncclcheck
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=16817
+SlurmdPort=16818
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.sock
+CredType=cred/munge
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+ReturnToService=2
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName={host} CPUs={cpus} RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+"""
+
+
+def _install() -> str | None:
+    """Install slurm-wlm with apt when it is missing; why it cannot be, or None."""
+    if all(shutil.which(d) for d in DAEMONS):
+        return None
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "slurm-wlm is not installed and cannot be here (needs root and apt-get)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
+            capture_output=True, text=True, timeout=600, env=env, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            subprocess.run(["apt-get", "update"], capture_output=True, timeout=300, env=env, check=False)
+            done = subprocess.run(
+                ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
+                capture_output=True, text=True, timeout=600, env=env, check=False,
+            )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"apt-get install {' '.join(PACKAGES)} failed: {exc}"
+    if done.returncode != 0:
+        return f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip().splitlines()[-1:]}"
+    missing = [d for d in DAEMONS if not shutil.which(d)]
+    return f"{', '.join(missing)} still missing after apt-get install" if missing else None
+
+
+def _stop(pidfile: Path) -> None:
+    with suppress(OSError, ValueError):
+        os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+
+
+@contextmanager
+def slurm_cluster() -> Iterator[dict[str, str]]:
+    why = _install()
+    if why:
+        pytest.skip(f"no SLURM here: {why}")
+    host = socket.gethostname().split(".")[0]
+    base = Path(tempfile.mkdtemp(prefix="ncc-slurm-", dir="/tmp"))  # short: munge's socket path
+    (base / "state").mkdir()
+    (base / "spool").mkdir()
+    conf = base / "slurm.conf"
+    conf.write_text(CONF.format(host=host, dir=base, cpus=os.cpu_count() or 1))
+    key = base / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    try:
+        munged = subprocess.run(
+            ["munged", "--force", f"--socket={base}/munge.sock", f"--key-file={key}", f"--log-file={base}/munged.log",
+             f"--pid-file={base}/munged.pid", f"--seed-file={base}/munged.seed"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        if munged.returncode != 0:
+            pytest.skip(f"no SLURM here: munged would not start: {munged.stderr.strip()}")
+        for daemon in (["slurmctld", "-c"], ["slurmd"]):
+            started = subprocess.run(daemon, capture_output=True, text=True, timeout=60, env=env, check=False)
+            if started.returncode != 0:
+                pytest.skip(f"no SLURM here: {daemon[0]} would not start: {started.stderr.strip()}")
+        deadline = time.monotonic() + 60
+        while True:
+            state = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env, check=False)
+            if state.stdout.strip() in ("idle", "mixed", "allocated"):
+                break
+            if time.monotonic() > deadline:
+                logs = (base / "slurmctld.log").read_text(errors="replace")[-400:]
+                pytest.skip(f"no SLURM here: the node never came up ({state.stdout.strip()}): {logs}")
+            time.sleep(0.5)
+        yield env
+    finally:
+        subprocess.run(["scancel", "--full", "--user=root"], capture_output=True, env=env, timeout=30, check=False)
+        time.sleep(1)
+        for name in ("slurmd", "slurmctld", "munged"):
+            _stop(base / f"{name}.pid")
+        time.sleep(1)
+        shutil.rmtree(base, ignore_errors=True)
