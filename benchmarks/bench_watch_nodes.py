@@ -68,7 +68,7 @@ def viewer_cost(nodes: int, refreshes: int = 8) -> tuple[float, float]:
 
     async def drive() -> None:
         source = Frozen(state)
-        app = WatchApp(source, 3600.0, clock=lambda: 0.0)
+        app = WatchApp(source, 3600.0, clock=lambda: 0.0, several_nodes=True)
         async with app.run_test(size=(150, 40)) as pilot:
             await pilot.pause()
             for i in range(1, refreshes + 1):

@@ -376,15 +376,17 @@ def test_several_nodes_header_host_column_and_a_remote_rank_s_stack() -> None:
     silent = merged(feed((node_state(0), "node0")), nodes=2)
 
     async def go() -> None:
-        a = app(Scripted(state))
+        a = WatchApp(Scripted(state), 0.05, clock=lambda: 100.0, several_nodes=True)  # type: ignore[arg-type]
         async with a.run_test(size=(150, 40)) as pilot:
             await until(pilot, lambda: a.shown is not None)
-            assert "nodes 2/2 reporting" in text_of(a, "#job")
-            assert [r[COLUMNS.index("host")] for r in rows(a)] == ["node0", "node0", "node1", "node1"]
+            assert "nodes 2/2 reporting" in text_of(a, "#job") and "sort: node" in text_of(a, "#job")
+            assert [(r[1], r[2]) for r in rows(a)] == [("0", "node0"), ("1", "node0"), ("2", "node1"), ("3", "node1")]
             assert a.table.rank_at(a.table.cursor_row) == 1  # the straggler, on node0
             await pilot.press("down", "down", "enter")
-            await until(pilot, lambda: "rank 3" in text_of(a, "#stack-text"))
+            await until(pilot, lambda: "rank 3 on node1" in text_of(a, "#stack-text"))
             assert "train.py:88" in text_of(a, "#stack-text")
+            await pilot.press("s")
+            assert a.sort_by == "rank"
         b = app(Scripted(silent))
         async with b.run_test(size=(150, 40)) as pilot:
             await until(pilot, lambda: b.shown is not None)

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, live: bool) -> int:
         if live:
             from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-            WatchApp(source, args.interval).run()
+            WatchApp(source, args.interval, several_nodes=True).run()
             return 0
         state = _once(source, args)
     except KeyboardInterrupt:

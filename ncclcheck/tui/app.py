@@ -42,9 +42,12 @@ from ncclcheck.views.watch_report import (
 
 # The columns a user needs to judge a rank come first, so that they stay on an 80-column screen.
 COLUMNS = ("", "rank", "state", "collective", "for", "cpu", "rss", "call site", "pid", "local", "host")
+# Several nodes: the host comes right after the rank, and the rows are grouped by node.
+NODE_COLUMNS = ("", "rank", "host", "state", "collective", "for", "call site", "cpu", "rss", "pid", "local")
 # Fixed widths where the values are bounded; call site and host grow (auto width) when a longer value comes.
 WIDTHS = {"": 1, "rank": 5, "state": 8, "collective": 16, "for": 6, "cpu": 5, "rss": 6, "pid": 8, "local": 5}
 SORTS = ("rank", "time in state", "state")
+NODE_SORTS = ("node", "rank", "time in state", "state")
 MARGIN = 20  # rows above and below the screen kept up to date too
 
 
@@ -68,9 +71,9 @@ class PollFailed(Message):
         self.error = error
 
 
-def plain_row(v: RankView, flag: str = "") -> tuple[str, ...]:
+def plain_row(v: RankView, flag: str = "", columns: tuple[str, ...] = COLUMNS) -> tuple[str, ...]:
     text = cells(v, flag)
-    return tuple(text[c] for c in COLUMNS)
+    return tuple(text[c] for c in columns)
 
 
 def _style(flag: str) -> str:
@@ -112,15 +115,16 @@ class RankTable(DataTable[Text]):
         Binding("enter", "select_cursor", "stack")  # DataTable's own hides it; the footer should show it
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, columns: tuple[str, ...] = COLUMNS) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable", id="ranks")
+        self.columns_shown = columns
         self.shown_cells: dict[int, tuple[str, tuple[str, ...]]] = {}  # per row position: flag, texts shown
         self.latest: list[tuple[str, RankView]] = []  # per row position: flag, the rank's latest view
         self.stale: set[int] = set()  # positions whose shown cells may be older than ``latest``
         self.grown: dict[str, int] = {}  # the widest text written so far in each auto-width column
 
     def on_mount(self) -> None:
-        for column in COLUMNS:
+        for column in self.columns_shown:
             self.add_column(column, key=column or "flag", width=WIDTHS.get(column))
         self.watch(self, "scroll_y", lambda: self.sync_visible(), init=False)
 
@@ -129,7 +133,9 @@ class RankTable(DataTable[Text]):
         (``sync_visible``), so a refresh costs what the screen shows."""
         marks = flags(state)
         views = [v for v in state.ranks if v.rank in marks or not only_flagged]
+        order = {n.host: i for i, n in enumerate(state.nodes)}
         key: Callable[[RankView], Any] = {
+            "node": lambda v: (order.get(v.sample.host, len(order)), v.sample.host, v.rank),
             "rank": lambda v: v.rank,
             "time in state": lambda v: (-v.since_s, v.rank),
             "state": lambda v: (v.rank not in marks, marks.get(v.rank) != CULPRIT, v.sample.status, v.rank),
@@ -141,7 +147,7 @@ class RankTable(DataTable[Text]):
             for position in range(len(views), self.row_count):
                 self.remove_row(str(position))
                 self.shown_cells.pop(position, None)
-            blank = tuple(Text() for _ in COLUMNS)
+            blank = tuple(Text() for _ in self.columns_shown)
             for position in range(self.row_count, len(views)):
                 self.add_row(*blank, key=str(position))
             self.stale = set(range(len(views)))
@@ -166,11 +172,11 @@ class RankTable(DataTable[Text]):
                 continue
             self.stale.discard(position)
             flag, view = self.latest[position]
-            texts = plain_row(view, flag)
+            texts = plain_row(view, flag, self.columns_shown)
             was_flag, before = self.shown_cells.get(position, (flag, ()))
             if flag == was_flag and texts == before:
                 continue
-            for i, (column, text) in enumerate(zip(COLUMNS, texts)):
+            for i, (column, text) in enumerate(zip(self.columns_shown, texts)):
                 if flag != was_flag or i >= len(before) or before[i] != text:  # only what changed
                     grow = column not in WIDTHS and len(text) > self.grown.get(column, 0)
                     if grow:
@@ -228,14 +234,17 @@ class WatchApp(App[None]):
     def __init__(
         self, source: Source | None, interval: float, clock: Callable[[], float] = time.monotonic,
         save_dir: Path | None = None, jobs: tuple[Job, ...] = (), make_source: Callable[[Job], Source] | None = None,
+        several_nodes: bool = False,
     ) -> None:  # fmt: skip
         super().__init__()
+        self.several_nodes = several_nodes
+        self.sorts = NODE_SORTS if several_nodes else SORTS
         self.source, self.interval, self.clock = source, interval, clock
         self.jobs, self.make_source = jobs, make_source
         self.save_dir = save_dir or Path.cwd()
         self.state: WatchState | None = None  # the latest sample
         self.shown: WatchState | None = None  # what the view shows (frozen while paused)
-        self.paused, self.only_flagged, self.sort_by = False, False, SORTS[0]
+        self.paused, self.only_flagged, self.sort_by = False, False, self.sorts[0]
         self.received_at = 0.0
         self.stack_rank: int | None = None  # whose stack the open stack panel shows
         self.cursor_placed = False  # the cursor went to the first flagged rank once; then it is the user's
@@ -245,7 +254,8 @@ class WatchApp(App[None]):
         # Held, not queried: a query looks at the active screen, which is the picker or the command palette
         # while those are open, and a sample must still land on the main screen then.
         self.job_line = Line(Text("ncclcheck watch: waiting for the first sample…"), id="job")
-        self.verdict_line, self.table = Line(id="verdict"), RankTable()
+        self.verdict_line = Line(id="verdict")
+        self.table = RankTable(NODE_COLUMNS if self.several_nodes else COLUMNS)
         self.findings_panel, self.findings_text_box = VerticalScroll(id="findings"), Block(id="findings-text")
         self.stack_panel, self.stack_text = VerticalScroll(id="stack"), Block(id="stack-text")
         yield self.job_line
@@ -370,7 +380,8 @@ class WatchApp(App[None]):
         if view is None:
             return
         s = view.sample
-        text = Text(f"rank {s.rank} (pid {s.pid}) main thread, innermost first\n", style="bold")
+        on = f" on {s.host}" if self.several_nodes and s.host else ""
+        text = Text(f"rank {s.rank}{on} (pid {s.pid}) main thread, innermost first\n", style="bold")
         for f in s.stack:
             if f.native:
                 text.append(f"  {f.function[:120]}  {f.filename.rsplit('/', 1)[-1]}\n", style="dim")
@@ -386,7 +397,7 @@ class WatchApp(App[None]):
         self.refresh_view() if not self.paused else self.tick()
 
     def action_sort(self) -> None:
-        self.sort_by = SORTS[(SORTS.index(self.sort_by) + 1) % len(SORTS)]
+        self.sort_by = self.sorts[(self.sorts.index(self.sort_by) + 1) % len(self.sorts)]
         self.refresh_view()
 
     def action_flagged(self) -> None:
