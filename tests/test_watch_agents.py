@@ -264,6 +264,10 @@ def test_a_node_without_an_agent_is_named_from_the_rendezvous_and_down_only_when
     message = next(f.message for f in stopped.findings if f.kind == "node-missing")
     assert "heartbeat is 312 s old: the node is down or wedged" in message
     # Clocks skewed by 100 s write every heartbeat: a node as fresh as the others is never called down.
+    late = with_map(streams, mapped((0, 2.0, False), (1, 12.0, False)))
+    message = next(f.message for f in late.findings if f.kind == "node-missing")
+    assert "12 s old (the freshest node's is 2 s old): late, not yet stopped" in message
+    assert "torchrun runs there" not in message and "down or wedged" not in message
     skewed = with_map(streams, mapped((0, 102.0, False), (1, 104.0, False)))
     assert "down or wedged" not in json.dumps([f.message for f in skewed.findings])
     assert all(f.kind != "stalled" for s in (beating, stopped, skewed) for f in s.findings)
@@ -276,6 +280,11 @@ def test_a_node_dropped_from_the_rendezvous_is_named_without_a_guess_at_why() ->
     assert message.startswith("node 1 (node1): no agent output; torchrun's rendezvous no longer lists it")
     assert "last heartbeat 40 s ago" in message and "down or wedged" not in message
     # A viewer that never saw node 1 in the map: the job's node count says it existed.
+    silent = feed((node_state(0), "node0"))
+    silent.reports["node1"] = feed((node_state(1), "node1"), received=NOW - 60).reports["node1"]
+    dropped = with_map(silent, mapped((0, 1.0, False)))
+    message = next(f.message for f in dropped.findings if f.kind == "node-silent")
+    assert "torchrun's rendezvous no longer lists node 1" in message and "down or wedged" not in message, message
     never = with_map(streams, mapped((0, 1.0, False)))
     message = next(f.message for f in never.findings if f.kind == "node-missing")
     assert message.startswith("node 1: no agent output; torchrun's rendezvous no longer lists node 1"), message
@@ -322,3 +331,22 @@ def test_the_rendezvous_state_decoder_admits_only_its_own_classes() -> None:
     assert endpoint_of(line) == RendezvousEndpoint("node0", 29400, "j7")
     assert endpoint_of(["torchrun", "--master-addr=node0", "--master-port=29500", "train.py"]) is None
     assert endpoint_of(["torchrun", "--standalone", "--rdzv-backend=c10d", "train.py"]) is None
+
+
+def test_closing_the_fanout_ends_a_stopped_member_even_after_the_command_exited() -> None:
+    from ncclcheck.collectors.agent_streams import FanOut
+
+    fan = FanOut("sleep 300 & echo $!; kill -STOP $!; exec sleep 300", shell=True)
+    deadline = time.monotonic() + 30
+    while not fan.streams.text:
+        assert time.monotonic() < deadline, "the fan-out printed nothing"
+        time.sleep(0.05)
+    member = int(next(iter(fan.streams.text.values()))[0])
+    fan.close(grace_s=0.5)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{member}"):
+        with open(f"/proc/{member}/stat") as handle:
+            if handle.read().split(")")[1].split()[0] == "Z":
+                break  # dead, waiting for init to reap it
+        assert time.monotonic() < deadline, "a stopped member of the fan-out was left behind"
+        time.sleep(0.05)

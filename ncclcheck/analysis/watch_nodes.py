@@ -29,6 +29,7 @@ from ncclcheck.model.watch import (
 SILENT_MIN_S = 10.0  # a node is silent after this long without a line, and at least SILENT_INTERVALS samples
 SILENT_INTERVALS = 4
 STALE_BEAT_S = 15.0  # torchrun's agents beat every 5 s; three missed and the others drop the node
+LATE_BEAT_S = 7.5  # one beat missed: late, and nothing is said of the node either way
 FANOUT_FIX = (
     "run the agent by hand on that node (`python -m ncclcheck watch --agent --once`): ncclcheck must be importable "
     "there (--agent-cmd names another python or venv), the fan-out tool must reach the node, and py-spy must be "
@@ -63,6 +64,8 @@ def merge(
         age = max(now - r.received, 0.0)
         ranks = tuple(v.rank for v in r.views)
         where = _mapped(mapped.get(r.node_rank) if r.node_rank is not None else None)
+        if mapped and r.node_rank is not None and r.node_rank not in mapped:
+            where = {"left_rendezvous": True}  # the map was read and no longer lists it
         if r.error and not r.views:
             nodes.append(NodeStatus(r.host, r.node_rank, "unreachable", (), age, r.error, **where))
         elif age > silent_after and not r.done:
@@ -140,8 +143,12 @@ def _beat(n: NodeStatus, freshest: float | None) -> tuple[str, bool | None]:
     if n.left_rendezvous:
         return (f"; torchrun's rendezvous no longer lists it: its torchrun left (ended, or was dropped by the "
                 f"others when its heartbeat stopped), its last heartbeat {age:.0f} s ago", None)  # fmt: skip
-    if age - (freshest if freshest is not None else 0.0) > STALE_BEAT_S:
+    lag = age - (freshest if freshest is not None else 0.0)
+    if lag > STALE_BEAT_S:
         return f"; its torchrun agent's heartbeat is {age:.0f} s old: the node is down or wedged", True
+    if lag > LATE_BEAT_S:
+        others = f" (the freshest node's is {freshest:.0f} s old)" if freshest is not None else ""
+        return f"; its torchrun agent's heartbeat is {age:.0f} s old{others}: late, not yet stopped", None
     return f"; its torchrun agent's heartbeat is {age:.0f} s old: torchrun runs there", False
 
 
@@ -160,7 +167,7 @@ def _node_findings(
             why = (
                 beat if stopped
                 else f"{beat}: its agent or the fan-out's connection to it is wedged" if stopped is False
-                else ": the node, its agent or the fan-out's connection to it is wedged"
+                else f"{beat}: the node, its agent or the fan-out's connection to it is wedged"
             )  # fmt: skip
             out.append(WatchFinding("node-silent", "error", n.ranks, n.ranks,
                                     f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}{why}",

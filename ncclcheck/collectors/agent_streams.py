@@ -150,24 +150,39 @@ class FanOut:
         return self.proc.poll() is None
 
     def close(self, grace_s: float = 3.0) -> None:
+        """Close the agents' stdin; then SIGTERM (with SIGCONT, for a stopped member) and at last SIGKILL what is
+        left of the command's process group, even when the command itself has already exited."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(self.proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    self.proc.wait(grace_s)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        group = self.proc.pid  # its own session: the group id is its pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not _group_alive(group, self.proc):
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, sig)
+                os.killpg(group, signal.SIGCONT)  # a stopped member acts on the SIGTERM only once it runs
+            deadline = time.monotonic() + grace_s
+            while _group_alive(group, self.proc) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(grace_s)
         for reader in self.readers:
             reader.join(1.0)
+
+
+def _group_alive(group: int, leader: subprocess.Popen[str]) -> bool:
+    """Whether any process is left in the process group (its leader reaped first, so it does not count)."""
+    leader.poll()
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def replay(path: str) -> Streams:
