@@ -51,29 +51,24 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubsc
 """
 
 
-def _install() -> str | None:
-    """Install slurm-wlm with apt when it is missing; why it cannot be, or None."""
-    if all(shutil.which(d) for d in DAEMONS):
+def ensure(tools: tuple[str, ...], packages: tuple[str, ...]) -> str | None:
+    """Install ``packages`` with apt when one of ``tools`` is missing; why they cannot be, or None."""
+    if all(shutil.which(t) for t in tools):
         return None
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "slurm-wlm is not installed and cannot be here (needs root and apt-get)"
+        return f"{' '.join(packages)} not installed, and cannot be here (needs root and apt-get)"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
     try:
-        done = subprocess.run(
-            ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
-            capture_output=True, text=True, timeout=600, env=env, check=False,
-        )  # fmt: skip
+        done = subprocess.run(install, capture_output=True, text=True, timeout=600, env=env, check=False)
         if done.returncode != 0:
             subprocess.run(["apt-get", "update"], capture_output=True, timeout=300, env=env, check=False)
-            done = subprocess.run(
-                ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
-                capture_output=True, text=True, timeout=600, env=env, check=False,
-            )  # fmt: skip
+            done = subprocess.run(install, capture_output=True, text=True, timeout=600, env=env, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"apt-get install {' '.join(PACKAGES)} failed: {exc}"
+        return f"apt-get install {' '.join(packages)} failed: {exc}"
     if done.returncode != 0:
-        return f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip().splitlines()[-1:]}"
-    missing = [d for d in DAEMONS if not shutil.which(d)]
+        return f"apt-get install {' '.join(packages)} failed: {done.stderr.strip().splitlines()[-1:]}"
+    missing = [t for t in tools if not shutil.which(t)]
     return f"{', '.join(missing)} still missing after apt-get install" if missing else None
 
 
@@ -84,7 +79,7 @@ def _stop(pidfile: Path) -> None:
 
 @contextmanager
 def slurm_cluster() -> Iterator[dict[str, str]]:
-    why = _install()
+    why = ensure(DAEMONS, PACKAGES)
     if why:
         pytest.skip(f"no SLURM here: {why}")
     host = socket.gethostname().split(".")[0]

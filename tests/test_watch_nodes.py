@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from netns import Host, two_hosts
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
@@ -231,3 +232,25 @@ def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:
     assert code == 1 and found == [("straggler", [1]), ("launcher-gone", [])], seen["findings"]
     assert seen["findings"][1]["ranks"] == [2, 3] and "node1" in seen["findings"][1]["message"]
     assert "stalled" not in json.dumps(seen)
+
+
+def test_one_view_of_both_nodes_through_pdsh(tmp_path: Path) -> None:
+    """The README's pdsh form, for real: pdsh runs the agent on each host (its exec module, nsenter standing in for
+    ssh) and prefixes every line with the host's name, which the viewer strips."""
+    from slurm_cluster import ensure
+
+    why = ensure(("pdsh",), ("pdsh",))
+    if why:
+        pytest.skip(f"no pdsh here: {why}")
+    with two_hosts("10.79.6") as hosts:
+        start_job(hosts, tmp_path, "straggler", 29557, STUCK_RANK="1")
+        targets = ",".join(str(h.pid1) for h in hosts)
+        done = subprocess.run(
+            [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--stall", "4",
+             "--fanout", f"pdsh -R exec -w {targets} nsenter -t %h -n -p -m -u -- {{}}"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert no_agent_left()
+    seen = json.loads(done.stdout)
+    assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
+    assert done.returncode == 1 and [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])]
