@@ -13,7 +13,7 @@ from ncclcheck import __version__
 EXIT_USAGE = 2
 DESCRIPTION = "A doctor for PyTorch distributed jobs that hang or fail in NCCL or gloo."
 # Command name -> module in ncclcheck.commands; imported only when chosen, so --help stays fast.
-COMMANDS = {"env": "env", "smoke": "smoke", "logs": "logs", "watch": "watch"}
+COMMANDS = {"env": "env", "smoke": "smoke", "logs": "logs", "watch": "watch", "run": "run"}
 
 
 class UsageError(Exception):

@@ -124,11 +124,20 @@ class Host:
         return subprocess.run(self.command(argv), capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
     def end(self) -> None:
-        """SIGKILL the host's PID 1: the kernel kills every process in its PID namespace."""
+        """SIGKILL the host's PID 1: the kernel kills every process in its PID namespace. The ``nsenter`` that
+        started a process there lives outside it: it is ended too (one whose child was stopped stops itself
+        too, and would wait stopped forever)."""
+        import psutil
+
         with suppress(ProcessLookupError):
             os.kill(self.pid1, 9)
         self.init.kill()
         self.init.wait(timeout=30)
+        mine = ["nsenter", "-t", str(self.pid1)]
+        for proc in psutil.process_iter(["cmdline"]):
+            if (proc.info["cmdline"] or [])[:3] == mine:
+                with suppress(psutil.Error):
+                    proc.kill()
 
 
 @contextmanager

@@ -116,8 +116,37 @@ def slurm_cluster() -> Iterator[dict[str, str]]:
         yield env
     finally:
         subprocess.run(["scancel", "--full", "--user=root"], capture_output=True, env=env, timeout=30, check=False)
-        time.sleep(1)
+        _ended(env, conf)
         for name in ("slurmd", "slurmctld", "munged"):
             _stop(base / f"{name}.pid")
         time.sleep(1)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _ended(env: dict[str, str], conf: Path, within_s: float = 60.0) -> None:
+    """Wait (bounded) until no job is left and no process of this cluster's jobs runs; then end any that does."""
+    import psutil
+
+    def ours() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if (
+                    proc.pid != os.getpid()
+                    and proc.environ().get("SLURM_CONF") == str(conf)
+                    and "SLURM_JOB_ID" in proc.environ()
+                ):
+                    found.append(proc)
+            except psutil.Error:
+                continue
+        return found
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        jobs = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env, check=False).stdout.strip()
+        if not jobs and not ours():
+            return
+        time.sleep(0.5)
+    for proc in ours():
+        with suppress(psutil.Error):
+            proc.kill()

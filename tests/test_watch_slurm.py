@@ -57,6 +57,10 @@ def test_watch_slurm_sees_the_job_s_ranks_through_srun_overlap(tmp_path: Path) -
         finally:
             stop_tree(outside)
             subprocess.run(["scancel", job_id], env=env, timeout=30, check=False)
+        deadline = time.monotonic() + 60
+        while any("watch_job.py" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+            assert time.monotonic() < deadline, "the job's ranks outlived scancel"
+            time.sleep(0.5)
     assert done.stdout, done.stderr
     seen = json.loads(done.stdout)
     host = os.uname().nodename.split(".")[0]
@@ -66,7 +70,3 @@ def test_watch_slurm_sees_the_job_s_ranks_through_srun_overlap(tmp_path: Path) -
     assert [(r["rank"], r["host"]) for r in seen["ranks"]] == [(0, host), (1, host)]
     # The viewer's step is gone with it: only the batch step was left in the job.
     assert "ncclcheck-watch" not in steps.stdout, steps.stdout
-    deadline = time.monotonic() + 30
-    while any("watch_job.py" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
-        assert time.monotonic() < deadline, "the job's ranks outlived scancel"
-        time.sleep(0.5)

@@ -1,0 +1,74 @@
+"""What ``ncclcheck run`` switches on before the job starts: pure, from the user's environment and the run dir.
+
+Only what the user has not set: a variable they set (under any of its names) is kept as it is. Never
+touched: TORCH_NCCL_ASYNC_ERROR_HANDLING (its default is what Flight Recorder dumps are tested with) and
+TORCHELASTIC_ERROR_FILE (torchrun writes its own per worker).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from ncclcheck.model.run import EnvSetting
+
+NEVER = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCHELASTIC_ERROR_FILE")
+
+
+def evidence_env(env: Mapping[str, str], run_dir: str, deep: bool) -> tuple[EnvSetting, ...]:
+    fr, nccl = os.path.join(run_dir, "fr"), os.path.join(run_dir, "nccl")
+    wanted = [
+        (("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"), "2000",
+         "Flight Recorder: the last 2000 collectives of every process group, per rank",
+         "a ring buffer in memory; no measurable step-time cost (on by default since torch 2.6)"),
+        (("TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"), "1",
+         "a Flight Recorder dump from every rank when a collective times out", "none until a timeout"),
+        (("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), os.path.join(fr, "rank_"),
+         "the dumps land in the run dir (fr/rank_<N>)", "none"),
+        (("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",), os.path.join(fr, "pipe_"),
+         "a dump on demand: ncclcheck asks for one when it sees a hang (fr/pipe_<N>.pipe)",
+         "one FIFO per rank, read once a second by the NCCL watchdog"),
+        (("NCCL_DEBUG",), "INFO" if deep else "WARN",
+         "NCCL's own errors and warnings" + (", and its set-up (rings, transports)" if deep else ""),
+         "INFO: a few hundred lines per rank at start-up, then little" if deep else "near zero"),
+        (("NCCL_DEBUG_FILE",), os.path.join(nccl, "nccl.%h.%p"), "one NCCL log file per process in the run dir",
+         "none"),
+        (("PYTHONFAULTHANDLER",), "1", "Python stacks of every thread when a rank crashes or aborts (SIGSEGV, SIGABRT)",
+         "none"),
+    ]  # fmt: skip
+    if deep:
+        wanted += [
+            (("TORCH_DISTRIBUTED_DEBUG",), "DETAIL",
+             "every collective checked across ranks (a mismatch raises at once, naming both calls)",
+             "a check per collective: noticeably slower steps"),
+            (("TORCH_NCCL_DESYNC_DEBUG",), "1", "on a timeout, which rank did not join the collective",
+             "a store write at the start and end of every collective, per rank"),
+        ]  # fmt: skip
+    out = []
+    for names, value, what, cost in wanted:
+        given = next((n for n in names if n in env), None)
+        if given is not None:
+            out.append(EnvSetting(names, env[given], what, cost, kept=True, kept_name=given))
+        else:
+            out.append(EnvSetting(names, value, what, cost))
+    return tuple(out)
+
+
+def job_env(env: Mapping[str, str], settings: tuple[EnvSetting, ...]) -> dict[str, str]:
+    """The job's environment: the user's, plus every setting not kept, under each of its names."""
+    out = dict(env)
+    for s in settings:
+        if not s.kept:
+            out.update({name: s.value for name in s.names})
+    return out
+
+
+def backend_notes(torch_version: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What the evidence cannot give on this torch or backend, said once at start."""
+    notes = ["Flight Recorder, its dumps and the dump pipe exist on the NCCL backend only: a gloo job's "
+             "evidence is the live stacks, the launcher's output and the hang records"]  # fmt: skip
+    major_minor = tuple(int(p) for p in (torch_version or "0.0").split("+")[0].split(".")[:2] if p.isdigit())
+    if major_minor >= (2, 15) and env.get("TORCH_DIST_USE_NCCL2") != "0":
+        notes.append("torch >= 2.15 runs its new NCCL backend by default, which has no dump pipe: "
+                     "TORCH_DIST_USE_NCCL2=0 selects the older one (your choice, not set here)")  # fmt: skip
+    return tuple(notes)

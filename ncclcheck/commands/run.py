@@ -1,0 +1,243 @@
+"""Run a job under the doctor: evidence switched on before it starts, a hang caught live, one verdict at the end.
+
+  ncclcheck run -- torchrun --nproc-per-node 8 train.py --lr 3e-4
+  srun ncclcheck run --dir /shared/runs/$SLURM_JOB_ID-$SLURMD_NODENAME -- python train.py
+
+Before the job starts, only what you have not set yourself: Flight Recorder (buffer, dump on timeout, dumps
+and dump pipe in the run dir), NCCL_DEBUG=WARN to a file per process (INFO with --deep), PYTHONFAULTHANDLER;
+--deep adds TORCH_DISTRIBUTED_DEBUG=DETAIL and desync debug. The launcher's output goes to this terminal
+unchanged and to DIR/logs/launcher.log. While it runs, the watch sampler looks at this node's ranks: ranks
+that stand still longer than --stall give a hang record (DIR/hangs/hang-<time>.json: the findings and every
+local rank's stack), one line here, and a Flight Recorder dump request to NCCL ranks; the job goes on
+(--on-hang exit ends it). At the end, everything in DIR is diagnosed: DIR/report.json (ncclcheck.run/1).
+^C and SIGTERM go to the launcher (torchrun ends its workers); nothing is left running.
+Exit code: the job's own (128+N when a signal N ended it, 130 after ^C); 2 bad usage; 127 launcher not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ncclcheck import __version__
+from ncclcheck.analysis import flight
+from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight
+from ncclcheck.analysis.logs.frame import frame_chunks
+from ncclcheck.analysis.run_env import backend_notes, evidence_env, job_env
+from ncclcheck.analysis.run_verdict import early_leavers, verdict
+from ncclcheck.analysis.watch import EXITED, next_delay
+from ncclcheck.collectors.flight import load
+from ncclcheck.collectors.fr_pipe import ask_for_dumps
+from ncclcheck.collectors.jobs import discover
+from ncclcheck.collectors.logfiles import InputError, chunks, sources
+from ncclcheck.collectors.run_job import Launched
+from ncclcheck.collectors.watch_source import LiveSource
+from ncclcheck.model.flight import FrDump, Unreadable
+from ncclcheck.model.run import HangRecord
+from ncclcheck.views.console import make_console
+from ncclcheck.views.run_report import hang_line, render, start_lines, to_json
+from ncclcheck.views.watch_report import to_json as watch_json
+
+EXIT_USAGE, EXIT_NOT_FOUND = 2, 127
+STALL_S = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", metavar="DIR", help="the run dir (default ncclcheck-run-<host>-<time>)")
+    parser.add_argument(
+        "--stall", type=float, default=STALL_S, metavar="S",
+        help=f"seconds ranks stand still before a hang is recorded (default {STALL_S:g}: a rank waits that long "
+        "for a peer only when something is wrong; a slow step keeps its ranks moving)",
+    )  # fmt: skip
+    parser.add_argument("--interval", type=float, default=1.5, metavar="S", help="seconds between samples")
+    parser.add_argument("--deep", action="store_true", help="also NCCL_DEBUG=INFO, desync debug, DETAIL checks")
+    parser.add_argument("--on-hang", choices=("watch", "exit"), default="watch",
+                        help="after a hang is recorded: keep watching (default) or end the job")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print report.json at the end instead of the verdict")
+    parser.add_argument("launcher", nargs=argparse.REMAINDER, help="-- then the launcher command")
+
+
+def run(args: argparse.Namespace) -> int:
+    argv = list(args.launcher)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("ncclcheck run: no command to run: ncclcheck run [options] -- torchrun ... train.py", file=sys.stderr)
+        return EXIT_USAGE
+    if args.stall < 3 or args.interval <= 0:
+        print("ncclcheck run: --stall must be at least 3 s and --interval above 0", file=sys.stderr)
+        return EXIT_USAGE
+    if shutil.which(argv[0]) is None:
+        print(f"ncclcheck run: {argv[0]}: command not found (is it installed, or on PATH?)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    host = socket.gethostname()
+    run_dir = os.path.abspath(args.dir or f"ncclcheck-run-{host}-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        for sub in ("logs", "nccl", "fr", "hangs"):
+            os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
+    except OSError as exc:
+        print(f"ncclcheck run: cannot make the run dir {run_dir}: {exc.strerror} (give --dir)", file=sys.stderr)
+        return EXIT_USAGE
+    console = make_console(sys.stderr)
+    settings = evidence_env(os.environ, run_dir, args.deep)
+    notes = backend_notes(_torch_version(), os.environ)
+    start_lines(settings, notes, run_dir, console)
+    _write(run_dir, "manifest.json", _manifest(argv, host, settings, notes))
+    started = time.time()
+    launched = Launched(argv, job_env(os.environ, settings), os.path.join(run_dir, "logs", "launcher.log"))
+    stop, interrupted, end_now = threading.Event(), threading.Event(), threading.Event()
+    hangs: list[HangRecord] = []
+    gone: dict[int, float] = {}
+
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if interrupted.is_set():
+            end_now.set()  # a second ^C or SIGTERM: end the tree now
+        received.append(signum)
+        interrupted.set()
+        launched.signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)  # torchrun ends its workers
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    live = threading.Thread(target=_live, args=(launched, args, run_dir, console, hangs, gone, stop, end_now),
+                            daemon=True)  # fmt: skip
+    live.start()
+    try:
+        code = None
+        while code is None:
+            launched.remember_tree()
+            if end_now.is_set():
+                launched.end()
+            code = launched.wait(0.5)
+    finally:
+        stop.set()
+        launched.end()
+        launched.close()
+        live.join(10.0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    ended = time.time()
+    exit_code = 128 - code if code < 0 else code
+    if received and exit_code != 0:
+        exit_code = 128 + received[0]  # 130 after ^C: the user ended it, whatever the launcher returned
+    report, log_files = _diagnose(run_dir)
+    failed = {f.rank for f in report.failures}
+    early = early_leavers(gone, ended, failed) if exit_code != 0 else ()
+    result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early)
+    findings = extra + report.findings
+    files = {
+        "launcher_log": [os.path.join(run_dir, "logs", "launcher.log")],
+        "flight_recorder_dumps": sorted(str(p) for p in Path(run_dir, "fr").glob("rank_*")),
+        "nccl_logs": sorted(str(p) for p in Path(run_dir, "nccl").iterdir()),
+        "hang_records": [h.path for h in hangs],
+    }
+    data = to_json(argv, run_dir, host, exit_code, ended - started, result, findings, tuple(hangs), settings, notes,
+                   files, report, log_files)  # fmt: skip
+    _write(run_dir, "report.json", data)
+    if args.json:
+        print(json.dumps(data, indent=1))
+    else:
+        render(result, findings, exit_code, run_dir, console)
+    return exit_code
+
+
+def _live(
+    launched: Launched, args: argparse.Namespace, run_dir: str, console: Any, hangs: list[HangRecord],
+    gone: dict[int, float], stop: threading.Event, end_now: threading.Event,
+) -> None:  # fmt: skip
+    """The watch sampler beside the job: a hang record when ranks stand still past --stall."""
+    source: LiveSource | None = None
+    last: tuple[Any, ...] | None = None
+    try:
+        while not stop.is_set():
+            if source is None:
+                jobs = discover(launched.proc.pid)
+                if not jobs:
+                    stop.wait(args.interval)
+                    continue
+                source = LiveSource(jobs[0], args.stall)
+            state = source.poll()
+            now = time.time()
+            for v in state.ranks:
+                if v.sample.status in EXITED:
+                    gone.setdefault(v.rank, now)
+            errors = [f for f in state.findings if f.severity == "error"]
+            key = tuple((f.kind, f.culprits) for f in errors)
+            if errors and key != last and not stop.is_set():
+                path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")
+                _write(run_dir, os.path.relpath(path, run_dir), watch_json(state, args.interval))
+                first = errors[0]
+                record = HangRecord(path, now, tuple(f.kind for f in errors), first.ranks, first.culprits,
+                                    first.message)  # fmt: skip
+                hangs.append(record)
+                hang_line(record, console)
+                asked, _ = ask_for_dumps(os.path.join(run_dir, "fr", "pipe_"))
+                if asked:
+                    console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
+                if args.on_hang == "exit":
+                    end_now.set()
+            last = key if errors else None
+            stop.wait(next_delay(state, args.interval))
+    except Exception as exc:  # the sampler failing must not take the job or the verdict with it
+        console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
+
+
+def _diagnose(run_dir: str) -> tuple[LogReport, list[str]]:
+    paths = [os.path.join(run_dir, sub) for sub in ("logs", "nccl", "fr")]
+    try:
+        found = sources([p for p in paths if any(Path(p).iterdir())])
+    except InputError:
+        found = ()
+    fold = LogFold()
+    for source in (s for s in found if s.kind == "log"):
+        for line in frame_chunks(chunks(source), source.name, quiet, fold.skip):
+            fold.feed(line)
+    report = fold.result()
+    dumps = [load(s.path) for s in found if s.kind == "flight"]
+    if dumps:
+        read = [d for d in dumps if isinstance(d, FrDump)]
+        report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
+    return report, [s.name for s in found]
+
+
+def _manifest(argv: list[str], host: str, settings: Any, notes: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "schema": "ncclcheck.run-manifest/1",
+        "command": argv,
+        "host": host,
+        "started": time.time(),
+        "cwd": os.getcwd(),
+        "set": {name: s.value for s in settings if not s.kept for name in s.names},
+        "kept": {s.kept_name: s.value for s in settings if s.kept},
+        "notes": list(notes),
+        "versions": {"ncclcheck": __version__, "python": platform.python_version(), "torch": _torch_version()},
+        "slurm": {k: v for k, v in os.environ.items() if k in ("SLURM_JOB_ID", "SLURM_NODEID", "SLURM_PROCID")},
+    }
+
+
+def _torch_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _write(run_dir: str, name: str, data: dict[str, Any]) -> None:
+    path = os.path.join(run_dir, name)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)
+    os.replace(tmp, path)

@@ -1,0 +1,142 @@
+"""``ncclcheck run -- torchrun ...``: real torchrun/gloo jobs under the doctor, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+WORKER = Path(__file__).parent / "workers" / "watch_job.py"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+            "--monitor-interval=0.5"]  # fmt: skip
+
+
+def run(tmp: Path, *extra: str, env: dict[str, str] | None = None, cmd: list[str] | None = None,
+        timeout: float = 180) -> tuple[int, str, str, dict[str, Any]]:  # fmt: skip
+    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp / "run"), *extra, "--",
+            *(cmd or [*TORCHRUN, str(WORKER)])]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout,
+                          check=False)  # fmt: skip
+    return done.returncode, done.stdout, done.stderr, json.loads((tmp / "run" / "report.json").read_text())
+
+
+def no_job_left() -> bool:
+    return not any("watch_job.py" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+
+def complete(run_dir: Path) -> None:
+    for name in ("manifest.json", "report.json", "logs/launcher.log"):
+        assert (run_dir / name).is_file(), name
+    for sub in ("nccl", "fr", "hangs"):
+        assert (run_dir / sub).is_dir(), sub
+
+
+def test_a_healthy_job_passes_and_its_output_is_passed_through(tmp_path: Path) -> None:
+    code, out, err, report = run(tmp_path, env={"MODE": "finish", "FINISH_AFTER": "2"})
+    assert code == 0 and report["verdict"]["status"] == "pass" and report["exit_code"] == 0, err
+    assert report["schema"] == "ncclcheck.run/1" and report["hangs"] == []
+    assert "done 0" in out and "done 1" in out  # the job's own output, on stdout, unchanged
+    assert "done 0" in (tmp_path / "run" / "logs" / "launcher.log").read_text()
+    assert "set    TORCH_FR_BUFFER_SIZE/TORCH_NCCL_TRACE_BUFFER_SIZE=2000" in err
+    complete(tmp_path / "run")
+    assert no_job_left()
+
+
+def test_the_user_s_own_settings_are_kept_and_the_rest_is_set(tmp_path: Path) -> None:
+    probe = "import os; print(*(f'{k}={os.environ.get(k)}' for k in os.environ['KEYS'].split()))"
+    keys = ("TORCH_FR_BUFFER_SIZE TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_FR_DUMP_ON_TIMEOUT NCCL_DEBUG NCCL_DEBUG_FILE "
+            "PYTHONFAULTHANDLER TORCH_NCCL_ASYNC_ERROR_HANDLING TORCH_DISTRIBUTED_DEBUG")  # fmt: skip
+    code, out, _, report = run(tmp_path, env={"TORCH_FR_BUFFER_SIZE": "500", "KEYS": keys},
+                               cmd=[sys.executable, "-c", probe])  # fmt: skip
+    seen = dict(word.split("=", 1) for word in out.split())
+    assert code == 0 and seen["TORCH_FR_BUFFER_SIZE"] == "500" and seen["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "None"
+    assert (
+        seen["TORCH_FR_DUMP_ON_TIMEOUT"] == "1" and seen["NCCL_DEBUG"] == "WARN" and seen["PYTHONFAULTHANDLER"] == "1"
+    )
+    assert seen["NCCL_DEBUG_FILE"] == str(tmp_path / "run" / "nccl" / "nccl.%h.%p")
+    assert seen["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "None" and seen["TORCH_DISTRIBUTED_DEBUG"] == "None"
+    assert report["evidence"]["kept"] == {"TORCH_FR_BUFFER_SIZE": "500"}
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in report["evidence"]["set"]
+    complete(tmp_path / "run")
+
+
+def test_a_crash_passes_its_exit_code_through_and_names_the_rank(tmp_path: Path) -> None:
+    code, _, err, report = run(tmp_path, env={"MODE": "finish", "FINISH_AFTER": "1", "FAIL_RANK": "1"})
+    assert code == 1 and report["exit_code"] == 1, err
+    assert report["verdict"]["status"] == "fail" and report["verdict"]["ranks"] == [1], report["verdict"]
+    assert "rank-left-early" not in json.dumps(report["findings"])
+    complete(tmp_path / "run")
+    assert no_job_left()
+
+
+def test_a_rank_that_leaves_early_while_the_others_fail_is_named(tmp_path: Path) -> None:
+    code, _, err, report = run(tmp_path, "--interval", "0.5", env={"MODE": "early"})
+    assert code == 1, err
+    assert report["verdict"]["root_cause"] == "rank-left-early" and report["verdict"]["ranks"] == [0], report
+    complete(tmp_path / "run")
+    assert no_job_left()
+
+
+def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--stall", "4", "--",
+            *TORCHRUN, str(WORKER)]  # fmt: skip
+    env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1"}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hangs = tmp_path / "run" / "hangs"
+    deadline = time.monotonic() + 120
+    while not (hangs.is_dir() and any(hangs.iterdir())):
+        assert proc.poll() is None and time.monotonic() < deadline, "no hang record"
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # the user's ^C
+    _, err = proc.communicate(timeout=120)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert proc.returncode == 130, err
+    assert "ncclcheck run: hang: rank 1 is not in any collective" in err
+    assert report["verdict"]["status"] == "hang" and report["verdict"]["ranks"] == [1], report["verdict"]
+    record = json.loads(Path(report["hangs"][0]["path"]).read_text())
+    assert record["schema"] == "ncclcheck.watch/2" and [f["kind"] for f in record["findings"]] == ["straggler"]
+    assert all(r["stack"] for r in record["ranks"]), "every local rank's stack is in the record"
+    complete(tmp_path / "run")
+    deadline = time.monotonic() + 30
+    while not no_job_left():
+        assert time.monotonic() < deadline, "ranks left behind after ^C"
+        time.sleep(0.2)
+
+
+def test_a_sigkilled_rank_is_named(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--", *TORCHRUN, str(WORKER)]
+    proc = subprocess.Popen(argv, env={**os.environ, "MODE": "wait"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    victim = None
+    while victim is None:
+        assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+        for p in psutil.process_iter(["cmdline", "environ"]):
+            with_rank = (p.info["environ"] or {}).get("RANK") == "1"
+            if with_rank and "watch_job.py" in " ".join(p.info["cmdline"] or []):
+                victim = p
+        time.sleep(0.3)
+    time.sleep(2)
+    victim.kill()
+    _, err = proc.communicate(timeout=120)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert proc.returncode == 1 and report["verdict"]["status"] == "fail", err
+    assert report["verdict"]["ranks"] == [1], report["verdict"]
+    complete(tmp_path / "run")
+    assert no_job_left()
+
+
+def test_bad_usage_is_one_line(tmp_path: Path) -> None:
+    none = subprocess.run([sys.executable, "-m", "ncclcheck", "run"], capture_output=True, text=True, check=False)
+    assert none.returncode == 2 and none.stderr.count("\n") == 1 and "no command to run" in none.stderr
+    missing = subprocess.run([sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "r"), "--",
+                              "no-such-launcher"], capture_output=True, text=True, check=False)  # fmt: skip
+    assert missing.returncode == 127 and "no-such-launcher: command not found" in missing.stderr
