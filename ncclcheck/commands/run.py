@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seconds ranks stand still before a hang is recorded (default {STALL_S:g}: a rank waits that long "
         "for a peer only when something is wrong; a slow step keeps its ranks moving)",
     )  # fmt: skip
-    parser.add_argument("--interval", type=float, default=1.5, metavar="S", help="seconds between samples")
+    parser.add_argument("--interval", type=float, default=5.0, metavar="S",
+                        help="seconds between samples (default 5: a hang is recorded within --stall + 5 s)")  # fmt: skip
     parser.add_argument("--deep", action="store_true", help="also NCCL_DEBUG=INFO, desync debug, DETAIL checks")
     parser.add_argument("--on-hang", choices=("watch", "exit"), default="watch",
                         help="after a hang is recorded: keep watching (default) or end the job")  # fmt: skip
