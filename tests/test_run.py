@@ -46,6 +46,9 @@ def test_a_healthy_job_passes_and_its_output_is_passed_through(tmp_path: Path) -
     assert "done 0" in (tmp_path / "run" / "logs" / "launcher.log").read_text()
     assert "set    TORCH_FR_BUFFER_SIZE/TORCH_NCCL_TRACE_BUFFER_SIZE=2000" in err
     complete(tmp_path / "run")
+    logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert logs.returncode == 0 and json.loads(logs.stdout)["verdict"]["status"] == "pass", logs.stdout
     assert no_job_left()
 
 
@@ -105,6 +108,11 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
     assert record["schema"] == "ncclcheck.watch/2" and [f["kind"] for f in record["findings"]] == ["straggler"]
     assert all(r["stack"] for r in record["ranks"]), "every local rank's stack is in the record"
     complete(tmp_path / "run")
+    # The run dir read back by `ncclcheck logs` (as for several nodes' dirs): the hang seen live is the cause.
+    logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    verdict = json.loads(logs.stdout)["verdict"]
+    assert logs.returncode == 1 and verdict["root_cause"] == "hang-recorded" and verdict["culprits"] == [1], verdict
     deadline = time.monotonic() + 30
     while not no_job_left():
         assert time.monotonic() < deadline, "ranks left behind after ^C"
@@ -140,3 +148,19 @@ def test_bad_usage_is_one_line(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "r"), "--",
                               "no-such-launcher"], capture_output=True, text=True, check=False)  # fmt: skip
     assert missing.returncode == 127 and "no-such-launcher: command not found" in missing.stderr
+
+
+def test_a_hard_error_in_the_logs_stays_the_cause_over_a_hang_record() -> None:
+    from ncclcheck.analysis.logs.diagnose import LogReport, with_hangs
+    from ncclcheck.model.findings import Finding
+    from ncclcheck.model.run import HangRecord
+
+    hang = HangRecord("h.json", 1.0, ("straggler",), (0, 1), (1,), "rank 1 is not in any collective", "node0")
+    nic = Finding("nccl-ib-error", "error", "NET/IB: completion error on mlx5_0", ranks=(3,))
+    timeout = Finding("collective-timeout", "error", "collective timed out", ranks=(0, 2))
+    for logged, cause in (((), "hang-recorded"), ((timeout,), "hang-recorded"), ((nic, timeout), "nccl-ib-error")):
+        report = LogReport(logged, (), (), (), logged[0] if logged else None, 10)
+        merged = with_hangs(report, (hang,))
+        assert merged.root_cause is not None and merged.root_cause.id == cause, (logged, merged.root_cause)
+    untouched = LogReport((), (), (), (), None, 10)
+    assert with_hangs(untouched, ()) is untouched

@@ -9,6 +9,7 @@ examples:
   ncclcheck logs job-1234/            # every rank's log, NCCL_DEBUG_FILE output, torchrun's log
   kubectl logs trainer-0 | ncclcheck logs - --json
   ncclcheck logs ~/.cache/torch/      # Flight Recorder dumps comm_lib_trace_rank_<N>
+  ncclcheck logs runs/node*/          # `ncclcheck run` dirs of every node: one job verdict, hang records too
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import json
 import sys
 
 from ncclcheck.analysis import flight
-from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight
+from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight, with_hangs
 from ncclcheck.analysis.logs.frame import frame_chunks
+from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import InputError, LogSource, chunks, sources
 from ncclcheck.model.flight import FrDump, Unreadable
@@ -58,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if dumps:
         read = [d for d in dumps if isinstance(d, FrDump)]
         report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
+    report = with_hangs(report, hang_records.find(args.paths))  # run dirs: the hangs `ncclcheck run` saw live
     names = [s.name for s in found]
     if args.json:
         print(json.dumps(to_json(report, names), indent=1))

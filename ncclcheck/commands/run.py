@@ -32,7 +32,7 @@ from typing import Any
 
 from ncclcheck import __version__
 from ncclcheck.analysis import flight
-from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight
+from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight, with_hangs
 from ncclcheck.analysis.logs.frame import frame_chunks
 from ncclcheck.analysis.run_env import backend_notes, evidence_env, job_env
 from ncclcheck.analysis.run_verdict import early_leavers, verdict
@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if received and exit_code != 0:
         exit_code = 128 + received[0]  # 130 after ^C: the user ended it, whatever the launcher returned
     report, log_files = _diagnose(run_dir)
+    report = with_hangs(report, tuple(hangs))
     failed = {f.rank for f in report.failures}
     early = early_leavers(gone, ended, failed) if exit_code != 0 else ()
     result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early)
@@ -160,6 +161,7 @@ def _live(
     """The watch sampler beside the job: a hang record when ranks stand still past --stall."""
     source: LiveSource | None = None
     last: tuple[Any, ...] | None = None
+    said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
     try:
         while not stop.is_set():
             if source is None:
@@ -170,6 +172,10 @@ def _live(
                 source = LiveSource(jobs[0], args.stall)
             state = source.poll()
             now = time.time()
+            for note in state.notes:
+                if note not in said:
+                    said.add(note)
+                    console.print(f"ncclcheck run: {note}", style="yellow")
             for v in state.ranks:
                 if v.sample.status in EXITED:
                     gone.setdefault(v.rank, now)

@@ -27,6 +27,7 @@ class HangRecord:
     ranks: tuple[int, ...]
     culprits: tuple[int, ...]
     message: str
+    host: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ncclcheck.analysis.logs.rules import RULES, SECONDARY_IDS, Rule
 from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.logs import ChildFailure, LogLine, RankLog, Timeout
+from ncclcheck.model.run import HangRecord
 
 MAX_EVIDENCE = 5
 ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES})))
@@ -225,6 +226,26 @@ def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
     cause = (hard or recorded)[0] if hard or recorded else report.root_cause
     findings = by_severity(report.findings + flight.findings)
     return dataclasses.replace(report, findings=findings, root_cause=cause, flight=flight)
+
+
+def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
+    """Add the hangs ``ncclcheck run`` caught live: the first one is the root cause over the echoes a hang
+    leaves in the logs (timeouts, torchrun's failure table); a hardware or transport error stays the cause."""
+    seen = [
+        Finding(
+            "hang-recorded", "error",
+            f"hang seen live{f' on {h.host}' if h.host else ''}: {h.message}",
+            "the hang record holds every local rank's stack: " + h.path,
+            ranks=h.ranks, culprits=h.culprits,
+        )
+        for h in hangs
+    ]  # fmt: skip
+    if not seen:
+        return report
+    logged = [f for f in report.findings if f.severity == "error"]
+    hard = [f for f in logged if f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    cause = hard[0] if hard else seen[0]
+    return dataclasses.replace(report, findings=by_severity(tuple(seen) + report.findings), root_cause=cause)
 
 
 def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = ()) -> Finding | None:
