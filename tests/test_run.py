@@ -113,6 +113,15 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
                           capture_output=True, text=True, check=False)  # fmt: skip
     verdict = json.loads(logs.stdout)["verdict"]
     assert logs.returncode == 1 and verdict["root_cause"] == "hang-recorded" and verdict["culprits"] == [1], verdict
+    # The run's sampler is this node's agent: its lines (up to the hang record; ^C ended the ranks after it)
+    # replay into the job-wide view.
+    lines = (tmp_path / "run" / "watch-agent.jsonl").read_text().splitlines()
+    until = [line for line in lines if json.loads(line)["time"] <= report["hangs"][0]["time"] + 0.5]
+    (tmp_path / "until-hang.jsonl").write_text("\n".join(until) + "\n")
+    view = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--agents", str(tmp_path / "until-hang.jsonl"),
+                           "--once", "--json", "--stall", "4"], capture_output=True, text=True, check=False)  # fmt: skip
+    seen = json.loads(view.stdout)
+    assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
     deadline = time.monotonic() + 30
     while not no_job_left():
         assert time.monotonic() < deadline, "ranks left behind after ^C"

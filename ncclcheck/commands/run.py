@@ -41,12 +41,15 @@ from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.fr_pipe import ask_for_dumps
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.logfiles import InputError, chunks, sources
+from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.collectors.watch_source import LiveSource
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.run import HangRecord
+from ncclcheck.model.smoke import Frame
 from ncclcheck.views.console import make_console
 from ncclcheck.views.run_report import hang_line, render, start_lines, to_json
+from ncclcheck.views.watch_agent import agent_line
 from ncclcheck.views.watch_report import to_json as watch_json
 
 EXIT_USAGE, EXIT_NOT_FOUND = 2, 127
@@ -162,6 +165,9 @@ def _live(
     source: LiveSource | None = None
     last: tuple[Any, ...] | None = None
     said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
+    sent: dict[int, tuple[Frame, ...]] = {}
+    host, seq, rendezvous = socket.gethostname(), 0, None
+    lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         while not stop.is_set():
             if source is None:
@@ -170,7 +176,13 @@ def _live(
                     stop.wait(args.interval)
                     continue
                 source = LiveSource(jobs[0], args.stall)
+                rendezvous = launcher_endpoint(jobs[0].launcher_pid)
             state = source.poll()
+            # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
+            # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
+            lines.write(json.dumps(agent_line(state, host, sent, time.time(), seq, rendezvous=rendezvous)) + "\n")
+            lines.flush()
+            seq += 1
             now = time.time()
             for note in state.notes:
                 if note not in said:
@@ -198,6 +210,8 @@ def _live(
             stop.wait(next_delay(state, args.interval))
     except Exception as exc:  # the sampler failing must not take the job or the verdict with it
         console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
+    finally:
+        lines.close()
 
 
 def _diagnose(run_dir: str) -> tuple[LogReport, list[str]]:
