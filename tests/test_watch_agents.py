@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from test_watch_real import stop_tree
 from watch_states import all_in, job, sample, stack, states
 
@@ -168,6 +170,33 @@ def test_recorded_agent_lines_replay_through_the_cli(tmp_path: Path) -> None:
     assert [n["host"] for n in seen["nodes"]] == ["node0", "node1"] and len(seen["ranks"]) == 4
     piped = cli("--agents", "-", stdin=recorded.read_text())
     assert piped.returncode == 1 and "rank 1 on node0" in piped.stdout
+    # Files still being written (every node's `ncclcheck run` dir), followed live: a glob, tail -F, no tail left.
+    files = {host: tmp_path / host / "agents.jsonl" for host in ("node0", "node1")}
+    for path in files.values():
+        path.parent.mkdir()
+    writing = threading.Event()
+
+    def write() -> None:  # each node's run writes a line a second, as long as the viewer looks
+        sent: dict[str, dict[int, tuple[Frame, ...]]] = {"node0": {}, "node1": {}}
+        seq = 0
+        while not writing.is_set():
+            for host, state in (("node0", node0), ("node1", node_state(1))):
+                with files[host].open("a") as handle:
+                    handle.write(json.dumps(agent_line(state, host, sent[host], time.time(), seq)) + "\n")
+            seq += 1
+            writing.wait(1.0)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        followed = cli("--agents", str(tmp_path / "*" / "agents.jsonl"), "--follow", "--json", "--stall", "4")
+    finally:
+        writing.set()
+        writer.join()
+    seen = json.loads(followed.stdout)
+    assert [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])], seen["findings"]
+    assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")]
+    assert not any(str(tmp_path) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
 
 
 def test_bad_multi_node_flags_get_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -176,6 +205,8 @@ def test_bad_multi_node_flags_get_one_line_and_exit_2(tmp_path: Path) -> None:
         ("--fanout", "x", "--agents", "y"): "give one",
         ("--fanout", "x", "--pid", "1"): "--job ID",
         ("--agent-cmd", "python"): "--slurm or --fanout",
+        ("--agents", "-", "--follow"): "--follow is for --agents FILE",
+        ("--agents", str(tmp_path / "none*.jsonl"), "--follow"): "no such file",
     }
     for args, words in cases.items():
         done = cli(*args)
@@ -350,3 +381,14 @@ def test_closing_the_fanout_ends_a_stopped_member_even_after_the_command_exited(
                 break  # dead, waiting for init to reap it
         assert time.monotonic() < deadline, "a stopped member of the fan-out was left behind"
         time.sleep(0.05)
+
+
+def test_an_agent_that_writes_every_5_s_is_silent_after_4_of_its_intervals_not_the_viewer_s() -> None:
+    streams = feed((node_state(0), "node0"))
+    line = agent_line(node_state(1), "node1", {}, NOW, 0, interval_s=5.0)
+    streams.take(json.dumps(line) + "\n", NOW)
+    # 12 s: node1 missed two of its 5 s lines (not silent yet); node0's agent said no interval: 10 s is its limit.
+    quiet = merge(streams.reports, streams.text, NOW + 12, Judging(10.0), 1.5)
+    assert [n.agent for n in quiet.nodes] == ["silent", "ok"], quiet.nodes
+    gone = merge(streams.reports, streams.text, NOW + 21, Judging(10.0), 1.5)
+    assert [n.agent for n in gone.nodes] == ["silent", "silent"]

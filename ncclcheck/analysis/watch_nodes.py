@@ -68,7 +68,7 @@ def merge(
             where = {"left_rendezvous": True}  # the map was read and no longer lists it
         if r.error and not r.views:
             nodes.append(NodeStatus(r.host, r.node_rank, "unreachable", (), age, r.error, **where))
-        elif age > silent_after and not r.done:
+        elif age > max(silent_after, SILENT_INTERVALS * (r.interval_s or 0.0)) and not r.done:
             nodes.append(NodeStatus(r.host, r.node_rank, "silent", ranks, age, **where))
         else:
             nodes.append(NodeStatus(r.host, r.node_rank, "ok", ranks, age, r.done or "", **where))

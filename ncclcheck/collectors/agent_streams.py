@@ -78,7 +78,7 @@ def parse(
             nodes=_int(job.get("nodes")), launcher_running=job.get("launcher_running"),
             window_s=float(data.get("window_s", 0.0)), samples=int(data.get("samples", 0)), views=views,
             notes=tuple(str(n) for n in data.get("notes", [])), error=data.get("error"), done=data.get("done"),
-            rendezvous=_endpoint(data.get("rendezvous")),
+            rendezvous=_endpoint(data.get("rendezvous")), interval_s=_float(data.get("interval_s")),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
@@ -95,6 +95,10 @@ def _endpoint(data: object) -> RendezvousEndpoint | None:
     return RendezvousEndpoint(
         host, int(port), str(data.get("run_id") or "none"), address if isinstance(address, str) else None
     )
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def _int(value: object) -> int | None:

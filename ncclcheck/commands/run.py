@@ -180,7 +180,12 @@ def _live(
             state = source.poll()
             # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
             # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
-            lines.write(json.dumps(agent_line(state, host, sent, time.time(), seq, rendezvous=rendezvous)) + "\n")
+            lines.write(
+                json.dumps(
+                    agent_line(state, host, sent, time.time(), seq, rendezvous=rendezvous, interval_s=args.interval)
+                )
+                + "\n"
+            )
             lines.flush()
             seq += 1
             now = time.time()

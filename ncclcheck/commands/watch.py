@@ -23,6 +23,7 @@ examples:
   ncclcheck watch --fanout 'pdsh -w node[1-16] {}'
   ncclcheck watch --fanout 'for h in a b; do ssh $h {} & done; wait'
   ncclcheck watch --agents lines.jsonl  # agent lines collected before (replay)
+  ncclcheck watch --agents '/shared/runs/J/*/watch-agent.jsonl' --follow  # every node's `ncclcheck run`, live
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     nodes.add_argument("--fanout", metavar="CMD",
                        help="a shell command that runs {} (the agent command) on every node and forwards its output")  # fmt: skip
     nodes.add_argument("--agents", metavar="FILE", help="agent lines collected before (- for stdin)")
+    nodes.add_argument("--follow", action="store_true",
+                       help="with --agents: files still being written (a glob, e.g. every node's ncclcheck run dir: "
+                       "runs/*/watch-agent.jsonl), followed live")  # fmt: skip
     nodes.add_argument("--agent-cmd", metavar="CMD",
                        help="how to run ncclcheck on the nodes (default: this python -m ncclcheck)")  # fmt: skip
     nodes.add_argument("--slurm-job", metavar="JOBID", help=argparse.SUPPRESS)  # the agent: only this SLURM job's ranks
@@ -153,6 +157,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "--pid names a process on this node; with agents on every node, use --job ID to pick the job"
     if args.agent_cmd is not None and not (args.slurm is not None or args.fanout):
         return "--agent-cmd is for --slurm or --fanout"
+    if args.follow and (not args.agents or args.agents == "-"):
+        return "--follow is for --agents FILE (files that ncclcheck run or an agent are still writing)"
     return None
 
 

@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     while not stop.is_set():
         state = source.poll()
         over = state.verdict.status == "finished" and not state.launcher_running
-        line = agent_line(state, host, sent, time.time(), seq, done=DONE if over else None, rendezvous=rendezvous)
+        line = agent_line(state, host, sent, time.time(), seq, done=DONE if over else None, rendezvous=rendezvous,
+                          interval_s=args.interval)  # fmt: skip
         if not _emit(line):
             return 0  # nobody reads any more
         seq += 1

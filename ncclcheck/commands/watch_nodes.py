@@ -9,6 +9,7 @@ when the fan-out cannot be started (no srun, no job id).
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -64,6 +65,11 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _source(args: argparse.Namespace) -> NodesSource:
+    if args.agents and args.follow:
+        files = sorted(glob.glob(args.agents))
+        if not files:
+            raise ValueError(f"--agents {args.agents}: no such file (agent lines, e.g. a run dir's watch-agent.jsonl)")
+        return NodesSource(args.stall, args.interval, FanOut(["tail", "-q", "-n", "+1", "-F", *files]))
     if args.agents:
         if args.agents != "-" and not os.path.isfile(args.agents):
             raise ValueError(f"--agents {args.agents}: no such file (agent lines, one JSON object per line)")

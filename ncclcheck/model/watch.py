@@ -163,6 +163,7 @@ class AgentReport:
     error: str | None = None  # the agent's own words: no job on that node, several jobs, ...
     done: str | None = None  # why the agent ended, when it did
     rendezvous: RendezvousEndpoint | None = None  # its torchrun's c10d rendezvous, from the launcher's command line
+    interval_s: float | None = None  # how often the agent writes a line
 
 
 @dataclass(frozen=True)

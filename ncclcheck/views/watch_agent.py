@@ -18,9 +18,12 @@ AGENT_SCHEMA = "ncclcheck.watch-agent/1"
 def agent_line(
     state: WatchState | None, host: str, sent: dict[int, tuple[Frame, ...]], now: float, seq: int,
     error: str | None = None, done: str | None = None, rendezvous: RendezvousEndpoint | None = None,
+    interval_s: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
+    if interval_s is not None:
+        line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
     if error is not None:
         line["error"] = error
     if state is None:
