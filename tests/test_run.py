@@ -173,3 +173,13 @@ def test_a_hard_error_in_the_logs_stays_the_cause_over_a_hang_record() -> None:
         assert merged.root_cause is not None and merged.root_cause.id == cause, (logged, merged.root_cause)
     untouched = LogReport((), (), (), (), None, 10)
     assert with_hangs(untouched, ()) is untouched
+
+
+def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) -> None:
+    code, _, err, report = run(tmp_path, "--stall", "4", "--interval", "1", "--on-hang", "exit",
+                               env={"MODE": "straggler", "STUCK_RANK": "1"})  # fmt: skip
+    assert code != 0 and report["verdict"]["status"] == "hang" and report["verdict"]["ranks"] == [1], err
+    assert len(report["hangs"]) == 1 and Path(report["hangs"][0]["path"]).is_file()
+    assert report["exit_code"] == code
+    complete(tmp_path / "run")
+    assert no_job_left()
