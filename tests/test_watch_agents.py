@@ -392,3 +392,17 @@ def test_an_agent_that_writes_every_5_s_is_silent_after_4_of_its_intervals_not_t
     assert [n.agent for n in quiet.nodes] == ["silent", "ok"], quiet.nodes
     gone = merge(streams.reports, streams.text, NOW + 21, Judging(10.0), 1.5)
     assert [n.agent for n in gone.nodes] == ["silent", "silent"]
+
+
+def test_a_missing_node_is_named_from_slurm_only_when_the_names_line_up() -> None:
+    streams = feed((node_state(0), "gpu-0411"))
+    named = merge(streams.reports, streams.text, NOW + 1, Judging(10.0), 1.5, True, 2, None, ("gpu-0411", "gpu-0412"))
+    missing = [f for f in named.findings if f.kind == "node-missing"]
+    assert len(missing) == 1 and missing[0].message.startswith("gpu-0412: no agent output"), missing
+    # Agents in containers name their host otherwise: a count, never a healthy node called missing.
+    odd = merge(streams.reports, streams.text, NOW + 1, Judging(10.0), 1.5, True, 2, None, ("n1", "n2"))
+    missing = [f for f in odd.findings if f.kind == "node-missing"]
+    assert len(missing) == 1 and missing[0].message.startswith("1 of 2 nodes sent no agent output"), missing
+    both = feed((node_state(0), "gpu-0411.cluster"), (node_state(1), "gpu-0412"))
+    full = merge(both.reports, both.text, NOW + 1, Judging(10.0), 1.5, True, 2, None, ("gpu-0411", "gpu-0412"))
+    assert all(f.kind != "node-missing" for f in full.findings)

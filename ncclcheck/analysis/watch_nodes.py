@@ -49,13 +49,14 @@ NO_RANKS_FIX = "read that node's launcher output and `ncclcheck logs` for why it
 def merge(
     reports: Mapping[str, AgentReport], text: Mapping[str, Iterable[str]], now: float, judging: Judging,
     interval_s: float, started: bool = True, expected_nodes: int | None = None,
-    rendezvous: RendezvousMap | None = None,
+    rendezvous: RendezvousMap | None = None, expected_hosts: tuple[str, ...] = (),
 ) -> WatchState:  # fmt: skip
     """The job-wide state: nodes that report are judged together; silent and failed ones become findings.
     ``text``: what the fan-out printed that was not an agent line, by label; ``started``: False while the
     fan-out is still starting its agents (no node is missing yet); ``expected_nodes``: how many nodes the job
     holds, where the launcher (SLURM) says so; else the ranks' GROUP_WORLD_SIZE; ``rendezvous``: torchrun's
-    own map of the job (every node's address and heartbeat), where it could be read."""
+    own map of the job (every node's address and heartbeat), where it could be read; ``expected_hosts``: the
+    job's nodes by name, where the launcher (SLURM) lists them."""
     silent_after = max(SILENT_MIN_S, SILENT_INTERVALS * interval_s)
     mapped = {n.node_rank: n for n in rendezvous.nodes} if rendezvous else {}
     nodes: list[NodeStatus] = []
@@ -93,6 +94,7 @@ def merge(
             for rank in range(expected)
             if rank not in heard_ranks
         ]  # the job had it (its node count), torchrun's map no longer lists it
+    nodes += _slurm_missing(nodes, expected_hosts)
     missing = max(expected - len(nodes), 0)
     nodes += [NodeStatus("?", None, "missing", (), None) for _ in range(missing)]
     notes = tuple(dict.fromkeys(n for r in live for n in r.notes))
@@ -180,8 +182,8 @@ def _node_findings(
                                 f"{r.host}: the job's launcher on this node has exited while rank "
                                 f"{span([v.rank for v in r.views])} run on: nothing will restart them or report how "
                                 "they end, and its rendezvous heartbeat has stopped", LAUNCHER_FIX))  # fmt: skip
-    missing = [n for n in nodes if n.agent == "missing" and n.node_rank is None]
-    named = [n for n in nodes if n.agent == "missing" and n.node_rank is not None]
+    missing = [n for n in nodes if n.agent == "missing" and n.node_rank is None and n.host == "?"]
+    named = [n for n in nodes if n.agent == "missing" and (n.node_rank is not None or n.host != "?")]
     said = [f"{label + ': ' if label else ''}{line}" for label, lines in text.items() for line in lines]
     words = f"; the fan-out said: {' | '.join(said[-4:])}" if said else ""
     for n in named if started else ():
@@ -202,6 +204,25 @@ def _node_findings(
         out.append(WatchFinding("fanout-output", "warning", (), (),
                                 f"the fan-out printed, besides agent lines: {' | '.join(said[-4:])}", FANOUT_FIX))  # fmt: skip
     return tuple(out)
+
+
+def _slurm_missing(nodes: list[NodeStatus], expected_hosts: tuple[str, ...]) -> list[NodeStatus]:
+    """The job's nodes (SLURM's names) that sent nothing, named only when the names line up: as many unmatched
+    names as nodes short (agents in containers may call their host something else: then only a count)."""
+    if not expected_hosts or any(n.agent == "missing" for n in nodes):  # torchrun's map named them already
+        return []
+    heard = [n for n in nodes if n.agent != "missing"]
+    known = {_short(n.host) for n in heard} | {_short(n.address) for n in heard if n.address}
+    unmatched = [h for h in expected_hosts if _short(h) not in known]
+    return (
+        [NodeStatus(h, None, "missing", (), None) for h in unmatched]
+        if len(unmatched) == len(expected_hosts) - len(heard)
+        else []
+    )
+
+
+def _short(host: str) -> str:
+    return host.split(".")[0]
 
 
 def _name(n: NodeStatus) -> str:

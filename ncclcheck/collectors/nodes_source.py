@@ -57,26 +57,30 @@ def slurm_command(job_id: str, nodes: int | None, agent: list[str]) -> tuple[lis
     return [*argv, *agent], env
 
 
-def slurm_nodes(job_id: str) -> int | None:
-    """How many nodes job ``job_id`` holds (squeue), or None when squeue cannot say."""
-    squeue = shutil.which("squeue")
-    if squeue is None:
-        return None
+def slurm_nodes(job_id: str) -> tuple[str, ...]:
+    """The nodes job ``job_id`` holds, by name (squeue's node list, expanded by scontrol); () when SLURM cannot say."""
+    squeue, scontrol = shutil.which("squeue"), shutil.which("scontrol")
+    if squeue is None or scontrol is None:
+        return ()
     try:
-        done = subprocess.run([squeue, "-h", "-j", job_id, "-o", "%D"], capture_output=True, text=True, timeout=20)
+        listed = subprocess.run([squeue, "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True, timeout=20)
+        nodelist = listed.stdout.strip().splitlines()[:1]
+        if not nodelist or not nodelist[0].strip():
+            return ()
+        names = subprocess.run([scontrol, "show", "hostnames", nodelist[0].strip()], capture_output=True, text=True,
+                               timeout=20)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = done.stdout.strip().splitlines()[:1]
-    return int(first[0]) if first and first[0].strip().isdigit() else None
+        return ()
+    return tuple(n.strip() for n in names.stdout.split() if n.strip())
 
 
 class NodesSource:
     """Each ``poll`` merges the latest line of every node's agent; ``close`` ends the fan-out."""
 
     def __init__(self, stall_s: float, interval_s: float, fanout: FanOut | None = None,
-                 recorded: Streams | None = None, expected_nodes: int | None = None) -> None:  # fmt: skip
+                 recorded: Streams | None = None, expected_hosts: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.judging, self.interval_s = Judging(stall_s), interval_s
-        self.fanout, self.recorded, self.expected_nodes = fanout, recorded, expected_nodes
+        self.fanout, self.recorded, self.expected_hosts = fanout, recorded, expected_hosts
         self.begun = time.monotonic()
         self.state: WatchState | None = None
         self.map = JobMap()
@@ -102,7 +106,8 @@ class NodesSource:
             now = max((r.received for r in reports.values()), default=0.0)
             started = True
         known = self.map.now(reports, now) if self.fanout is not None else None
-        state = merge(reports, text, now, judging, self.interval_s, started, self.expected_nodes, known)
+        state = merge(reports, text, now, judging, self.interval_s, started, len(self.expected_hosts) or None, known,
+                      self.expected_hosts)  # fmt: skip
         if not started and (not reports or any(n.agent == "missing" for n in state.nodes)):
             heard = sum(1 for n in state.nodes if n.agent != "missing")
             waiting = f"… starting the agents: {heard}{f'/{len(state.nodes)}' if state.nodes else ''} nodes reporting"

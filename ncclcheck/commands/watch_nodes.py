@@ -86,10 +86,10 @@ def _source(args: argparse.Namespace) -> NodesSource:
         raise ValueError(
             "--slurm: srun is not on PATH (run the viewer on a login node of the cluster, or use --fanout)"
         )
-    nodes = slurm_nodes(job_id)
+    hosts = slurm_nodes(job_id)
     agent = agent_command(args.interval, args.stall, args.job, args.native, args.no_stacks, args.agent_cmd, job_id)
-    argv, env = slurm_command(job_id, nodes, agent)
-    return NodesSource(args.stall, args.interval, FanOut(argv, env=env), expected_nodes=nodes)
+    argv, env = slurm_command(job_id, len(hosts) or None, agent)
+    return NodesSource(args.stall, args.interval, FanOut(argv, env=env), expected_hosts=hosts)
 
 
 def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
