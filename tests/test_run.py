@@ -183,3 +183,20 @@ def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) ->
     assert report["exit_code"] == code
     complete(tmp_path / "run")
     assert no_job_left()
+
+
+def test_a_dump_is_asked_through_each_rank_s_pipe_and_a_pipe_nobody_reads_is_counted(tmp_path: Path) -> None:
+    """NCCL's watchdog makes <stem><rank>.pipe and reads it; a write asks for a dump. Here a reader stands in for
+    rank 0's watchdog; rank 1's pipe has no reader (gloo, or the rank is gone): ENXIO, nothing written."""
+    from ncclcheck.collectors.fr_pipe import ask_for_dumps
+
+    stem = str(tmp_path / "pipe_")
+    for rank in (0, 1):
+        os.mkfifo(f"{stem}{rank}.pipe")
+    reader = os.open(f"{stem}0.pipe", os.O_RDONLY | os.O_NONBLOCK)  # as the watchdog opens it
+    try:
+        assert ask_for_dumps(stem) == (1, 1)
+        assert os.read(reader, 16) == b"1\n"
+    finally:
+        os.close(reader)
+    assert ask_for_dumps(str(tmp_path / "none_")) == (0, 0)
