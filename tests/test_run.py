@@ -200,3 +200,52 @@ def test_a_dump_is_asked_through_each_rank_s_pipe_and_a_pipe_nobody_reads_is_cou
     finally:
         os.close(reader)
     assert ask_for_dumps(str(tmp_path / "none_")) == (0, 0)
+
+
+def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path) -> None:
+    """`ncclcheck run` on each of two test hosts (a c10d job, rank 1 on node0 in its data loader): node0's run records
+    the hang and names rank 1; node1's cannot see rank 1 and records nothing. `logs` over both run dirs gives one job
+    verdict, and both runs' agent files give the job-wide view."""
+    from netns import two_hosts
+
+    with two_hosts("10.79.10") as hosts:
+        procs = []
+        for i, host in enumerate(hosts):
+            torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
+                        "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29591", "--rdzv-id=runs",
+                        *(["--rdzv-conf=is_host=1"] if i == 0 else []), "--monitor-interval=1", str(WORKER)]  # fmt: skip
+            argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / f"node{i}"), "--stall", "4",
+                    "--interval", "1", "--", *torchrun]  # fmt: skip
+            env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1", "GLOO_SOCKET_IFNAME": "eth0"}
+            procs.append(host.popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        deadline = time.monotonic() + 150
+        while not any((tmp_path / "node0" / "hangs").glob("hang-*.json")):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "node0 recorded no hang"
+            time.sleep(0.3)
+        time.sleep(3)  # node1 has sampled its waiting ranks a few times
+        runs = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0] == sys.executable
+                and "run" in (p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+        assert len(runs) == 2
+        for p in runs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.communicate(timeout=120)
+    reports = [json.loads((tmp_path / f"node{i}" / "report.json").read_text()) for i in (0, 1)]
+    assert reports[0]["verdict"]["status"] == "hang" and reports[0]["verdict"]["ranks"] == [1], reports[0]["verdict"]
+    assert reports[1]["hangs"] == [] and "stalled" not in json.dumps(reports[1]["findings"])  # never blames the network
+    logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "node0"), str(tmp_path / "node1"),
+                           "--json"], capture_output=True, text=True, check=False)  # fmt: skip
+    verdict = json.loads(logs.stdout)["verdict"]
+    assert verdict["root_cause"] == "hang-recorded" and verdict["culprits"] == [1], verdict
+    lines = []
+    for i in (0, 1):
+        hang_time = reports[0]["hangs"][0]["time"]
+        lines += [line for line in (tmp_path / f"node{i}" / "watch-agent.jsonl").read_text().splitlines()
+                  if json.loads(line)["time"] <= hang_time + 1]  # fmt: skip
+    (tmp_path / "both.jsonl").write_text("\n".join(lines) + "\n")
+    view = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--agents", str(tmp_path / "both.jsonl"),
+                           "--once", "--json", "--stall", "4"], capture_output=True, text=True, check=False)  # fmt: skip
+    seen = json.loads(view.stdout)
+    assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
+    assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
+    assert no_job_left()
