@@ -225,3 +225,30 @@ def test_rendezvous_nobody_serves_is_a_launch_failure(tmp_path: Path) -> None:
     assert code == 3 and report["hang"] is None
     assert report["findings"][0]["id"] == "launch-failed" and "127.0.0.1:29541" in report["findings"][0]["message"]
     no_orphans()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_smoke_ends_torchrun_and_every_rank(tmp_path: Path, sig: int) -> None:
+    """`timeout`, `kill` or a CI cancel during a hang: smoke ends its whole tree, ranks in their own sessions too."""
+    cmd = [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--timeout", "600",
+           "--drill", "hang@1:all_reduce", "--log-dir", str(tmp_path / "logs")]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len([r for r in read_progress(str(tmp_path / "logs")) if r.pid]) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.2)
+    ranks = [r.pid for r in read_progress(str(tmp_path / "logs")) if r.pid]
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 128 + sig and "every rank ended" in err, err
+    assert not [pid for pid in ranks if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    no_orphans()
+
+
+def test_an_unwritable_json_path_is_refused_before_anything_is_launched(tmp_path: Path) -> None:
+    for path, words in ((tmp_path / "no" / "x.json", "no directory"), (tmp_path, "is a directory")):
+        done = subprocess.run([sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--json", str(path),
+                               "--log-dir", str(tmp_path / "logs")], capture_output=True, text=True, check=False)  # fmt: skip
+        assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
+    no_orphans()

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Any
 
 from rich.console import Console
@@ -163,17 +165,61 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             write_json(summary, args.json)
         return EXIT_LAUNCH
+    bad_output = _unwritable(args.json)
+    if bad_output:
+        print(f"ncclcheck smoke: --json {args.json}: {bad_output} (give a file in a directory that exists)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    previous = {sig: signal.signal(sig, _ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     proc = launcher.start(settings)
-    if args.tui and sys.stdout.isatty():
-        summary = _with_tui(proc, settings, args, world)
-    else:
-        if args.tui:
-            console.print("ncclcheck smoke: --tui needs a terminal; printing progress instead", highlight=False)
-        summary = _watch(proc, settings, args, console)
+    try:
+        if args.tui and sys.stdout.isatty():
+            summary = _with_tui(proc, settings, args, world)
+        else:
+            if args.tui:
+                console.print("ncclcheck smoke: --tui needs a terminal; printing progress instead", highlight=False)
+            summary = _watch(proc, settings, args, console)
+    except Ended as ended:
+        launcher.end_tree(proc, [])  # SIGTERM or SIGHUP (timeout, kill, a CI cancel): the job ends with us
+        print(f"ncclcheck smoke: ended by {signal.Signals(ended.signum).name}; torchrun and every rank ended",
+              file=sys.stderr)  # fmt: skip
+        return 128 + ended.signum
+    except BaseException:
+        launcher.end_tree(proc, [])  # ^C or any error after launch: never leave a job running
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     render(summary, console)
     if any(f.id == "launch-failed" for f in summary.findings):
         return EXIT_LAUNCH
     return 0 if summary.verdict == "pass" else 1
+
+
+class Ended(Exception):
+    """SIGTERM or SIGHUP reached ncclcheck smoke."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _ended(signum: int, frame: FrameType | None) -> None:
+    raise Ended(signum)
+
+
+def _unwritable(path: str | None) -> str | None:
+    """Why ``--json PATH`` cannot be written, checked before anything is launched; None when it can."""
+    if path is None:
+        return None
+    if os.path.isdir(path):
+        return "is a directory"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"no directory {parent}"
+    if not os.access(parent, os.W_OK):
+        return f"{parent} is not writable"
+    return None
 
 
 def _with_tui(
