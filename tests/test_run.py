@@ -44,7 +44,8 @@ def test_a_healthy_job_passes_and_its_output_is_passed_through(tmp_path: Path) -
     assert report["schema"] == "ncclcheck.run/1" and report["hangs"] == []
     assert "done 0" in out and "done 1" in out  # the job's own output, on stdout, unchanged
     assert "done 0" in (tmp_path / "run" / "logs" / "launcher.log").read_text()
-    assert "set    TORCH_FR_BUFFER_SIZE/TORCH_NCCL_TRACE_BUFFER_SIZE=2000" in err
+    assert "set    TORCH_FR_BUFFER_SIZE=2000" in err  # torch 2.13 reads the new name: the old one would only warn
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated" not in out + err
     complete(tmp_path / "run")
     logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
                           capture_output=True, text=True, check=False)  # fmt: skip
@@ -249,3 +250,24 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
     assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
     assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
     assert no_job_left()
+
+
+def test_both_flight_recorder_names_are_set_for_a_torch_older_than_2_8_and_the_user_s_are_kept() -> None:
+    from ncclcheck.analysis.run_env import evidence_env, job_env
+
+    old = job_env({}, evidence_env({}, "/r", False, "2.5.1+cu124"))
+    assert old["TORCH_FR_BUFFER_SIZE"] == old["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
+    assert old["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == "/r/fr/rank_" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in old
+    unknown = job_env({}, evidence_env({}, "/r", False, None))
+    assert unknown["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"  # torch not importable here: both names, to be safe
+    new = job_env({}, evidence_env({}, "/r", False, "2.13.0"))
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in new and new["TORCH_FR_DUMP_ON_TIMEOUT"] == "1"
+    mine = job_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, evidence_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, "/r",
+                                                                         False, "2.5.1"))  # fmt: skip
+    assert mine["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "64" and "TORCH_FR_BUFFER_SIZE" not in mine
+    # The old name set by the user on a new torch: still theirs, the new name is not set over it.
+    aliased = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}
+    kept = job_env(aliased, evidence_env(aliased, "/r", False, "2.13.0"))
+    assert kept["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "64" and "TORCH_FR_BUFFER_SIZE" not in kept
+    deep = job_env({}, evidence_env({}, "/r", True, "2.13.0"))
+    assert deep["NCCL_DEBUG"] == "INFO" and deep["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"

@@ -15,7 +15,19 @@ from ncclcheck.model.run import EnvSetting
 NEVER = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCHELASTIC_ERROR_FILE")
 
 
-def evidence_env(env: Mapping[str, str], run_dir: str, deep: bool) -> tuple[EnvSetting, ...]:
+FR_NAMES_SINCE = (2, 8)  # torch reads TORCH_FR_* from 2.8 on, and warns that the TORCH_NCCL_* aliases are deprecated
+
+
+def _version(torch_version: str | None) -> tuple[int, ...] | None:
+    parts = (torch_version or "").split("+")[0].split(".")[:2]
+    return tuple(int(p) for p in parts) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
+
+def evidence_env(
+    env: Mapping[str, str], run_dir: str, deep: bool, torch_version: str | None = None
+) -> tuple[EnvSetting, ...]:
+    """What to switch on. Both names of a Flight Recorder setting are set unless the torch here is known to read
+    the new one (>= 2.8), where the old alias would only add a deprecation warning to every rank's output."""
     fr, nccl = os.path.join(run_dir, "fr"), os.path.join(run_dir, "nccl")
     wanted = [
         (("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"), "2000",
@@ -44,9 +56,12 @@ def evidence_env(env: Mapping[str, str], run_dir: str, deep: bool) -> tuple[EnvS
             (("TORCH_NCCL_DESYNC_DEBUG",), "1", "on a timeout, which rank did not join the collective",
              "a store write at the start and end of every collective, per rank"),
         ]  # fmt: skip
+    version = _version(torch_version)
     out = []
     for names, value, what, cost in wanted:
-        given = next((n for n in names if n in env), None)
+        given = next((n for n in names if n in env), None)  # the user's, under any of its names, is kept
+        if version is not None and version >= FR_NAMES_SINCE and names[0].startswith("TORCH_FR_"):
+            names = names[:1]
         if given is not None:
             out.append(EnvSetting(names, env[given], what, cost, kept=True, kept_name=given))
         else:
@@ -67,8 +82,8 @@ def backend_notes(torch_version: str | None, env: Mapping[str, str]) -> tuple[st
     """What the evidence cannot give on this torch or backend, said once at start."""
     notes = ["Flight Recorder, its dumps and the dump pipe exist on the NCCL backend only: a gloo job's "
              "evidence is the live stacks, the launcher's output and the hang records"]  # fmt: skip
-    major_minor = tuple(int(p) for p in (torch_version or "0.0").split("+")[0].split(".")[:2] if p.isdigit())
-    if major_minor >= (2, 15) and env.get("TORCH_DIST_USE_NCCL2") != "0":
+    version = _version(torch_version)
+    if version is not None and version >= (2, 15) and env.get("TORCH_DIST_USE_NCCL2") != "0":
         notes.append("torch >= 2.15 runs its new NCCL backend by default, which has no dump pipe: "
                      "TORCH_DIST_USE_NCCL2=0 selects the older one (your choice, not set here)")  # fmt: skip
     return tuple(notes)

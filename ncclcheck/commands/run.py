@@ -94,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"ncclcheck run: cannot make the run dir {run_dir}: {exc.strerror} (give --dir)", file=sys.stderr)
         return EXIT_USAGE
     console = make_console(sys.stderr)
-    settings = evidence_env(os.environ, run_dir, args.deep)
-    notes = backend_notes(_torch_version(), os.environ)
+    torch_version = _torch_version()
+    settings = evidence_env(os.environ, run_dir, args.deep, torch_version)
+    notes = backend_notes(torch_version, os.environ)
     start_lines(settings, notes, run_dir, console)
     _write(run_dir, "manifest.json", _manifest(argv, host, settings, notes))
     started = time.time()
