@@ -39,12 +39,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/2 JSON report")
 
 
-def _analyse(found: tuple[LogSource, ...]) -> LogReport:
+def diagnose(found: tuple[LogSource, ...]) -> LogReport:
+    """The logs and Flight Recorder dumps among ``found``, folded into one report (also `ncclcheck run`'s)."""
     fold = LogFold()
-    for source in found:
+    for source in (s for s in found if s.kind == "log"):
         for line in frame_chunks(chunks(source), source.name, quiet, fold.skip):
             fold.feed(line)
-    return fold.result()
+    report = fold.result()
+    dumps = [load(s.path) for s in found if s.kind == "flight"]
+    if dumps:
+        read = [d for d in dumps if isinstance(d, FrDump)]
+        report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
+    return report
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,14 +58,10 @@ def run(args: argparse.Namespace) -> int:
         found = sources(args.paths)
         if not found:
             raise InputError(f"no log files under {', '.join(args.paths)}")
-        report = _analyse(tuple(s for s in found if s.kind == "log"))
+        report = diagnose(found)
     except InputError as exc:
         print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
         return 2
-    dumps = [load(s.path) for s in found if s.kind == "flight"]
-    if dumps:
-        read = [d for d in dumps if isinstance(d, FrDump)]
-        report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
     report = with_hangs(report, hang_records.find(args.paths))  # run dirs: the hangs `ncclcheck run` saw live
     names = [s.name for s in found]
     if args.json:

@@ -31,20 +31,17 @@ from types import FrameType
 from typing import Any
 
 from ncclcheck import __version__
-from ncclcheck.analysis import flight
-from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight, with_hangs
-from ncclcheck.analysis.logs.frame import frame_chunks
+from ncclcheck.analysis.logs.diagnose import LogReport, with_hangs
 from ncclcheck.analysis.run_env import backend_notes, evidence_env, job_env
 from ncclcheck.analysis.run_verdict import early_leavers, verdict
 from ncclcheck.analysis.watch import EXITED, next_delay
-from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.fr_pipe import ask_for_dumps
 from ncclcheck.collectors.jobs import discover
-from ncclcheck.collectors.logfiles import InputError, chunks, sources
+from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.collectors.watch_source import LiveSource
-from ncclcheck.model.flight import FrDump, Unreadable
+from ncclcheck.commands.logs import diagnose  # the same analysis `ncclcheck logs` makes
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.smoke import Frame
 from ncclcheck.views.console import make_console
@@ -226,16 +223,7 @@ def _diagnose(run_dir: str) -> tuple[LogReport, list[str]]:
         found = sources([p for p in paths if any(Path(p).iterdir())])
     except InputError:
         found = ()
-    fold = LogFold()
-    for source in (s for s in found if s.kind == "log"):
-        for line in frame_chunks(chunks(source), source.name, quiet, fold.skip):
-            fold.feed(line)
-    report = fold.result()
-    dumps = [load(s.path) for s in found if s.kind == "flight"]
-    if dumps:
-        read = [d for d in dumps if isinstance(d, FrDump)]
-        report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
-    return report, [s.name for s in found]
+    return diagnose(found), [s.name for s in found]
 
 
 def _manifest(argv: list[str], host: str, settings: Any, notes: tuple[str, ...]) -> dict[str, Any]:
