@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import struct
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,10 +68,19 @@ class VersionFacts:
     nccl_libs: tuple[NcclLib, ...]
     driver_version: str | None
     cuda_driver_api: int | None
+    torch_import_error: str | None = None  # what ``import torch.distributed`` said when it failed here
 
 
-def collect(root: str = "/") -> VersionFacts:
-    """Collect the versions; ``root`` only affects where the driver version is read."""
+IMPORT_TIMEOUT_S = 120.0
+
+
+def collect(root: str = "/", try_import: bool = False) -> VersionFacts:
+    """Collect the versions; ``root`` only affects where the driver version is read.
+
+    ``try_import``: also import torch.distributed in a child Python (while the files are read), since
+    files that look right can still fail to import (a missing libcudart, an ABI clash, a broken wheel).
+    """
+    importing = _start_import() if try_import else None
     torch, error = _torch()
     site = os.path.dirname(torch.path) if torch else None
     return VersionFacts(
@@ -82,7 +92,30 @@ def collect(root: str = "/") -> VersionFacts:
         nccl_libs=tuple(_load(path, origin) for path, origin in nccl_candidates(site, torch)),
         driver_version=driver_version(root),
         cuda_driver_api=_cuda_driver_api() if root == "/" else None,
+        torch_import_error=_import_error(importing) if importing and torch else None,
     )
+
+
+def _start_import() -> subprocess.Popen[str] | None:
+    try:
+        return subprocess.Popen([sys.executable, "-c", "import torch.distributed"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    except OSError:
+        return None
+
+
+def _import_error(proc: subprocess.Popen[str]) -> str | None:
+    try:
+        _, err = proc.communicate(timeout=IMPORT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return f"import torch.distributed did not finish in {IMPORT_TIMEOUT_S:.0f} s"
+    if proc.returncode == 0:
+        return None
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    last = lines[-1] if lines else f"exit code {proc.returncode}"
+    return last[:300]
 
 
 def _torch() -> tuple[Torch | None, str | None]:

@@ -81,7 +81,7 @@ def test_ib_probe_json_matches_fixture() -> None:
     assert facts["peermem"] == ["sys/module/nvidia_peermem/version"]
 
 
-def test_net_probe_saves_ifaddrs_in_the_root_format(tmp_path: Path) -> None:
+def test_net_probe_saves_ifaddrs_in_the_root_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "probes" / "net.py"), "--ifaddrs"], capture_output=True, text=True, timeout=60
     )
@@ -89,4 +89,8 @@ def test_net_probe_saves_ifaddrs_in_the_root_format(tmp_path: Path) -> None:
     assert any(r["name"] == "lo" and r["addr"] == "127.0.0.1" for r in rows)
     (tmp_path / "ifaddrs.json").write_text(done.stdout)
     (tmp_path / "sys").mkdir()
-    assert main(["env", "--json", "--root", str(tmp_path)]) in (0, 1)
+    code = main(["env", "--json", "--root", str(tmp_path)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == (1 if any(c["status"] == "fail" for c in report["checks"]) else 0)
+    (interfaces,) = [c for c in report["checks"] if c["id"] == "net.interfaces"]
+    assert "lo" in " ".join([interfaces["summary"], *interfaces["details"]])  # read from the saved ifaddrs.json

@@ -6,12 +6,13 @@ import dataclasses
 
 import pytest
 from conftest import SCENARIOS, scenario
-from snapshots import ETH0, LO, bare, check
+from snapshots import LO, bare, check
 
 from ncclcheck.analysis.env.gpus import visible_devices
 from ncclcheck.model.checks import Status
 from ncclcheck.model.env import EnvOptions
 from ncclcheck.probes import gpu, host, ib, versions
+from ncclcheck.probes.rdzv import RdzvFacts
 
 TORCH_CU121 = versions.Torch("2.3.0+cu121", "/site/torch", "12.1", None, True, True)
 GPU = gpu.Gpu("0000:18:00.0", "NVIDIA H100 80GB HBM3", 0, None, True)
@@ -182,7 +183,6 @@ def test_only_loopback_interfaces() -> None:
     assert check(snap, "net.interfaces").status is Status.WARN
     assert check(dataclasses.replace(snap, options=EnvOptions(nnodes=2)), "net.interfaces").status is Status.FAIL
     assert check(bare(), "net.interfaces").summary.endswith("routable: eth0")
-    assert ETH0.name == "eth0"
 
 
 def test_multi_node_inferred_from_launcher_variables() -> None:
@@ -197,3 +197,43 @@ def test_rank_variable_sanity() -> None:
     assert result.status is Status.FAIL
     assert "RANK=4 is not below WORLD_SIZE=4" in "\n".join((result.summary, *result.details))
     assert "MASTER_ADDR expected, but not set" in "\n".join((result.summary, *result.details))
+
+
+def test_an_hca_asked_for_on_a_node_without_rdma_is_said() -> None:
+    result = check(bare({"NCCL_IB_HCA": "mlx5_9"}), "ib.devices")
+    assert result.status is Status.WARN and "NCCL_IB_HCA=mlx5_9 but this node has no RDMA device" in result.summary
+    assert check(bare({}), "ib.devices").status is Status.SKIP
+
+
+def _rdzv(addr: str, resolved: tuple[str, ...], error: str | None = None, port: int | None = None) -> RdzvFacts:
+    return RdzvFacts(addr, port, resolved, error, False, resolved[0] if resolved else None, False, None,
+                     "ok" if port else None)  # fmt: skip
+
+
+def test_an_unresolvable_master_addr_is_a_failure_without_a_master_port() -> None:
+    snapshot = bare({"MASTER_ADDR": "nohost.invalid"}, rdzv=_rdzv("nohost.invalid", (), "Name or service not known"))
+    result = check(snapshot, "rdzv")
+    assert result.status is Status.FAIL and "MASTER_ADDR=nohost.invalid does not resolve" in result.summary
+
+
+def test_a_bad_port_and_an_unresolvable_address_are_two_failures() -> None:
+    env = {"MASTER_ADDR": "nohost.invalid", "MASTER_PORT": "http"}
+    result = check(bare(env, rdzv=_rdzv("nohost.invalid", (), "Name or service not known")), "rdzv")
+    text = result.summary + " ".join(result.details)
+    assert result.status is Status.FAIL
+    assert "MASTER_PORT=http is not a TCP port" in text and "MASTER_ADDR=nohost.invalid does not resolve" in text
+
+
+def test_a_remote_master_without_a_port_is_not_called_unreachable() -> None:
+    result = check(bare({"MASTER_ADDR": "10.1.0.9"}, rdzv=_rdzv("10.1.0.9", ("10.1.0.9",))), "rdzv")
+    assert result.status is Status.OK and "MASTER_PORT unset" in result.summary
+
+
+def test_a_torch_that_does_not_import_is_a_failure() -> None:
+    torch = versions.Torch("2.4.0", "/env/torch", "12.1", None, True, True)
+    facts = versions.VersionFacts("3.11.7", "Linux", torch, None, None, (), None, None,
+                                  "ImportError: libcudart.so.12: cannot open shared object file")  # fmt: skip
+    result = check(bare({}, versions=facts), "versions")
+    assert result.status is Status.FAIL and "is installed but does not import here: ImportError" in result.summary
+    imported = dataclasses.replace(facts, torch_import_error=None)
+    assert check(bare({}, versions=imported), "versions").status is not Status.FAIL

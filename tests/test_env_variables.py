@@ -145,3 +145,69 @@ def test_user_conf_file_via_nccl_conf_file(tmp_path: Path) -> None:
     conf.write_text("NCCL_IB_DISABLE=1\n")
     facts = envvars.collect("/", {"NCCL_CONF_FILE": str(conf)})
     assert ("NCCL_IB_DISABLE", "1", str(conf), 1) in [(v.name, v.value, v.source, v.line) for v in facts.effective]
+
+
+# NCCL's own parse of integer settings (ncclLoadParam: strtoll(value, NULL, 0)): what NCCL will really do
+
+
+@pytest.mark.parametrize(
+    ("env", "status", "words"),
+    [
+        (
+            {"NCCL_IB_DISABLE": "yes"},
+            Status.FAIL,
+            "NCCL_IB_DISABLE=yes is not a number: NCCL reads it as 0: IB stays ON",
+        ),
+        ({"NCCL_IB_DISABLE": "true"}, Status.FAIL, "IB stays ON"),
+        ({"NCCL_IB_GID_INDEX": "abc"}, Status.FAIL, "reads it as 0: GID index 0 (link-local on RoCE"),
+        ({"NCCL_IB_TIMEOUT": "8k"}, Status.WARN, "reads only its leading number, 8"),
+        (
+            {"NCCL_IB_TIMEOUT": "99999999999999999999"},
+            Status.WARN,
+            "out of range: NCCL ignores it and keeps its default",
+        ),
+        ({"NCCL_SHM_DISABLE": "no"}, Status.WARN, "SHM stays ON"),
+    ],
+)
+def test_integer_values_nccl_misreads_say_what_nccl_does(env: dict[str, str], status: Status, words: str) -> None:
+    result = check(bare(env), "env.vars")
+    assert result.status is status, result
+    assert words in result.summary + " ".join(result.details), result
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"NCCL_IB_DISABLE": "0"}, {"NCCL_IB_GID_INDEX": "3"}, {"NCCL_IB_GID_INDEX": "0x3"}, {"NCCL_IB_TIMEOUT": "022"}],
+)
+def test_plain_integers_in_any_c_base_are_not_flagged(env: dict[str, str]) -> None:
+    assert check(bare(env), "env.vars").status is Status.OK
+
+
+def test_a_disable_nccl_reads_as_one_is_a_leftover_whatever_its_spelling() -> None:
+    for value in ("1", "01", "0x1"):
+        result = check(bare({"NCCL_IB_DISABLE": value, "NCCL_IB_HCA": "mlx5_0"}), "env.vars")
+        assert "disables InfiniBand" in " ".join(result.details) + result.summary, value
+        assert "IB is off, so NCCL_IB_HCA does nothing" in " ".join(result.details), value
+
+
+def test_nccl_int_is_strtoll() -> None:
+    from ncclcheck.analysis.nccl_rules import nccl_int
+
+    assert [nccl_int(t).value for t in ("abc", "yes", "8k", "010", "0x1f", " 3", "-1", "08", "0x")] == [
+        0, 0, 8, 8, 31, 3, -1, 0, 0,
+    ]  # fmt: skip
+    assert [nccl_int(t).exact for t in ("010", "0x1f", " 3", "8k", "08", "")] == [True, True, True, False, False, False]
+    assert nccl_int("99999999999999999999", default=18).value == 18
+
+
+def test_an_unknown_algo_gets_its_neighbour_once_in_the_users_spelling() -> None:
+    result = check(bare({"NCCL_ALGO": "Treee,ring"}), "env.vars")
+    text = result.summary + " ".join(result.details)
+    assert result.status is Status.FAIL and "unknown token(s): Treee (did you mean Tree?)" in result.summary
+    assert "treee" not in text and "forces collective algorithms" not in text  # named once, not also as a leftover
+
+
+def test_the_variables_check_never_says_no_problem_beside_a_problem() -> None:
+    result = check(bare({"NCCL_IB_DISABLE": "yes", "NCCL_DEBUG": "VERBOSE"}), "env.vars")
+    assert result.status is Status.FAIL and "no problem found" not in result.summary + " ".join(result.details)
+    assert "no problem found" in check(bare({"NCCL_DEBUG": "WARN"}), "env.vars").summary

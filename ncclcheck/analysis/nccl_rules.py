@@ -8,6 +8,7 @@ Sources (NVIDIA/nccl 2.30.7 unless noted): ``parseStringList``/``matchIfList`` (
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -252,10 +253,35 @@ def auto_gid_index(port: Port, env: Mapping[str, str]) -> int:
 
 
 def _int(text: str | None, default: int) -> int:
-    """``strtoll(text, 0)`` with NCCL's fallback to the default on garbage."""
-    if text is None or not text.strip():
+    """An NCCL_PARAM value as NCCL reads it (``ncclLoadParam``): unset or empty -> the default."""
+    if text is None or not text:
         return default
-    try:
-        return int(text.strip(), 0)
-    except ValueError:
-        return default
+    return nccl_int(text, default).value
+
+
+INT64 = (-(1 << 63), (1 << 63) - 1)
+STRTOLL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+@dataclass(frozen=True)
+class NcclInt:
+    """What NCCL makes of an integer setting: ``value`` it uses; ``exact`` when the text was only that number."""
+
+    value: int
+    exact: bool
+    overflow: bool = False  # strtoll's ERANGE: NCCL keeps its default (and says so only at INFO)
+    digits: bool = True  # False: no number at all, strtoll read 0
+
+
+def nccl_int(text: str, default: int = 0) -> NcclInt:
+    """C's ``strtoll(text, NULL, 0)`` as ``ncclLoadParam`` uses it: leading blanks, a sign, then ``0x`` hex,
+    ``0`` octal or decimal digits; the rest ignored; no digits -> 0; out of int64 -> NCCL's ``default``."""
+    match = STRTOLL.match(text)
+    if match is None:
+        return NcclInt(0, False, digits=False)
+    digits = match.group(2)
+    base = 16 if digits[:2].lower() == "0x" else 8 if digits[0] == "0" and len(digits) > 1 else 10
+    number = (-1 if match.group(1) == "-" else 1) * int(digits, base)
+    if not INT64[0] <= number <= INT64[1]:
+        return NcclInt(default, False, overflow=True)
+    return NcclInt(number, match.end() == len(text))

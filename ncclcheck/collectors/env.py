@@ -22,7 +22,7 @@ def collect_snapshot(options: EnvOptions, environ: Mapping[str, str] | None = No
         effective.setdefault(var.name, var.value)
     return NodeSnapshot(
         options=options,
-        versions=versions.collect(root),
+        versions=versions.collect(root, try_import=root == "/"),
         gpu=gpu.collect(root),
         ib=ib.collect(root),
         net=net_facts,
@@ -35,9 +35,9 @@ def collect_snapshot(options: EnvOptions, environ: Mapping[str, str] | None = No
 def _rdzv(options: EnvOptions, env: Mapping[str, str], net_facts: net.NetFacts) -> rdzv.RdzvFacts | None:
     addr = options.master_addr or env.get("MASTER_ADDR")
     port_text = options.master_port or env.get("MASTER_PORT")
-    if not addr or not port_text or options.root != "/":
+    if not addr or options.root != "/":
         return None
-    port = int(port_text) if port_text.strip().isdigit() else None
+    port = int(port_text) if port_text and port_text.strip().isdigit() else None  # no port: the address still
     local = frozenset(a.addr for a in net_facts.ifaddrs)
     return rdzv.collect(addr, port, local, timeout_s=CONNECT_TIMEOUT_S)
 

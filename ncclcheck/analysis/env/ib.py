@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ncclcheck.analysis.env.context import Context
+from ncclcheck.analysis.env.values import is_set_to_one
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.analysis.nccl_rules import ib_ports, parse_list, port_usable, selected, state_number
 from ncclcheck.model.checks import Check
@@ -18,13 +19,19 @@ NO_RDMA = "no RDMA devices (/sys/class/infiniband is empty): NCCL will use TCP s
 
 def used_ports(snapshot: NodeSnapshot, ctx: Context) -> tuple[Port, ...]:
     """The ports NCCL's IB transport would use, or none when it is disabled."""
-    if ctx.env.get("NCCL_IB_DISABLE") == "1":
+    if is_set_to_one(ctx.env, "NCCL_IB_DISABLE"):
         return ()
     return ib_ports(snapshot.ib.hcas, ctx.env.get("NCCL_IB_HCA"))
 
 
 def check_devices(snapshot: NodeSnapshot, ctx: Context) -> Check:
     hcas = snapshot.ib.hcas
+    asked = ctx.env.get("NCCL_IB_HCA")
+    if not hcas and asked and not is_set_to_one(ctx.env, "NCCL_IB_DISABLE"):
+        return conclude("ib.devices", "", [warn(
+            f"NCCL_IB_HCA={asked} but this node has no RDMA device at all: NCCL will use TCP sockets between nodes",
+            "on a node with IB/RoCE NICs: pass /dev/infiniband into the container and load the driver (`ibv_devinfo`);"
+            " else unset NCCL_IB_HCA")])  # fmt: skip
     if not hcas:
         return skip("ib.devices", NO_RDMA)
     used = used_ports(snapshot, ctx)

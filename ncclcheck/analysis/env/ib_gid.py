@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ncclcheck.analysis.env.context import Context, to_int
+from ncclcheck.analysis.env.context import Context
 from ncclcheck.analysis.env.ib import used_ports
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.analysis.nccl_rules import (
@@ -14,6 +14,7 @@ from ncclcheck.analysis.nccl_rules import (
     gid_link_local,
     in_range,
     nccl_gid_index,
+    nccl_int,
     roce_version,
 )
 from ncclcheck.model.checks import Check
@@ -73,7 +74,7 @@ def _port_issues(port: Port, pick: int, rec: int | None, ctx: Context) -> list[I
         ]
     set_value = ctx.env.get("NCCL_IB_GID_INDEX")
     if set_value is not None:
-        return _set_index_issues(port, to_int(set_value), set_value, rec, ctx)
+        return _set_index_issues(port, nccl_int(set_value).value if set_value else None, set_value, rec, ctx)
     if ctx.nccl is not None and ctx.nccl < (2, 21, 0):
         return [
             warn(

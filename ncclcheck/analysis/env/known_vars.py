@@ -25,6 +25,7 @@ class KnownVar:
     first_seen: Version | None
     last_seen: str
     note: str
+    how_read: str = ""  # NCCL_PARAM: an integer NCCL parses with strtoll; getenv: NCCL reads the text itself
 
     @property
     def kind(self) -> str | None:
@@ -62,13 +63,13 @@ def parse_table(text: str) -> KnownVars:
     prefixes: list[str] = []
     for line in text.splitlines()[1:]:
         cols = line.split("\t") + [""] * 8
-        name, first, last, status, note = cols[0], cols[2], cols[3], cols[4], cols[7]
+        name, first, last, status, how, note = cols[0], cols[2], cols[3], cols[4], cols[5], cols[7]
         if not name:
             continue
         if name.endswith("*"):
             prefixes.append(name.rstrip("*"))
             continue
-        rows[name] = KnownVar(name, status, _tag(first), last, note)
+        rows[name] = KnownVar(name, status, _tag(first), last, note, how)
     return KnownVars(MappingProxyType(rows), tuple(prefixes))
 
 

@@ -22,7 +22,7 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
     addr, port_text = endpoint(snapshot, dict(ctx.env))
     worker = "RANK" in ctx.env or "LOCAL_RANK" in ctx.env
     issues = _rank_issues(ctx)
-    if not addr or not port_text:
+    if not addr or (not port_text and worker):
         missing = " and ".join(n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port_text)) if not v)
         if worker:
             issues.append(
@@ -36,16 +36,20 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
         return skip(
             "rdzv", f"no rendezvous endpoint ({missing} unset): pass --master-addr HOST --master-port PORT to check one"
         )
-    port = to_int(port_text)
-    if port is None or not 0 < port < 65536:
+    port = to_int(port_text) if port_text else None
+    if port_text and (port is None or not 0 < port < 65536):
         issues.append(fail(f"MASTER_PORT={port_text} is not a TCP port (1-65535)", "export MASTER_PORT=29500"))
-        return conclude("rdzv", "", issues)
     facts = snapshot.rdzv
     if facts is None:
-        return skip("rdzv", "rendezvous endpoint not probed under --root (offline analysis)")
+        if issues:
+            return conclude("rdzv", "", issues)
+        return skip("rdzv", "rendezvous endpoint not probed under --root (the saved tree is not this network)")
     issues += _endpoint_issues(facts, ctx)
-    where = "this node (hosts the store)" if facts.local else "a remote node"
-    summary = f"{addr}:{port} resolves to {', '.join(facts.resolved) or 'nothing'}, {where}"
+    where = "this node (hosts the store)" if facts.local else "a remote node" if facts.resolved else "not resolved"
+    shown = f"{addr}:{port}" if port is not None and not issues else addr
+    summary = f"{shown} resolves to {', '.join(facts.resolved) or 'nothing'}, {where}"
+    if not port_text:
+        summary += "; MASTER_PORT unset (torchrun's default is 29500; the port was not tried)"
     details = [f"resolved: {', '.join(facts.resolved)}", f"route from {facts.route_source}"] if facts.resolved else []
     return conclude("rdzv", summary, issues, details)
 
@@ -112,7 +116,7 @@ def _remote_issues(facts: RdzvFacts, ctx: Context, target: str) -> list[Issue]:
                 "set MASTER_ADDR to this node's IP",
             )
         ]
-    if facts.connect == "ok":
+    if facts.connect in ("ok", None):  # None: no port to try (MASTER_PORT unset)
         return []
     if facts.connect == "ECONNREFUSED":
         return [

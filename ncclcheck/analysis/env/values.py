@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
+import difflib
 from collections.abc import Mapping
 
 from ncclcheck.analysis.env.context import Context, to_int
 from ncclcheck.analysis.env.known_vars import KnownVars
 from ncclcheck.analysis.env.verdict import Issue, fail, warn
+from ncclcheck.analysis.nccl_rules import nccl_int
 
 BOOLS = {"y", "yes", "1", "t", "true", "n", "no", "0", "f", "false"}
 LEVELS = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"}
@@ -33,9 +34,10 @@ SUBSYS = {
     "DESTROY",
     "ALL",
 }
-ALGOS = {"ring", "tree", "collnetchain", "collnetdirect", "nvls", "nvlstree", "pat"}
-STRTOLL = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)")
-PROTOS = {"ll", "ll128", "simple"}
+ALGOS = ("Ring", "Tree", "CollnetChain", "CollnetDirect", "NVLS", "NVLSTree", "PAT")
+PROTOS = ("LL", "LL128", "Simple")
+NTHREADS = (64, 128, 256, 512)
+YES = {"y", "yes", "t", "true", "on"}
 RANGES = {
     "NCCL_IB_TIMEOUT": (1, 31),
     "NCCL_IB_RETRY_CNT": (0, 7),
@@ -59,7 +61,7 @@ LEFTOVERS = {
 
 def value_issues(ctx: Context, table: KnownVars) -> list[Issue]:
     env = ctx.env
-    issues = _leftovers(env) + _contradictions(env) + _nccl_values(ctx)
+    issues = _leftovers(env, ctx) + _contradictions(env) + _nccl_values(ctx) + _nccl_params(env, table)
     issues += _torch_values(env, table)
     if "NCCL_COMM_ID" in env:
         issues.append(
@@ -72,11 +74,18 @@ def value_issues(ctx: Context, table: KnownVars) -> list[Issue]:
     return issues
 
 
-def _leftovers(env: Mapping[str, str]) -> list[Issue]:
+def is_set_to_one(env: Mapping[str, str], name: str) -> bool:
+    """Whether NCCL reads ``name`` as 1 (a ``*_DISABLE`` that disables): ``1``, ``01``, ``0x1``, ``1 ``."""
+    value = env.get(name)
+    return bool(value) and nccl_int(value or "").value == 1
+
+
+def _leftovers(env: Mapping[str, str], ctx: Context) -> list[Issue]:
     issues = []
+    invalid = {name for name, _ in _bad_tokens(ctx)}  # said once, by the value check
     for name, cost in LEFTOVERS.items():
         value = env.get(name)
-        if value is None or (name.endswith("_DISABLE") and value.strip() != "1"):
+        if value is None or (name.endswith("_DISABLE") and not is_set_to_one(env, name)) or name in invalid:
             continue
         issues.append(warn(f"{name}={value} {cost}", f"unset {name} unless it works around a known problem"))
     if env.get("TORCH_NCCL_ENABLE_MONITORING", "").lower() in ("0", "false", "n", "no", "f"):
@@ -91,7 +100,7 @@ def _leftovers(env: Mapping[str, str]) -> list[Issue]:
 
 def _contradictions(env: Mapping[str, str]) -> list[Issue]:
     issues = []
-    ib_off = env.get("NCCL_IB_DISABLE") == "1"
+    ib_off = is_set_to_one(env, "NCCL_IB_DISABLE")
     for other in ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX"):
         if ib_off and other in env:
             issues.append(
@@ -107,7 +116,7 @@ def _contradictions(env: Mapping[str, str]) -> list[Issue]:
                 "unset one of them",
             )
         )
-    if env.get("NCCL_P2P_DISABLE") == "1" and "NCCL_P2P_LEVEL" in env:
+    if is_set_to_one(env, "NCCL_P2P_DISABLE") and "NCCL_P2P_LEVEL" in env:
         issues.append(
             warn("NCCL_P2P_DISABLE=1 and NCCL_P2P_LEVEL are both set; NCCL_P2P_DISABLE wins", "unset one of them")
         )
@@ -127,7 +136,7 @@ def _nccl_values(ctx: Context) -> list[Issue]:
     issues: list[Issue] = []
     for name in ("NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"):
         value = env.get(name)
-        if value is not None and value not in LEVELS and to_int(value) is None:
+        if value is not None and value not in LEVELS and not nccl_int(value).exact:
             issues.append(
                 warn(
                     f"{name}={value} is silently ignored (exact, case-sensitive: {', '.join(sorted(LEVELS))})",
@@ -162,41 +171,60 @@ def _nccl_values(ctx: Context) -> list[Issue]:
     return issues
 
 
-def _algo_proto(ctx: Context) -> list[Issue]:
-    issues = []
-    strict = ctx.nccl is None or ctx.nccl >= (2, 24, 0)
+def _bad_tokens(ctx: Context) -> list[tuple[str, list[str]]]:
+    """NCCL_ALGO / NCCL_PROTO tokens NCCL does not know, in the user's spelling."""
+    found = []
     for name, allowed in (("NCCL_ALGO", ALGOS), ("NCCL_PROTO", PROTOS)):
         value = ctx.env.get(name)
         if not value:
             continue
         # "allreduce:ring,tree;broadcast:^ll128": drop the "func:" prefix of each ';' part, then split on ','.
         lists = [part.split(":", 1)[-1] for part in value.split(";")]
-        words = [w.strip().lstrip("^").lower() for item in lists for w in item.split(",") if w.strip()]
-        bad = [w for w in words if w not in allowed]
+        words = [w.strip().lstrip("^") for item in lists for w in item.split(",") if w.strip()]
+        lower = {a.lower() for a in allowed}
+        bad = list(dict.fromkeys(w for w in words if w.lower() not in lower))
         if bad:
-            text = f"{name}={value} has unknown tokens: {', '.join(bad)}"
-            fix = f"unset {name}"
-            issues.append(fail(text + " (NCCL >= 2.24 fails init)", fix) if strict else warn(text, fix))
+            found.append((name, bad))
+    return found
+
+
+def _algo_proto(ctx: Context) -> list[Issue]:
+    issues = []
+    strict = ctx.nccl is None or ctx.nccl >= (2, 24, 0)
+    for name, bad in _bad_tokens(ctx):
+        allowed = ALGOS if name == "NCCL_ALGO" else PROTOS
+        guesses = [_closest(w, allowed) for w in bad]
+        hints = [f"did you mean {g}?" for g in guesses if g]
+        text = f"{name}={ctx.env[name]} has unknown token(s): {', '.join(bad)}" + (
+            f" ({'; '.join(hints)})" if hints else ""
+        )
+        fix = f"use {', '.join(allowed)} (case does not matter), or unset {name}"
+        issues.append(fail(text + "; NCCL >= 2.24 fails init", fix) if strict else warn(text, fix))
     return issues
 
 
+def _closest(word: str, names: tuple[str, ...]) -> str | None:
+    by_lower = {n.lower(): n for n in names}
+    match = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[match[0]] if match else None
+
+
 def _ranges(env: Mapping[str, str]) -> list[Issue]:
+    """Values NCCL reads as numbers but outside what it supports (garbage is ``_nccl_params``' to say)."""
     issues = []
     for name, (low, high) in RANGES.items():
         value = env.get(name)
-        if value is None:
+        if not value:
             continue
-        number = _strtoll(value)
-        if number is None or STRTOLL.fullmatch(value.strip()) is None:
-            issues.append(
-                warn(
-                    f"{name}={value} is not a plain number; NCCL reads only its leading digits",
-                    f"unset {name} or give a number in {low}..{high}",
-                )
-            )
-        elif not low <= number <= high:
+        parsed = nccl_int(value)
+        if parsed.digits and not parsed.overflow and not low <= parsed.value <= high:
             issues.append(warn(f"{name}={value} is outside {low}..{high}", f"unset {name} or use {low}..{high}"))
-    threads, socks = _strtoll(env.get("NCCL_SOCKET_NTHREADS", "")), _strtoll(env.get("NCCL_NSOCKS_PERTHREAD", ""))
+    nthreads = env.get("NCCL_NTHREADS")
+    if nthreads and nccl_int(nthreads).exact and nccl_int(nthreads).value not in NTHREADS:
+        issues.append(warn(f"NCCL_NTHREADS={nthreads} is not one of {', '.join(map(str, NTHREADS))}: NCCL ignores"
+                           " it or rounds it", "unset NCCL_NTHREADS"))  # fmt: skip
+    threads = nccl_int(env.get("NCCL_SOCKET_NTHREADS", "")).value
+    socks = nccl_int(env.get("NCCL_NSOCKS_PERTHREAD", "")).value
     if threads and socks and threads * socks > 64:
         issues.append(
             warn(
@@ -207,14 +235,41 @@ def _ranges(env: Mapping[str, str]) -> list[Issue]:
     return issues
 
 
-def _strtoll(text: str) -> int | None:
-    """C's ``strtoll(text, NULL, 0)`` on the leading number; None when there is none."""
-    match = STRTOLL.match(text)
-    if not match:
-        return None
-    digits = match.group(2)
-    base = 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") and len(digits) > 1 else 10
-    return (-1 if match.group(1) == "-" else 1) * int(digits, base)
+def _nccl_params(env: Mapping[str, str], table: KnownVars) -> list[Issue]:
+    """Every integer NCCL setting NCCL would read as something else than what is written (strtoll's rules)."""
+    issues = []
+    for name, value in sorted(env.items()):
+        known = table.lookup(name)
+        readers = set(known.how_read.split(",")) if known else set()
+        if not value or "NCCL_PARAM" not in readers or "getenv" in readers:  # getenv: NCCL also reads it as text
+            continue
+        parsed = nccl_int(value)
+        if parsed.exact:
+            continue
+        does = _what_nccl_does(name, parsed.value)
+        if parsed.overflow:
+            text = f"{name}={value} is out of range: NCCL ignores it and keeps its default"
+        elif not parsed.digits:
+            text = f"{name}={value} is not a number: NCCL reads it as 0{does}"
+        else:
+            text = f"{name}={value} is not a plain number: NCCL reads only its leading number, {parsed.value}{does}"
+        meant_yes = value.strip().lower() in YES and parsed.value == 0 and name.endswith(("_DISABLE", "_ENABLE"))
+        turn = "disable" if name.endswith("_DISABLE") else "enable"
+        fix = f"write {name} as a plain integer (NCCL parses it with strtoll)" + (
+            f": {name}=1 to {turn} it" if meant_yes else "")  # fmt: skip
+        issues.append(fail(text, fix) if meant_yes or name == "NCCL_IB_GID_INDEX" else warn(text, fix))
+    return issues
+
+
+def _what_nccl_does(name: str, value: int) -> str:
+    if name.endswith("_DISABLE"):
+        what = name[len("NCCL_") : -len("_DISABLE")].replace("_", " ")
+        return f": {what} stays ON" if value == 0 else f": {what} is disabled" if value == 1 else ""
+    if name.endswith("_ENABLE"):
+        return ": it is off" if value == 0 else ""
+    if name == "NCCL_IB_GID_INDEX":
+        return f": GID index {value}" + (" (link-local on RoCE, not routable between nodes)" if value == 0 else "")
+    return ""
 
 
 def _torch_values(env: Mapping[str, str], table: KnownVars) -> list[Issue]:

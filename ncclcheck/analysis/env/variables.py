@@ -56,7 +56,7 @@ def check_variables(snapshot: NodeSnapshot, ctx: Context) -> Check:
             issues += name_issues(var.name, table, ctx.nccl)
     issues += conf_issues(snapshot, ctx) + value_issues(ctx, table)
     count = sum(1 for v in shown if v.name.startswith(LINTED))
-    return conclude("env.vars", f"{count} NCCL/torch/gloo variable(s), no problem found", issues, details)
+    return conclude("env.vars", f"{count} NCCL/torch/gloo variable(s), no problem found", issues, details, fact=False)
 
 
 def name_issues(name: str, table: KnownVars, nccl: Version | None) -> list[Issue]:

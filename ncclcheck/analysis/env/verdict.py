@@ -27,8 +27,14 @@ def warn(text: str, fix: str = "") -> Issue:
     return Issue(Status.WARN, text, fix)
 
 
-def conclude(check_id: str, ok_summary: str, issues: Iterable[Issue], details: Iterable[str] = ()) -> Check:
-    """The worst issue sets the status and the summary; every issue becomes a detail line."""
+def conclude(
+    check_id: str, ok_summary: str, issues: Iterable[Issue], details: Iterable[str] = (), fact: bool = True
+) -> Check:
+    """The worst issue sets the status and the summary; every issue becomes a detail line.
+
+    ``fact``: the OK summary states a fact (kept as a line beside the problems); False when it claims
+    health ("no problem found"), which must never show next to a problem.
+    """
     found = sorted(issues, key=lambda i: -SEVERITY[i.status])
     if not found:
         return Check(check_id, Status.OK, ok_summary, tuple(details))
@@ -39,7 +45,7 @@ def conclude(check_id: str, ok_summary: str, issues: Iterable[Issue], details: I
         if issue.fix and issue.fix not in fixes:
             fixes.append(issue.fix)
     lines = [f"{issue.status.value.upper()}: {issue.text}" for issue in found] if len(found) > 1 else []
-    if ok_summary:
+    if ok_summary and fact:
         lines.append(ok_summary)
     return Check(check_id, worst.status, summary, (*lines, *details), "\n".join(fixes))
 

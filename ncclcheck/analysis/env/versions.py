@@ -28,6 +28,14 @@ def check_versions(snapshot: NodeSnapshot, ctx: Context) -> Check:
     else:
         build = f"CUDA {torch.cuda}" if torch.cuda else "CPU-only build"
         details.append(f"torch {torch.version} ({build}) at {torch.path}")
+        if facts.torch_import_error:
+            issues.append(
+                fail(
+                    f"torch {torch.version} is installed but does not import here: {facts.torch_import_error}",
+                    "run `python -c 'import torch.distributed'` in this environment and fix what it says"
+                    " (a missing CUDA library, a broken or mixed install: reinstall torch)",
+                )
+            )
         details.append(f"backends built in: gloo {_yes(torch.gloo_built)}, nccl {_yes(torch.nccl_built)}")
         if torch.cuda and torch.nccl_built is False:
             issues.append(warn("this CUDA build of torch has no NCCL backend", "install a torch wheel built with NCCL"))
