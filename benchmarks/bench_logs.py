@@ -13,9 +13,11 @@ Usage: python benchmarks/bench_logs.py [--size-mb 1024]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +35,13 @@ def ere(literal: str) -> str:
 
 
 def fixture_lines() -> list[str]:
-    return [line for p in sorted(FIXTURES.glob("*.log")) for line in p.read_text(errors="replace").splitlines() if line]
+    """The real NCCL lines every generated log is built around; none is a broken checkout, said at once."""
+    lines = [
+        line for p in sorted(FIXTURES.glob("*.log")) for line in p.read_text(errors="replace").splitlines() if line
+    ]
+    if not lines:
+        raise SystemExit(f"bench_logs: no NCCL log lines under {FIXTURES}: the fixtures are missing from this checkout")
+    return lines
 
 
 def generate_job(path: Path, size_mb: int) -> None:
@@ -86,8 +94,14 @@ def main() -> int:
             ours = [sys.executable, "-m", "ncclcheck", "logs", "--json", str(log)]
             grep = ["grep", "-E", "-c", *[x for t in GATE.literals for x in ("-e", ere(t))], str(log)]
             times: dict[str, list[float]] = {"ncclcheck": [], "grep": []}
+            check = subprocess.run(ours, capture_output=True, text=True, check=False)
+            findings = json.loads(check.stdout or "{}").get("findings") if check.returncode in (0, 1) else None
+            if not findings:  # the generated log holds real failures: no finding means the measurement is wrong
+                raise SystemExit(
+                    f"bench_logs: ncclcheck logs found nothing in the {kind} log (exit {check.returncode})"
+                )
             for _ in range(args.n):
-                times["ncclcheck"].append(wall(ours))
+                times["ncclcheck"].append(wall(ours, ok=(0, 1)))
                 times["grep"].append(wall(grep, ok=(0, 1)))
         med = {k: statistics.median(v) for k, v in times.items()}
         print(

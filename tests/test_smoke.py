@@ -94,12 +94,54 @@ def test_killed_rank_is_named_with_its_signal_and_the_oom_hint(tmp_path: Path) -
         (["--ops", "allreduce"], "unknown op(s) allreduce"),
         (["--nodes", "2"], "needs --master-addr"),
         (["--sizes", "big"], "'big' is not a size"),
+        # drills that could never fire
+        (["--nproc", "2", "--drill", "hang@5:all_reduce"], "there is no rank 5 (ranks 0..1)"),
+        (["--nproc", "2", "--ops", "broadcast", "--drill", "hang@1:all_reduce"], "all_reduce is not in --ops"),
+        (["--nproc", "1", "--drill", "mismatch@0:all_reduce"], "mismatch needs at least 2 ranks"),
+        # values that were silently replaced or disabled the watchdog
+        (["--nproc", "0"], "--nproc 0: run at least one rank"),
+        (["--nodes", "0"], "--nodes 0: a job has at least one node"),
+        (["--timeout", "nan"], "--timeout nan"),
+        (["--timeout", "inf"], "--timeout inf"),
+        (["--timeout", "0"], "--timeout 0.0"),
+        (["--sizes", "0"], "0 is not a whole number of float32 elements"),
+        (["--sizes", "3"], "3 is not a whole number of float32 elements"),
+        (["--sizes", "5:5"], "5 is not a whole number of float32 elements"),
+        (["--sizes", ","], "no size given"),
+        (["--master-port", "70000"], "--master-port 70000 is not a port"),
     ],
 )
 def test_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], words: str) -> None:
-    assert main(["smoke", *args]) == 2
+    assert main(["smoke", "--backend", "gloo", *args]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("name", "value"), [("SLURM_NNODES", "two"), ("SLURM_NODEID", "1.0")])
+def test_a_slurm_variable_that_is_not_a_number_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    assert main(["smoke", "--backend", "gloo"]) == 2
+    err = capsys.readouterr().err
+    assert f"${name}={value!r} is not a whole number" in err and "Traceback" not in err
+
+
+def test_help_shows_every_default() -> None:
+    done = subprocess.run([sys.executable, "-m", "ncclcheck", "smoke", "--help"], capture_output=True, text=True)
+    text = " ".join(done.stdout.split())
+    for default in ("(default: 8:1M)", "(default: 5)", "(default: 1)", "(default: 30.0)", "free port torchrun picks",
+                    "(default: ./ncclcheck-logs/smoke-TIME-nodeN)", "(default: all)", "(default: none)"):  # fmt: skip
+        assert default in text, default
+
+
+def test_sizes_reach_the_max_asked_for_and_warmup_zero_is_none() -> None:
+    from ncclcheck.smoke.plan import parse_sizes
+
+    assert parse_sizes("8:16M")[-1] == 16 << 20 and parse_sizes("8:16M")[:3] == (8, 32, 128)
+    assert parse_sizes("8:32") == (8, 32) and parse_sizes("4K") == (4096,)
+    worker = Path(__file__).parents[1] / "ncclcheck" / "smoke" / "worker.py"
+    assert "range(plan.warmup)" in worker.read_text()
 
 
 def wait_for(predicate: Callable[[], Any], what: str, deadline_s: float = 90.0) -> Any:
@@ -202,11 +244,10 @@ def test_slurm_variables_give_the_node_shape(
 @pytest.mark.parametrize(
     ("nodelist", "first"), [("gpu-[07-08]", "gpu-07"), ("a1,a2", "a1"), ("n[1,3-4]", "n1"), ("solo", "solo")]
 )
-def test_slurm_master_is_the_first_node(monkeypatch: pytest.MonkeyPatch, nodelist: str, first: str) -> None:
-    from ncclcheck.commands.smoke import _slurm_master
+def test_slurm_master_is_the_first_node(nodelist: str, first: str) -> None:
+    from ncclcheck.smoke.settings import slurm_master
 
-    monkeypatch.setenv("SLURM_JOB_NODELIST", nodelist)
-    assert _slurm_master() == first
+    assert slurm_master(nodelist) == first
 
 
 def test_unresolvable_rendezvous_is_a_launch_failure(tmp_path: Path) -> None:
@@ -227,21 +268,84 @@ def test_rendezvous_nobody_serves_is_a_launch_failure(tmp_path: Path) -> None:
     no_orphans()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_or_sighup_to_smoke_ends_torchrun_and_every_rank(tmp_path: Path, sig: int) -> None:
-    """`timeout`, `kill` or a CI cancel during a hang: smoke ends its whole tree, ranks in their own sessions too."""
-    cmd = [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--timeout", "600",
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_smoke_ends_every_rank_and_keeps_what_was_seen(tmp_path: Path, sig: int) -> None:
+    """^C, `timeout`, `kill` or a CI cancel during a hang: smoke ends its whole tree (ranks in their own sessions
+    too), prints the partial table and leaves the partial JSON, marked interrupted; while it ran, the JSON said
+    running, never fail."""
+    out = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--timeout", "600", "--json", str(out),
            "--drill", "hang@1:all_reduce", "--log-dir", str(tmp_path / "logs")]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while len([r for r in read_progress(str(tmp_path / "logs")) if r.pid]) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, "the ranks never started"
-        time.sleep(0.2)
+
+    def hung() -> bool:
+        ranks = read_progress(str(tmp_path / "logs"))
+        return len([r for r in ranks if r.pid]) == 2 and any(r.last_op == "all_reduce" for r in ranks)
+
+    wait_for(lambda: proc.poll() is not None or hung(), "the hang drill to reach all_reduce", 120)
+    assert proc.poll() is None
+    wait_for(lambda: out.exists() and json.loads(out.read_text())["results"], "a result in the JSON")
+    running = json.loads(out.read_text())
+    assert running["verdict"] == "running" and running["state"] == "running"
     ranks = [r.pid for r in read_progress(str(tmp_path / "logs")) if r.pid]
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=90)
+    stdout, err = proc.communicate(timeout=90)
     assert proc.returncode == 128 + sig and "every rank ended" in err, err
     assert not [pid for pid in ranks if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    no_orphans()
+    report = json.loads(out.read_text())
+    assert report["verdict"] == "interrupted" and report["state"] == "interrupted"
+    assert {r["op"] for r in report["results"]} >= {"broadcast", "reduce"}
+    assert "all_reduce" not in {r["op"] for r in report["results"]}
+    assert "interrupted: no verdict" in stdout and "broadcast" in stdout and "✓ pass" not in stdout
+
+
+def test_a_reused_log_dir_never_mixes_in_the_previous_run(tmp_path: Path) -> None:
+    """The second run into the same --log-dir gets a directory of its own: its report is its own results only."""
+    logs = tmp_path / "logs"
+    first = main(["smoke", *QUICK, "--nproc", "2", "--ops", "all_gather", "--log-dir", str(logs)])
+    out = tmp_path / "second.json"
+    second = main(["smoke", *QUICK, "--nproc", "2", "--ops", "broadcast", "--log-dir", str(logs), "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert (first, second) == (0, 0)
+    assert {r["op"] for r in report["results"]} == {"broadcast"}
+    assert report["log_dir"] != str(logs) and Path(report["log_dir"]).parent == logs
+    assert (logs / "progress").is_dir()  # the first run's files are left where they were
+    no_orphans()
+
+
+def test_a_taken_port_is_named_as_the_reason_the_ranks_never_started(tmp_path: Path) -> None:
+    """--master-port on one node is used; when another process holds it, torchrun's own words say why."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code, report = smoke(tmp_path, "--nproc", "1", "--master-port", str(port), "--timeout", "5")
+    assert code == 3 and report["hang"] is None
+    (finding,) = [f for f in report["findings"] if f["id"] == "launch-failed"]
+    assert f"port {port} is already taken" in finding["message"] and "ss -ltnp" in finding["fix"]
+    assert "rendezvous" not in finding["message"].split(":")[0]  # not blamed on a rendezvous nobody serves
+    no_orphans()
+
+
+def test_each_result_once_barrier_without_a_size_and_the_hung_size(tmp_path: Path) -> None:
+    """Without a terminal: a line per op, then the table; the barrier row has no size; a hung row shows the
+    size that hung."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--ops", "broadcast,barrier",
+         "--log-dir", str(tmp_path / "ok")], capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert sum(line.strip().startswith("broadcast") for line in lines) == 2  # its progress line and its table row
+    barrier = next(line for line in lines if line.split()[:1] == ["barrier"] and "float" in line)
+    assert barrier.split()[1:3] == ["-", "-"]
+    code, report = smoke(tmp_path, "--nproc", "2", "--sizes", "8:2K", "--timeout", "3", "--ops", "all_reduce",
+                         "--drill", "hang@1:all_reduce")  # fmt: skip
+    (hung,) = [r for r in report["results"] if r["status"] == "hang"]
+    assert code == 1 and hung["bytes"] == 8  # the first size: rank 1 hangs before its first all_reduce
     no_orphans()
 
 

@@ -9,7 +9,8 @@ from ncclcheck.analysis.deaths import hint, signal_of
 from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.ranks import span
 from ncclcheck.analysis.smoke import first_failure, local_results, merge, rank_died, stalled_ranks
-from ncclcheck.collectors.launch import failures
+from ncclcheck.analysis.smoke_summary import torchrun_report
+from ncclcheck.collectors.launch import torchrun_log
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
 
@@ -139,12 +140,12 @@ Root Cause (first observed failure):
 
 def test_torchrun_failures_are_read_per_rank(tmp_path: Path) -> None:
     (tmp_path / "torchrun.log").write_text("W1121 worker log line rank: 7\n" + TORCHRUN_SUMMARY)
-    assert failures(str(tmp_path)) == (
+    assert torchrun_report(torchrun_log(str(tmp_path))).failures == (
         ChildFailure(0, 0, "localhost", -15, "SIGTERM", False),
         ChildFailure(2, 2, "localhost", -15, "SIGTERM", False),
         ChildFailure(1, 1, "localhost", -9, "SIGKILL", True),
     )
-    assert failures(str(tmp_path / "absent")) == ()
+    assert torchrun_log(str(tmp_path / "absent")) == []
 
 
 def test_rank_died_says_how_where_and_what() -> None:
@@ -155,3 +156,17 @@ def test_rank_died_says_how_where_and_what() -> None:
     finding = rank_died(1, died(1, -9), failed(1, None), "last words", None)
     assert finding.message == "rank 1 died (signal SIGKILL) during all_reduce; last output: last words"
     assert "OOM killer" in finding.fix and "in the log dir" in finding.fix
+
+
+def test_a_taken_store_port_in_torchruns_log_is_why_the_ranks_never_started() -> None:
+    from ncclcheck.analysis.smoke_summary import never_started
+    from ncclcheck.model.smoke import Launch
+
+    log = Path(__file__).parent / "fixtures" / "torchrun" / "store_port_in_use.log"
+    report = torchrun_report(log.read_text().splitlines())
+    assert report.root_cause is not None and report.root_cause.id == "store-port-in-use"
+    launch = Launch(1, 1, 0, None, 29655, "gloo", "/tmp/run", ())
+    finding = never_started(launch, 1, report)
+    assert "never started (torchrun exit code 1): the store/rendezvous port 29655 is already taken" in finding.message
+    quiet = never_started(launch, None, torchrun_report([]))  # nothing in the log: no port, no rendezvous blamed
+    assert "no rank reported before the deadline" in quiet.message and "rendezvous" not in quiet.message

@@ -19,9 +19,9 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.analysis.watch import Judging
 from ncclcheck.analysis.watch_nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
-from ncclcheck.collectors.nodes_source import agent_command, fanout_command, slurm_command
 from ncclcheck.model.smoke import Frame
 from ncclcheck.model.watch import RendezvousEndpoint, RendezvousMap, RendezvousNode, WatchState
+from ncclcheck.sources.nodes_source import agent_command, fanout_command, slurm_command
 from ncclcheck.views.watch_agent import agent_line
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"

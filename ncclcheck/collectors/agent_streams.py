@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import AgentReport, RankSample, RankView, RendezvousEndpoint
-from ncclcheck.views.watch_agent import AGENT_SCHEMA
+from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
 KEEP_TEXT = 8  # last lines of a node's own words kept

@@ -10,31 +10,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import psutil
 
-from ncclcheck.analysis.logs.diagnose import analyse
-from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.collectors.logfiles import LogSource, lines
-from ncclcheck.model.logs import ChildFailure
+from ncclcheck.model.smoke import Launch
 from ncclcheck.probes import net, rdzv
 
 KILL_GRACE_S = 2.0
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How to start torchrun on this node."""
-
-    nproc: int
-    nodes: int
-    node_rank: int
-    master_addr: str | None
-    master_port: int
-    backend: str
-    log_dir: str
-    worker_args: tuple[str, ...]
 
 
 def command(launch: Launch, local_addr: str | None) -> list[str]:
@@ -48,8 +31,11 @@ def command(launch: Launch, local_addr: str | None) -> list[str]:
         f"--log-dir={os.path.join(launch.log_dir, 'ranks')}",
         "--redirects=3",
     ]
-    if launch.nodes == 1:
-        cmd.append("--standalone")
+    if launch.nodes == 1 and launch.master_port is None:
+        cmd.append("--standalone")  # torchrun picks a free port: never collides with another job's 29400
+    elif launch.nodes == 1:
+        cmd += ["--nnodes=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{launch.master_port}",
+                "--rdzv-id=ncclcheck-smoke", "--rdzv-conf=is_host=1"]  # fmt: skip
     else:
         cmd += [
             f"--nnodes={launch.nodes}",
@@ -90,7 +76,7 @@ def start(launch: Launch) -> subprocess.Popen[bytes]:
     local_addr, ifname = (
         route_interface(launch.master_addr) if launch.nodes > 1 and launch.master_addr else (None, None)
     )
-    log = open(os.path.join(launch.log_dir, "torchrun.log"), "ab")  # noqa: SIM115 - owned by the child
+    log = open(os.path.join(launch.log_dir, "torchrun.log"), "wb")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(
         command(launch, local_addr),
         stdout=log,
@@ -114,7 +100,8 @@ def end_tree(proc: subprocess.Popen[bytes], extra_pids: Sequence[int]) -> None:
             _signal(victim, signal.SIGKILL)
     for victim in victims:
         _signal(victim, signal.SIGKILL)
-    proc.wait()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)  # SIGKILLed above: reaped at once, unless it is stuck in the kernel (D state)
 
 
 def _process(pid: int) -> psutil.Process | None:
@@ -139,13 +126,16 @@ def _signal(proc: psutil.Process, sig: int) -> None:
         proc.send_signal(sig)
 
 
-def failures(log_dir: str) -> tuple[ChildFailure, ...]:
-    """torchrun's error summary (every failed rank, its exit code or signal, its "Root Cause"),
-    read by the same parser as ``ncclcheck logs``."""
+def torchrun_log(log_dir: str) -> list[str]:
+    """torchrun's own output (its error summary, a rendezvous or import failure); empty if it wrote none."""
     path = os.path.join(log_dir, "torchrun.log")
-    if not os.path.exists(path):
-        return ()
-    return analyse(frame_all(lines(LogSource(path, path)), path)).failures
+    return list(lines(LogSource(path, path))) if os.path.exists(path) else []
+
+
+def nccl_logs(log_dir: str) -> list[tuple[str, list[str]]]:
+    """Each NCCL_DEBUG_FILE log the ranks left in the log dir: (path, lines)."""
+    paths = sorted(glob.glob(os.path.join(log_dir, "nccl.*.log")))
+    return [(path, list(lines(LogSource(path, path)))) for path in paths]
 
 
 def stderr_path(log_dir: str, local_rank: int) -> str | None:

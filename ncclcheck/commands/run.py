@@ -40,10 +40,11 @@ from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
-from ncclcheck.collectors.watch_source import LiveSource
 from ncclcheck.commands.logs import diagnose  # the same analysis `ncclcheck logs` makes
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.smoke import Frame
+from ncclcheck.outputs import replace_json
+from ncclcheck.sources.watch_source import LiveSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.run_report import hang_line, render, start_lines, to_json
 from ncclcheck.views.watch_agent import agent_line
@@ -251,8 +252,4 @@ def _torch_version() -> str | None:
 
 
 def _write(run_dir: str, name: str, data: dict[str, Any]) -> None:
-    path = os.path.join(run_dir, name)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1)
-    os.replace(tmp, path)
+    replace_json(os.path.join(run_dir, name), data)

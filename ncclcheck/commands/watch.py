@@ -36,8 +36,8 @@ import time
 
 from ncclcheck.analysis.watch import QUICK_S, Judging, decided, next_delay, rejudge
 from ncclcheck.collectors.jobs import discover, pick
-from ncclcheck.collectors.watch_source import LiveSource
 from ncclcheck.model.watch import Job, WatchState
+from ncclcheck.sources.watch_source import LiveSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch_report import jobs_json, jobs_lines, render, to_json
 

@@ -24,8 +24,8 @@ from typing import Any
 from ncclcheck.analysis.watch import next_delay
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
-from ncclcheck.collectors.watch_source import LiveSource
 from ncclcheck.model.smoke import Frame
+from ncclcheck.sources.watch_source import LiveSource
 from ncclcheck.views.watch_agent import agent_line
 
 EXIT_USAGE, EXIT_NO_JOB = 2, 3

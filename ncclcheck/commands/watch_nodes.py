@@ -21,8 +21,8 @@ from types import FrameType
 from ncclcheck.analysis.watch import decided, next_delay
 from ncclcheck.analysis.watch_nodes import SILENT_MIN_S
 from ncclcheck.collectors.agent_streams import FanOut
-from ncclcheck.collectors.nodes_source import NodesSource, agent_command, fanout_command, slurm_command, slurm_nodes
 from ncclcheck.model.watch import WatchState
+from ncclcheck.sources.nodes_source import NodesSource, agent_command, fanout_command, slurm_command, slurm_nodes
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch_report import render, to_json
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.logs import RankLog
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -109,3 +112,58 @@ class Hang:
     culprits: tuple[int, ...]
     ranks: tuple[RankState, ...]
     message: str
+
+
+RUNNING, INTERRUPTED, CONCLUDED = "running", "interrupted", "concluded"
+
+
+@dataclass(frozen=True)
+class SmokeSummary:
+    """Everything a smoke run found; ``scope`` is "job" on node 0, "node" elsewhere.
+
+    ``state``: ``running`` while the ranks run (the JSON written as it goes), ``interrupted`` when ^C,
+    SIGTERM or SIGHUP ended it first, ``concluded`` once the ranks finished, failed or hung.
+    """
+
+    world_size: int
+    nodes: int
+    node_rank: int
+    backend: str
+    results: tuple[OpResult, ...]
+    hang: Hang | None
+    findings: tuple[Finding, ...]
+    fingerprints: tuple[Fingerprint, ...]
+    transports: tuple[RankLog, ...]
+    log_dir: str
+    finished: bool
+    state: str = CONCLUDED
+
+    @property
+    def scope(self) -> str:
+        return "job" if self.node_rank == 0 else "node"
+
+    @property
+    def verdict(self) -> str:
+        """``pass`` or ``fail`` once concluded; a run that has not concluded says so, whatever it saw."""
+        if self.state != CONCLUDED:
+            return self.state
+        bad = self.hang or any(f.severity == "error" for f in self.findings)
+        return "fail" if bad or not self.finished or any(r.status != "ok" for r in self.results) else "pass"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start torchrun on this node for a smoke run; ``master_port`` None on one node: torchrun picks one."""
+
+    nproc: int
+    nodes: int
+    node_rank: int
+    master_addr: str | None
+    master_port: int | None
+    backend: str
+    log_dir: str
+    worker_args: tuple[str, ...]
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nodes

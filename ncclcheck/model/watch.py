@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from ncclcheck.model.smoke import Frame
 
+AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
+
 
 @dataclass(frozen=True)
 class RankProc:

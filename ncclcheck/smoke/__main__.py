@@ -8,17 +8,24 @@ import sys
 import traceback
 import warnings
 
-from ncclcheck.smoke.plan import OPS, PlanError, parse_drill, parse_ops, parse_sizes
-
-DEFAULT_SIZES = "8:1M"
+from ncclcheck.smoke.plan import (
+    DEFAULT_ITERS,
+    DEFAULT_SIZES,
+    DEFAULT_WARMUP,
+    OPS,
+    PlanError,
+    parse_drill,
+    parse_ops,
+    parse_sizes,
+)
 
 
 def rank_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ncclcheck.smoke", description=__doc__)
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--sizes", default=DEFAULT_SIZES)
-    parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--iters", type=int, default=DEFAULT_ITERS)
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
     parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     parser.add_argument("--drill", action="append", default=[])
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
@@ -61,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(1)
     if os.environ.get("RANK") == "0" and "NCCLCHECK_LOG_DIR" not in os.environ:
         # Under the user's own torchrun there is no ncclcheck launcher to report: rank 0 does.
-        from ncclcheck.commands.smoke import worker_report
+        from ncclcheck.smoke.rank_report import rank_report
 
-        return worker_report(plan.log_dir, plan.backend) or code
+        return rank_report(plan.log_dir, plan.backend) or code
     return code
 
 

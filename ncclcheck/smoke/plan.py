@@ -18,6 +18,10 @@ OPS = (
     "barrier",
 )
 DRILLS = ("hang", "crash", "kill", "mismatch")
+DEFAULT_SIZES = "8:1M"
+DEFAULT_ITERS = 5
+DEFAULT_WARMUP = 1
+DEFAULT_TIMEOUT_S = 30.0
 ELEMENT_BYTES = 4  # float32
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -38,25 +42,34 @@ def bus_factor(op: str, world: int) -> float:
 
 
 def parse_size(text: str) -> int:
+    """``64M`` -> bytes; a size is whole float32 elements (a multiple of 4 bytes), at least one."""
     match = re.fullmatch(r"(\d+)([KMG]?)B?", text.strip().upper())
     if not match:
         raise PlanError(f"'{text}' is not a size (examples: 8, 4K, 64M)")
-    return int(match.group(1)) * UNITS[match.group(2)]
+    size = int(match.group(1)) * UNITS[match.group(2)]
+    if size < ELEMENT_BYTES or size % ELEMENT_BYTES:
+        raise PlanError(f"--sizes: {text.strip()} is not a whole number of float32 elements (4 B each): give 4, 8, ...")
+    return size
 
 
 def parse_sizes(text: str, factor: int = 4) -> tuple[int, ...]:
-    """``8:64M`` -> 8, 32, ..., up to 64M (x``factor`` steps, like nccl-tests -b/-e/-f); ``1K,1M`` a list."""
+    """``8:64M`` -> 8, 32, ..., and the max itself (x``factor`` steps, like nccl-tests -b/-e/-f); ``1K,1M`` a list."""
     if ":" in text:
         low_text, high_text = text.split(":", 1)
         low, high = parse_size(low_text), parse_size(high_text)
-        if low <= 0 or high < low:
-            raise PlanError(f"--sizes {text}: need 0 < min <= max")
+        if high < low:
+            raise PlanError(f"--sizes {text}: need min <= max")
         sizes, size = [], low
         while size <= high:
             sizes.append(size)
             size *= factor
+        if sizes[-1] != high:
+            sizes.append(high)  # the size asked for is always measured
         return tuple(sizes)
-    return tuple(parse_size(part) for part in text.split(",") if part.strip())
+    listed = tuple(parse_size(part) for part in text.split(",") if part.strip())
+    if not listed:
+        raise PlanError(f"--sizes {text!r}: no size given (examples: 8:1M, 4K,64M)")
+    return listed
 
 
 def parse_ops(text: str) -> tuple[str, ...]:
@@ -81,6 +94,17 @@ def parse_drill(text: str) -> Drill:
     if not match or match.group(1) not in DRILLS or match.group(3) not in OPS:
         raise PlanError(f"--drill {text}: expected KIND@RANK:OP with KIND one of {', '.join(DRILLS)}")
     return Drill(match.group(1), int(match.group(2)), match.group(3))
+
+
+def check_drills(drills: tuple[Drill, ...], ops: tuple[str, ...], world_size: int) -> None:
+    """A drill that could never fire is an error, not a silent pass."""
+    for d in drills:
+        if d.rank >= world_size:
+            raise PlanError(f"--drill {d.kind}@{d.rank}:{d.op}: there is no rank {d.rank} (ranks 0..{world_size - 1})")
+        if d.op not in ops:
+            raise PlanError(f"--drill {d.kind}@{d.rank}:{d.op}: {d.op} is not in --ops ({','.join(ops)})")
+    if any(d.kind == "mismatch" for d in drills) and world_size < 2:
+        raise PlanError("--drill mismatch needs at least 2 ranks")
 
 
 def elements(op: str, size: int, world: int) -> int:

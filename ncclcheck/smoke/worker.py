@@ -9,6 +9,7 @@ each (op, size), gathered from every rank over a CPU (gloo) group.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import mmap
 import os
@@ -24,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ncclcheck.analysis.smoke import summarize
-from ncclcheck.collectors import fingerprint as fingerprints
+from ncclcheck.smoke import fingerprint as fingerprints
 from ncclcheck.smoke.plan import Drill, elements
 
 
@@ -42,7 +43,7 @@ class RankPlan:
 
 
 class Progress:
-    """Append-only JSON-lines log of this rank's steps, plus a heartbeat the watchdog reads between them.
+    """JSON-lines log of this rank's steps, plus a heartbeat the watchdog reads between them.
 
     The heartbeat is the time of the last finished iteration, stored into a shared memory map: no
     system call in the timed loop, and a step of many iterations is not mistaken for a stuck one.
@@ -51,7 +52,7 @@ class Progress:
     def __init__(self, log_dir: str, rank: int) -> None:
         directory = os.path.join(log_dir, "progress")
         os.makedirs(directory, exist_ok=True)
-        self._file: TextIO = open(os.path.join(directory, f"rank{rank}.jsonl"), "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        self._file: TextIO = open(os.path.join(directory, f"rank{rank}.jsonl"), "w", buffering=1, encoding="utf-8")  # noqa: SIM115
         with open(os.path.join(directory, f"rank{rank}.beat"), "wb+") as beat:
             beat.write(bytes(8))
             beat.flush()
@@ -213,7 +214,9 @@ def run_rank(plan: RankPlan) -> int:
         fingerprint=fingerprint,
     )
     progress.event("start", op="init", bytes=0)
-    init_kwargs: dict[str, Any] = {"device_id": device} if device.type == "cuda" else {}
+    # device_id (eager NCCL init, torch >= 2.3) binds the communicator to this GPU; older torch lacks it.
+    eager = device.type == "cuda" and "device_id" in inspect.signature(dist.init_process_group).parameters
+    init_kwargs: dict[str, Any] = {"device_id": device} if eager else {}
     dist.init_process_group(plan.backend, **init_kwargs)
     cpu_group = dist.new_group(backend="gloo") if plan.backend != "gloo" else None
     everyone = _gather_json(fingerprint, rank, world, cpu_group)
@@ -277,7 +280,7 @@ def _verified_times(
     run()
     wrong = check()
     run, check = collective.prepare(call)
-    for _ in range(max(plan.warmup, 1)):
+    for _ in range(plan.warmup):
         run()
     times = []
     for _ in range(plan.iters):

@@ -8,7 +8,6 @@ Only Textual's public API is used, so the runtime requirement can be a range.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from textual.worker import get_current_worker
 
 from ncclcheck.analysis.watch import next_delay
 from ncclcheck.model.watch import Job, RankView, WatchState
+from ncclcheck.outputs import new_json
 from ncclcheck.views.watch_report import (
     CULPRIT,
     STYLE,
@@ -415,8 +415,7 @@ class WatchApp(App[None]):
         job = self.state.job.id.replace("/", "_").replace(":", "_")
         path = self.save_dir / f"ncclcheck-watch-{job}-{time.strftime('%Y%m%d-%H%M%S')}-{self.saves}.json"
         try:
-            with path.open("x", encoding="utf-8") as f:
-                json.dump(to_json(self.state, self.interval), f, indent=1)
+            new_json(str(path), to_json(self.state, self.interval))
         except OSError as exc:
             self.notify(f"could not save {path}: {exc.strerror or exc} (run from a writable directory)",
                         severity="error", timeout=8)  # fmt: skip

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Any
 
 from rich import box
@@ -12,9 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ncclcheck.model.findings import Finding, by_severity
-from ncclcheck.model.logs import RankLog
-from ncclcheck.model.smoke import Fingerprint, Hang, OpResult
+from ncclcheck.model.findings import by_severity
+from ncclcheck.model.smoke import Fingerprint, Hang, OpResult, SmokeSummary
 from ncclcheck.views.transports import render_transports, transports_json
 
 SCHEMA = "ncclcheck.smoke/1"
@@ -22,32 +19,6 @@ REDOP = {"reduce": "sum", "all_reduce": "sum", "reduce_scatter": "sum"}
 ROOT = {"broadcast": "0", "reduce": "0", "gather": "0", "scatter": "0"}
 COLUMNS = ("size(B)", "count", "type", "redop", "root", "time(us)", "p95(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-@dataclasses.dataclass(frozen=True)
-class SmokeSummary:
-    """Everything a smoke run found, as the view needs it; ``scope`` is "job" on node 0, "node" elsewhere."""
-
-    world_size: int
-    nodes: int
-    node_rank: int
-    backend: str
-    results: tuple[OpResult, ...]
-    hang: Hang | None
-    findings: tuple[Finding, ...]
-    fingerprints: tuple[Fingerprint, ...]
-    transports: tuple[RankLog, ...]
-    log_dir: str
-    finished: bool
-
-    @property
-    def scope(self) -> str:
-        return "job" if self.node_rank == 0 else "node"
-
-    @property
-    def verdict(self) -> str:
-        bad = self.hang or any(f.severity == "error" for f in self.findings)
-        return "fail" if bad or not self.finished or any(r.status != "ok" for r in self.results) else "pass"
 
 
 def to_json(summary: SmokeSummary) -> dict[str, Any]:
@@ -60,6 +31,7 @@ def to_json(summary: SmokeSummary) -> dict[str, Any]:
         "scope": summary.scope,
         "backend": summary.backend,
         "log_dir": summary.log_dir,
+        "state": summary.state,
         "finished": summary.finished,
         "results": [dataclasses.asdict(r) for r in summary.results],
         "hang": None if hang is None else hang_json(hang),
@@ -88,17 +60,31 @@ def hang_json(hang: Hang) -> dict[str, Any]:
     }
 
 
-def write_json(summary: SmokeSummary, path: str) -> None:
-    """Replace ``path`` atomically, so a reader (or a killed run) never sees half a file."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(to_json(summary), handle, indent=1)
-    os.replace(tmp, path)
+def status_line(results: tuple[OpResult, ...]) -> Text:
+    """The one live line on a terminal: how far the run is, and the last result."""
+    if not results:
+        return Text("starting the ranks ...")
+    last, wrong = results[-1], sum(r.status != "ok" for r in results)
+    size = "" if last.op == "barrier" else f" {_size(last.bytes)}"
+    bad = f", {wrong} not ok" if wrong else ""
+    return Text(f"{len(results)} result(s){bad}; last: {last.op}{size} {last.time_us_p50 or 0:.1f} us")
 
 
-def progress_line(result: OpResult) -> Text:
-    style = "green" if result.status == "ok" else "bold red"
-    return Text(f"  {result.op:<15} {result.bytes:>10} B  {result.time_us_p50 or 0:>10.1f} us  {result.status}", style)
+def op_line(op: str, results: list[OpResult]) -> Text:
+    """One line per op once its sizes are done (without a terminal: a CI log gets ten lines, not hundreds)."""
+    bad = [r for r in results if r.status != "ok"]
+    sizes = "" if op == "barrier" else f" {len(results)} size(s) {_size(results[0].bytes)}..{_size(results[-1].bytes)}"
+    best = max((r.busbw_gbps or 0.0 for r in results), default=0.0)
+    bw = f", busbw up to {best:.3f} GB/s" if best else ""
+    state = f"{len(bad)} not ok ({bad[0].status} at {_size(bad[0].bytes)})" if bad else "ok"
+    return Text(f"  {op:<15}{sizes}{bw}: {state}", style="bold red" if bad else "green")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return f"{nbytes}B"
 
 
 def results_table(summary: SmokeSummary) -> Table:
@@ -111,14 +97,17 @@ def results_table(summary: SmokeSummary) -> Table:
         pad_edge=False,
     )
     table.add_column("op", no_wrap=True)
+    widest = max((len(str(r.bytes)) for r in summary.results), default=1)
     for name in COLUMNS:
-        table.add_column(name, justify="right", no_wrap=True)
+        # sizes and counts are never cut to "20971…": on a narrow terminal the other columns give way
+        keep = widest if name in ("size(B)", "count") else 7 if "(" in name else None
+        table.add_column(name, justify="right", no_wrap=True, min_width=keep)
     previous = None
     for r in summary.results:
         table.add_row(
             r.op if r.op != previous else "",
-            str(r.bytes),
-            str(r.count),
+            "-" if r.op == "barrier" else str(r.bytes),  # a barrier moves no data of its own
+            "-" if r.op == "barrier" or r.status == "hang" else str(r.count),
             "float",
             REDOP.get(r.op, "none"),
             ROOT.get(r.op, "-1"),
@@ -147,6 +136,11 @@ def render(summary: SmokeSummary, console: Console) -> None:
         if finding.fix:
             console.print(Text(f"   fix: {finding.fix}", style="dim"))
     console.print(Text(f"logs: {summary.log_dir}", style="dim"))
+    if summary.verdict in ("running", "interrupted"):
+        shown = f"{len(summary.results)} op/size result(s) so far"
+        console.print(Text(f"■ {summary.verdict}: no verdict, the run was ended before it concluded; {shown}",
+                           style="bold yellow"))  # fmt: skip
+        return
     ok = summary.verdict == "pass"
     console.print(
         Text(f"{'✓ pass' if ok else '✗ fail'}: " + _verdict_text(summary), style="bold green" if ok else "bold red")

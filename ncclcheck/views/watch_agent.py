@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ncclcheck.model.smoke import Frame
-from ncclcheck.model.watch import RendezvousEndpoint, WatchState
-
-AGENT_SCHEMA = "ncclcheck.watch-agent/1"
+from ncclcheck.model.watch import AGENT_SCHEMA, RendezvousEndpoint, WatchState
 
 
 def agent_line(

@@ -197,6 +197,14 @@ RULES: tuple[Rule, ...] = (
         " this abort", True,
     ),
     _rule(
+        "store-port-in-use", "error", "The server socket has failed to listen",
+        r"The server socket has failed to listen on any local network address\.(?: port: (?P<port>\d+))?.*?"
+        r"(?:EADDRINUSE|[Aa]ddress already in use)",
+        "the store/rendezvous port {port} is already taken on this node: the c10d store could not listen",
+        "another job, a second \"rank 0\" or a process left from an earlier run holds the port: find it with"
+        " `ss -ltnp 'sport = :PORT'` (the port above); end it, or give this job another --master-port / --rdzv-endpoint port",
+    ),
+    _rule(
         "store-connect-failed", "error", "The client socket has",
         r"The client socket has (?:timed out after (?P<t>\d+)(?:ms|s) while trying to connect to|failed to connect to"
         r"(?: any network address of)?) \(?(?P<host>[^,\s)]+),? ?(?P<port>\d+)?",

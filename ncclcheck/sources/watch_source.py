@@ -10,29 +10,13 @@ from __future__ import annotations
 import time
 
 from ncclcheck.analysis.watch import Judging, track
+from ncclcheck.analysis.watch_notes import watch_notes
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.sampler import Sampler
 from ncclcheck.model.watch import Job, Verdict, WatchState
 from ncclcheck.probes.host import find_py_spy
 
-PTRACE_FIX = (
-    "py-spy may not read these processes (ptrace): run ncclcheck as root or the job's user with "
-    "CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE; k8s: securityContext.capabilities.add [SYS_PTRACE]), "
-    "or `sudo sysctl kernel.yama.ptrace_scope=0`; the table still shows process state"
-)
-SOCKETS_NOTE = (
-    "bytes on the ranks' sockets cannot be counted from here (the ranks live in another network namespace, a "
-    "container or pod, or their fd tables are not readable by this user): a collective's progress is judged from "
-    "stacks and main-thread CPU only; run ncclcheck inside the job's container, or as root or the job's user"
-)
-GUESSED_NOTE = (
-    "mp.spawn ranks are numbered in start order: py-spy could not read torch's spawn index (see the ptrace note)"
-)
-NODES_NOTE = (
-    "mp.spawn across nodes: ranks here are numbered by their spawn index on this node, which is their global rank "
-    "only on the first node (torch.multiprocessing.spawn does not say which node this is)"
-)
 REDISCOVER_S = 3.0
 
 
@@ -46,10 +30,8 @@ class LiveSource:
         self.state: WatchState | None = None
         self.samples = 0
         self.looked_again = time.monotonic()
-        self.notes: tuple[str, ...] = (
-            () if find_py_spy() or not stacks else ("py-spy is not installed: no stacks (pip install py-spy)",)
-        )
-        self.events: tuple[str, ...] = ()
+        self.stacks_wanted = stacks
+        self.restarted: tuple[str, tuple[int, ...]] | None = None
 
     def poll(self, final: bool = False) -> WatchState:
         """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
@@ -60,17 +42,9 @@ class LiveSource:
         return self.state
 
     def _notes(self) -> tuple[str, ...]:
-        notes = self.notes + self.events
         errors = [v.sample.stack_error for v in (self.state.ranks if self.state else ()) if v.sample.stack_error]
-        if any("ermission" in e or "ptrace" in e.lower() or "Operation not permitted" in e for e in errors):
-            notes += (PTRACE_FIX,)
-        if not self.sampler.sockets_readable:
-            notes += (SOCKETS_NOTE,)
-        if self.job.how == "spawn-guessed":
-            notes += (GUESSED_NOTE,)
-        if self.job.how == "spawn-nodes":
-            notes += (NODES_NOTE,)
-        return notes
+        readable = self.sampler.sockets_readable
+        return watch_notes(self.stacks_wanted, self.stacks, errors, readable, self.job.how, self.restarted)
 
     def _follow_restart(self) -> None:
         """New rank pids under the same launcher or job id (an elastic restart): watch those from now on."""
@@ -93,8 +67,7 @@ class LiveSource:
             return
         self.job = fresh
         self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native)
-        stamp = time.strftime("%H:%M:%S")
-        self.events = (f"the ranks restarted at {stamp} (new pids {', '.join(str(r.pid) for r in fresh.ranks)})",)
+        self.restarted = (time.strftime("%H:%M:%S"), tuple(r.pid for r in fresh.ranks))
 
 
 class LauncherSource:

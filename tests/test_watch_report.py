@@ -1,0 +1,49 @@
+"""The text view of ``watch --once`` (no terminal): the blamed and the undecided ranks carry their own glyph."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from rich.console import Console
+from watch_states import all_in, job, sample, stack, states
+
+from ncclcheck.views.watch_report import CULPRIT, UNDECIDED, render
+
+
+def rendered(state: object) -> list[str]:
+    out = io.StringIO()
+    render(state, Console(file=out, width=140, color_system=None))  # type: ignore[arg-type]
+    return out.getvalue().splitlines()
+
+
+def row(lines: list[str], rank: int) -> str:
+    return next(line for line in lines if line.startswith("│") and line.split("│")[2].strip() == str(rank))
+
+
+def test_the_blamed_rank_has_its_glyph_without_colour() -> None:
+    state = states(job(3), *[all_in(3, "all_reduce", r1=sample(1, stack("broadcast", 57)))] * 4)
+    lines = rendered(state)
+    assert CULPRIT in row(lines, 1)
+    assert CULPRIT not in row(lines, 0) and CULPRIT not in row(lines, 2)
+    assert any("the rank(s) to blame" in line for line in lines)
+
+
+def test_a_tie_marks_both_sides_undecided() -> None:
+    state = states(job(2), *[all_in(2, "all_reduce", r1=sample(1, stack("broadcast", 57)))] * 4)
+    lines = rendered(state)
+    assert UNDECIDED in row(lines, 0) and UNDECIDED in row(lines, 1)
+    assert not any(CULPRIT in row(lines, r) for r in (0, 1))
+
+
+def test_a_healthy_view_marks_nobody() -> None:
+    moving = [all_in(2, "all_reduce", line=80 + i, r1=sample(1, stack(None, 60 + i))) for i in range(4)]
+    lines = rendered(states(job(2), *moving, every=1.0))
+    assert not any(CULPRIT in row(lines, r) or UNDECIDED in row(lines, r) for r in (0, 1))
+    assert not any("the rank(s) to blame" in line for line in lines)
+
+
+def test_help_names_the_enter_key() -> None:
+    done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "Enter stack" in done.stdout
