@@ -11,7 +11,7 @@ from snapshots import LO, bare, check
 from ncclcheck.analysis.env.gpus import visible_devices
 from ncclcheck.model.checks import Status
 from ncclcheck.model.env import EnvOptions
-from ncclcheck.probes import gpu, host, ib, versions
+from ncclcheck.probes import gpu, host, ib, net, versions
 from ncclcheck.probes.rdzv import RdzvFacts
 
 TORCH_CU121 = versions.Torch("2.3.0+cu121", "/site/torch", "12.1", None, True, True)
@@ -237,3 +237,17 @@ def test_a_torch_that_does_not_import_is_a_failure() -> None:
     assert result.status is Status.FAIL and "is installed but does not import here: ImportError" in result.summary
     imported = dataclasses.replace(facts, torch_import_error=None)
     assert check(bare({}, versions=imported), "versions").status is not Status.FAIL
+
+
+@pytest.mark.parametrize("name", ["weave0", "ip6tnl0", "docker0", "vxlan.calico"])
+def test_env_and_logs_judge_interfaces_by_one_list(name: str) -> None:
+    """What env warns NCCL would pick, logs warns NCCL did pick (they disagreed on weave, ip6tnl, vxlan)."""
+    from ncclcheck.analysis.logs.diagnose import analyse
+    from ncclcheck.analysis.logs.frame import frame_all
+
+    lines = [f"node1:1234:1234 [0] NCCL INFO Bootstrap : Using {name}:10.32.0.1<0>",
+             "node1:1234:1234 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE"]  # fmt: skip
+    assert [f.id for f in analyse(frame_all(lines, "x.log")).findings] == ["suspicious-interface"]
+    only = net.IfAddr(name, "AF_INET", "10.32.0.1", "255.255.0.0", ("UP", "BROADCAST", "RUNNING"))
+    snapshot = dataclasses.replace(bare(), net=dataclasses.replace(bare().net, ifaddrs=(LO, only)))
+    assert "a bridge/overlay interface" in check(snapshot, "net.socket_ifname").summary

@@ -15,8 +15,8 @@ import pytest
 
 from ncclcheck.analysis.flight import analyse
 from ncclcheck.analysis.logs.diagnose import analyse as analyse_logs
-from ncclcheck.analysis.logs.diagnose import with_flight
 from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.verdict import with_flight
 from ncclcheck.cli import main
 from ncclcheck.collectors.flight import load, sniff
 from ncclcheck.model.flight import FrDump

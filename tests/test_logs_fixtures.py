@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, analyse, quiet
+from ncclcheck.analysis.logs.diagnose import LogFold, analyse, quiet
 from ncclcheck.analysis.logs.frame import frame_all, frame_chunks
+from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.cli import main
 from ncclcheck.collectors.logfiles import LogSource, chunks
 

@@ -161,7 +161,8 @@ def test_bad_usage_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_hard_error_in_the_logs_stays_the_cause_over_a_hang_record() -> None:
-    from ncclcheck.analysis.logs.diagnose import LogReport, with_hangs
+    from ncclcheck.analysis.logs.report import LogReport
+    from ncclcheck.analysis.logs.verdict import with_hangs
     from ncclcheck.model.findings import Finding
     from ncclcheck.model.run import HangRecord
 

@@ -20,6 +20,11 @@ MAX_IFS = 16
 ACTIVE = 4
 USABLE_LINK_LAYERS = ("InfiniBand", "Ethernet")
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+# Bridges, overlays, tunnels and container veths: NCCL may pick them, other nodes usually cannot reach
+# them. The one list `env` (what NCCL would pick) and `logs` (what NCCL did pick) both judge by.
+VIRTUAL_INTERFACE = re.compile(
+    r"^(?:docker|br-|veth|cni|flannel|cali|virbr|tun|tap|weave|kube|vxlan|lxc|podman|ip6tnl)"
+)
 
 
 def decode_version(code: int) -> Version:

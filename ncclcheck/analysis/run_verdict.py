@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ncclcheck.analysis.logs.diagnose import LogReport
+from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import HangRecord, RunVerdict

@@ -19,8 +19,10 @@ import json
 import sys
 
 from ncclcheck.analysis import flight
-from ncclcheck.analysis.logs.diagnose import LogFold, LogReport, quiet, with_flight, with_hangs
+from ncclcheck.analysis.logs.diagnose import LogFold, quiet
 from ncclcheck.analysis.logs.frame import frame_chunks
+from ncclcheck.analysis.logs.report import LogReport
+from ncclcheck.analysis.logs.verdict import with_flight, with_hangs
 from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import InputError, LogSource, chunks, sources

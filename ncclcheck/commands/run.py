@@ -31,7 +31,8 @@ from types import FrameType
 from typing import Any
 
 from ncclcheck import __version__
-from ncclcheck.analysis.logs.diagnose import LogReport, with_hangs
+from ncclcheck.analysis.logs.report import LogReport
+from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.analysis.run_env import backend_notes, evidence_env, job_env
 from ncclcheck.analysis.run_verdict import early_leavers, verdict
 from ncclcheck.analysis.watch import EXITED, next_delay

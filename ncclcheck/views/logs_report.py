@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ncclcheck.analysis.logs.diagnose import LogReport
+from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.views.flight_report import flight_json, render_flight
 from ncclcheck.views.transports import render_transports, transports_json
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ncclcheck.analysis.logs.diagnose import LogReport
+from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import EnvSetting, HangRecord, RunVerdict
 from ncclcheck.views.logs_report import to_json as logs_json

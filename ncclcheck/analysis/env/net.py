@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from ncclcheck.analysis.env.context import Context, is_link_local, is_loopback
 from ncclcheck.analysis.env.ib import used_ports
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
-from ncclcheck.analysis.nccl_rules import SocketPick, parse_list, socket_interfaces
+from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE, SocketPick, parse_list, socket_interfaces
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
 from ncclcheck.probes.net import IfAddr, prefix_len
 
 # Bridges, overlays and tunnels other nodes usually cannot reach; NCCL only skips docker, lo, virbr.
-SUSPICIOUS = re.compile(r"^(docker|br-|veth|cni|flannel|cali|virbr|tun|tap|weave|kube|vxlan|lxc|podman)")
+SUSPICIOUS = VIRTUAL_INTERFACE
 
 
 def _addresses(snapshot: NodeSnapshot, name: str) -> list[IfAddr]:

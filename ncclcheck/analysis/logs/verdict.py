@@ -1,0 +1,62 @@
+"""The verdict over the logs' findings: which error is the root cause, with Flight Recorder dumps and live hangs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from ncclcheck.analysis.deaths import killed
+from ncclcheck.analysis.flight import FlightReport
+from ncclcheck.analysis.logs.report import LogReport
+from ncclcheck.analysis.logs.rules import SECONDARY_IDS
+from ncclcheck.model.findings import Finding, by_severity
+from ncclcheck.model.logs import ChildFailure
+from ncclcheck.model.run import HangRecord
+
+WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception"})
+SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismatch"})
+
+
+def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
+    """Add what the Flight Recorder dumps say; a hardware or transport error in the logs stays the root cause."""
+    logged = [f for f in report.findings if f.severity == "error"]
+    hard = [f for f in logged if f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    recorded = [f for f in flight.findings if f.severity == "error"]
+    cause = (hard or recorded)[0] if hard or recorded else report.root_cause
+    findings = by_severity(report.findings + flight.findings)
+    return dataclasses.replace(report, findings=findings, root_cause=cause, flight=flight)
+
+
+def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
+    """Add the hangs ``ncclcheck run`` caught live: the first one is the root cause over the echoes a hang
+    leaves in the logs (timeouts, torchrun's failure table); a hardware or transport error stays the cause."""
+    seen = [
+        Finding(
+            "hang-recorded", "error",
+            f"hang seen live{f' on {h.host}' if h.host else ''}: {h.message}",
+            "the hang record holds every local rank's stack: " + h.path,
+            ranks=h.ranks, culprits=h.culprits,
+        )
+        for h in hangs
+    ]  # fmt: skip
+    if not seen:
+        return report
+    logged = [f for f in report.findings if f.severity == "error"]
+    hard = [f for f in logged if f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    cause = hard[0] if hard else seen[0]
+    return dataclasses.replace(report, findings=by_severity(tuple(seen) + report.findings), root_cause=cause)
+
+
+def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = ()) -> Finding | None:
+    """The first primary error in log order; else the first error of any kind.
+
+    A rank killed by a crash signal (torchrun's summary) comes before the Python errors of the
+    others: they are what its death caused.
+    """
+    errors = [f for f in findings if f.severity == "error"]
+    primary = [f for f in errors if f.id not in SECONDARY_IDS and f.id not in WRAPPERS]
+    wrappers = [f for f in errors if f.id in WRAPPERS]
+    if killed(tuple(failures)):
+        wrappers.sort(key=lambda f: f.id != "child-failed")
+    chosen = primary or wrappers or errors
+    return chosen[0] if chosen else None
