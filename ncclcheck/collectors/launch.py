@@ -60,14 +60,20 @@ def route_interface(master_addr: str) -> tuple[str | None, str | None]:
     return resolved, None
 
 
+SET_BY_SMOKE = "NCCLCHECK_SET_BY_SMOKE"  # the names smoke set itself: never reported as the user's settings
+
+
 def environment(launch: Launch, gloo_ifname: str | None) -> dict[str, str]:
     env = dict(os.environ)
-    env["NCCLCHECK_LOG_DIR"] = launch.log_dir
+    ours = {"NCCLCHECK_LOG_DIR": launch.log_dir}
     if launch.backend == "nccl":
-        env.setdefault("NCCL_DEBUG", "INFO")
-        env.setdefault("NCCL_DEBUG_FILE", os.path.join(launch.log_dir, "nccl.%h.%p.log"))
-    if gloo_ifname and "GLOO_SOCKET_IFNAME" not in env:
-        env["GLOO_SOCKET_IFNAME"] = gloo_ifname
+        ours["NCCL_DEBUG"] = "INFO"
+        ours["NCCL_DEBUG_FILE"] = os.path.join(launch.log_dir, "nccl.%h.%p.log")
+    if gloo_ifname:
+        ours["GLOO_SOCKET_IFNAME"] = gloo_ifname
+    added = {k: v for k, v in ours.items() if k not in env or k == "NCCLCHECK_LOG_DIR"}
+    env.update(added)
+    env[SET_BY_SMOKE] = ",".join(sorted(added))
     return env
 
 

@@ -13,6 +13,7 @@ from ncclcheck.probes import host, ib, net
 
 def collect(rank: int, backend: str, torch_version: str, nccl: Version | None) -> Fingerprint:
     env = dict(os.environ)
+    ours = set(env.get("NCCLCHECK_SET_BY_SMOKE", "").split(","))  # set by smoke's launcher, not by the user
     hostname = host.collect().hostname
     return Fingerprint(
         rank=rank,
@@ -22,5 +23,5 @@ def collect(rank: int, backend: str, torch_version: str, nccl: Version | None) -
         backend=backend,
         socket_ifname=socket_interface(backend, net.collect().ifaddrs, hostname, env, nccl),
         ib_ports=ib_port_names(ib.collect().hcas, env, nccl) if backend == "nccl" else (),
-        env=settings(env),
+        env=settings({k: v for k, v in env.items() if k not in ours}),
     )
