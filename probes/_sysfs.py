@@ -13,6 +13,10 @@ from dataclasses import asdict
 from typing import Any
 
 
+class SavedTreeError(ValueError):
+    """A file of a saved tree (``env --root``) that is there but cannot be read as what it should be."""
+
+
 def path(root: str, *parts: str) -> str:
     """Join ``parts`` under ``root`` (``/`` on a live node, a copied tree in tests)."""
     return os.path.join(root, *parts)
@@ -24,6 +28,19 @@ def read(file: str) -> str | None:
         with open(file, encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
     except (OSError, ValueError):
+        return None
+
+
+def parse_int(text: object) -> int | None:
+    """A whole decimal number (blanks around it allowed), else None: the one plain-integer parser of ncclcheck.
+
+    NCCL's own settings are read with ``analysis.nccl_rules.nccl_int`` (C's strtoll), not this.
+    """
+    if text is None:
+        return None
+    try:
+        return int(str(text).strip(), 10)
+    except ValueError:
         return None
 
 

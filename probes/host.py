@@ -119,7 +119,11 @@ def _status_field(root: str, field: str) -> str | None:
 
 def _cap_eff(root: str) -> int:
     value = _status_field(root, "CapEff")
-    return int(value, 16) if value else 0
+    try:
+        return int(value, 16) if value else 0
+    except ValueError:
+        where = _sysfs.path(root, "proc/self/status")
+        raise _sysfs.SavedTreeError(f"{where}: CapEff is {value!r}, not a hex capability mask") from None
 
 
 def _shm(path: str, root: str) -> Shm:

@@ -62,13 +62,18 @@ class NetFacts:
     links: tuple[Link, ...]
 
 
+NOT_SAVED = "not in the saved tree"
+
+
 def collect(root: str = "/") -> NetFacts:
-    """Addresses from getifaddrs (or ``root/ifaddrs.json``) and link facts from sysfs."""
+    """Addresses from getifaddrs (or, under a saved tree, its ``ifaddrs.json``) and link facts from sysfs."""
     saved = os.path.join(root, "ifaddrs.json")
-    if root != "/" and os.path.exists(saved):
+    if root == "/":
+        source, addrs = "getifaddrs", _getifaddrs()
+    elif os.path.exists(saved):
         source, addrs = saved, _load_saved(saved)
     else:
-        source, addrs = "getifaddrs", _getifaddrs()
+        source, addrs = NOT_SAVED, ()  # never this machine's interfaces in place of the node's
     net_dir = _sysfs.path(root, "sys/class/net")
     names = _sysfs.listdir(net_dir)
     for addr in addrs:
@@ -90,18 +95,24 @@ def _link(net_dir: str, name: str) -> Link:
 
 
 def _load_saved(file: str) -> tuple[IfAddr, ...]:
-    with open(file, encoding="utf-8") as handle:
-        rows = json.load(handle)
-    return tuple(
-        IfAddr(
-            name=str(row["name"]),
-            family=str(row["family"]),
-            addr=str(row["addr"]),
-            netmask=str(row.get("netmask", "")),
-            flags=tuple(str(f) for f in row.get("flags", ())),
+    try:
+        with open(file, encoding="utf-8") as handle:
+            rows = json.load(handle)
+        return tuple(
+            IfAddr(
+                name=str(row["name"]),
+                family=str(row["family"]),
+                addr=str(row["addr"]),
+                netmask=str(row.get("netmask", "")),
+                flags=tuple(str(f) for f in row.get("flags", ())),
+            )
+            for row in rows
         )
-        for row in rows
-    )
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = f"no {exc} field" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise _sysfs.SavedTreeError(
+            f"{file} is not a list of interfaces as `python3 probes/net.py --ifaddrs` writes ({why})"
+        ) from None
 
 
 class _SockAddr(ctypes.Structure):

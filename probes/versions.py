@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 try:
     from . import _sysfs
@@ -72,6 +73,13 @@ class VersionFacts:
 
 
 IMPORT_TIMEOUT_S = 120.0
+
+
+def from_json(data: Any) -> VersionFacts:
+    """The facts ``asdict(collect())`` saved (probes/save_tree.py) read back; KeyError/TypeError when malformed."""
+    torch = Torch(**data["torch"]) if data.get("torch") else None
+    libs = tuple(NcclLib(**lib) for lib in data.get("nccl_libs", ()))
+    return VersionFacts(**{**data, "torch": torch, "nccl_libs": libs})
 
 
 def collect(root: str = "/", try_import: bool = False) -> VersionFacts:

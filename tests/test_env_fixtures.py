@@ -47,7 +47,7 @@ def test_schema_and_required_ids(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_scenario1_down_port_warns_unless_requested(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, report = run_env(capsys, SCENARIOS[0])
     devices = by_id(report)["ib.devices"]
@@ -55,8 +55,7 @@ def test_scenario1_down_port_warns_unless_requested(
     assert devices["status"] == "warn"
     assert "NCCL would use 2 RDMA port(s)" not in devices["summary"]
     assert any("mlx5_2:1 is 1: DOWN / 2: Polling" in d for d in devices["details"])
-    monkeypatch.setenv("NCCL_IB_HCA", "=mlx5_2")
-    code, report = run_env(capsys, SCENARIOS[0])
+    code, report = run_env(capsys, SCENARIOS[0], "--set", "NCCL_IB_HCA==mlx5_2")
     devices = by_id(report)["ib.devices"]
     assert code == 1 and devices["status"] == "fail"
     assert "matches only ports that are not ACTIVE (mlx5_2:1)" in json.dumps(devices)
@@ -94,11 +93,8 @@ def test_scenario2_no_subnet_manager_and_missing_uverbs_fail(capsys: pytest.Capt
         ("5", "warn", "NCCL >= 2.21 picks the GID itself"),
     ],
 )
-def test_scenario2_set_gid_index(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, index: str, status: str, words: str
-) -> None:
-    monkeypatch.setenv("NCCL_IB_GID_INDEX", index)
-    _, report = run_env(capsys, SCENARIOS[1])
+def test_scenario2_set_gid_index(capsys: pytest.CaptureFixture[str], index: str, status: str, words: str) -> None:
+    _, report = run_env(capsys, SCENARIOS[1], "--set", f"NCCL_IB_GID_INDEX={index}")
     gid = by_id(report)["ib.gid_index"]
     assert gid["status"] == status
     assert words in gid["summary"]
@@ -107,32 +103,29 @@ def test_scenario2_set_gid_index(
 
 
 def test_scenario2_exclude_list_without_lo_fails_multinode(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "^=docker0")
-    _, report = run_env(capsys, SCENARIOS[1], "--nnodes", "2")
+    _, report = run_env(capsys, SCENARIOS[1], "--nnodes", "2", "--set", "NCCL_SOCKET_IFNAME=^=docker0")
     sock = by_id(report)["net.socket_ifname"]
     assert sock["status"] == "fail"
     assert "lo (127.0.0.1)" in sock["summary"] and "drops NCCL's own lo/docker exclusion" in sock["summary"]
-    _, report = run_env(capsys, SCENARIOS[1], "--nnodes", "1")
+    _, report = run_env(capsys, SCENARIOS[1], "--nnodes", "1", "--set", "NCCL_SOCKET_IFNAME=^=docker0")
     assert by_id(report)["net.socket_ifname"]["status"] == "ok"
 
 
 def test_scenario1_one_char_ifname_is_ignored(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "e")
-    _, report = run_env(capsys, SCENARIOS[0])
+    _, report = run_env(capsys, SCENARIOS[0], "--set", "NCCL_SOCKET_IFNAME=e")
     sock = by_id(report)["net.socket_ifname"]
     assert sock["status"] == "warn" and "ignored" in sock["summary"]
     assert "NCCL sockets (default (ib)): ib0(192.168.100.5)" in sock["details"]
 
 
 def test_scenario1_ifname_matching_nothing_fails(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ens5")
-    code, report = run_env(capsys, SCENARIOS[0])
+    code, report = run_env(capsys, SCENARIOS[0], "--set", "NCCL_SOCKET_IFNAME=ens5")
     sock = by_id(report)["net.socket_ifname"]
     assert code == 1 and sock["status"] == "fail"
     assert "Bootstrap : no socket interface found" in sock["summary"]
@@ -149,11 +142,8 @@ def test_scenario1_ifname_matching_nothing_fails(
         ("=mlx5_0:1", "ok", "NCCL would use 1 RDMA port(s): mlx5_0:1"),
     ],
 )
-def test_ib_hca_syntax(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str, status: str, words: str
-) -> None:
-    monkeypatch.setenv("NCCL_IB_HCA", value)
-    _, report = run_env(capsys, SCENARIOS[0])
+def test_ib_hca_syntax(capsys: pytest.CaptureFixture[str], value: str, status: str, words: str) -> None:
+    _, report = run_env(capsys, SCENARIOS[0], "--set", f"NCCL_IB_HCA={value}")
     devices = by_id(report)["ib.devices"]
     text = json.dumps(devices)
     assert words in text
@@ -167,14 +157,12 @@ def test_ib_hca_syntax(
 
 
 def test_gloo_named_interfaces_must_be_exact(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth")
-    _, report = run_env(capsys, SCENARIOS[0])
+    _, report = run_env(capsys, SCENARIOS[0], "--set", "GLOO_SOCKET_IFNAME=eth")
     gloo = by_id(report)["net.gloo"]
     assert gloo["status"] == "fail" and "prefixes work only for NCCL" in gloo["summary"]
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth0")
-    _, report = run_env(capsys, SCENARIOS[0])
+    _, report = run_env(capsys, SCENARIOS[0], "--set", "GLOO_SOCKET_IFNAME=eth0")
     assert by_id(report)["net.gloo"]["status"] == "ok"
 
 

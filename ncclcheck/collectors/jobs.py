@@ -16,9 +16,10 @@ from collections import defaultdict
 
 import psutil
 
-from ncclcheck.collectors.processes import as_int, cwd_of, environ, script_of, started_of
+from ncclcheck.collectors.processes import cwd_of, environ, script_of, started_of
 from ncclcheck.collectors.spawn_jobs import spawn_jobs
 from ncclcheck.model.watch import Job, RankProc
+from ncclcheck.probes._sysfs import parse_int
 
 LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "torchx", "srun", "mpirun")
 _Member = tuple[RankProc, dict[str, str], "psutil.Process | None"]
@@ -71,9 +72,9 @@ def _rank(proc: psutil.Process, host: str) -> _Member | None:
         if parent is not None and environ(parent).get("RANK") == env["RANK"]:
             return None  # a dataloader worker or other child of a rank
         rank = RankProc(
-            proc.pid, int(env["RANK"]), as_int(env.get("LOCAL_RANK")), int(env["WORLD_SIZE"]),
-            as_int(env.get("LOCAL_WORLD_SIZE")), as_int(env.get("GROUP_RANK")), host,
-            " ".join(proc.cmdline())[:300], as_int(env.get("MASTER_PORT")),
+            proc.pid, int(env["RANK"]), parse_int(env.get("LOCAL_RANK")), int(env["WORLD_SIZE"]),
+            parse_int(env.get("LOCAL_WORLD_SIZE")), parse_int(env.get("GROUP_RANK")), host,
+            " ".join(proc.cmdline())[:300], parse_int(env.get("MASTER_PORT")),
         )  # fmt: skip
         launcher = parent if parent is not None and _is_launcher(parent) else None
         return rank, env, launcher
@@ -99,7 +100,7 @@ def _job_id(env: dict[str, str], launcher: psutil.Process | None, rank: RankProc
 def _job(job_id: str, members: list[_Member]) -> Job:
     ranks = tuple(sorted((m[0] for m in members), key=lambda r: r.rank))
     env = members[0][1]
-    nodes = as_int(env.get("GROUP_WORLD_SIZE")) or as_int(env.get("SLURM_NNODES"))
+    nodes = parse_int(env.get("GROUP_WORLD_SIZE")) or parse_int(env.get("SLURM_NNODES"))
     launchers = {m[2].pid: m[2] for m in members if m[2] is not None}
     launcher = launchers[min(launchers)] if launchers else None
     first = min(members, key=lambda m: m[0].rank)

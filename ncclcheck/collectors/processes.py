@@ -102,10 +102,3 @@ def started_of(pids: Iterable[int]) -> float | None:
         except psutil.Error:
             continue
     return min(times) if times else None
-
-
-def as_int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None

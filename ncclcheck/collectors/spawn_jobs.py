@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 
-from ncclcheck.collectors.processes import as_int, cwd_of, environ, script_of, started_of
+from ncclcheck.collectors.processes import cwd_of, environ, script_of, started_of
 from ncclcheck.collectors.pyspy import locals_of
 from ncclcheck.model.watch import Job, RankProc
+from ncclcheck.probes._sysfs import parse_int
 
 CHILD_MARKS = ("from multiprocessing.spawn import spawn_main", "from multiprocessing.forkserver import main")
 SPAWN_PY = "torch/multiprocessing/spawn.py"
@@ -55,12 +56,12 @@ def _job(parent_pid: int, procs: list[psutil.Process]) -> Job | None:
         parent_cmdline = ""
     env = environ(psutil.Process(min(found)))
     # A job spawned on several nodes (nprocs per node, WORLD_SIZE in all) has ranks elsewhere: the larger wins.
-    world = max((None if orphaned else _nprocs(parent_pid)) or 0, as_int(env.get("WORLD_SIZE")) or 0, len(found))
+    world = max((None if orphaned else _nprocs(parent_pid)) or 0, parse_int(env.get("WORLD_SIZE")) or 0, len(found))
     host = socket.gethostname()
     ranks = tuple(
         sorted(
             (
-                RankProc(pid, i, i, world, len(found), None, host, "", as_int(env.get("MASTER_PORT")))
+                RankProc(pid, i, i, world, len(found), None, host, "", parse_int(env.get("MASTER_PORT")))
                 for pid, i in found.items()
             ),
             key=lambda r: r.rank,
@@ -79,14 +80,14 @@ def _index(pid: int) -> int | None:
     frames = locals_of(pid) or []
     for function, filename, variables in frames:
         if function == "_wrap" and filename.endswith(SPAWN_PY):
-            return as_int(variables.get("i"))
+            return parse_int(variables.get("i"))
     return None
 
 
 def _nprocs(parent_pid: int) -> int | None:
     for function, filename, variables in locals_of(parent_pid) or []:
         if function in ("start_processes", "spawn") and filename.endswith(SPAWN_PY):
-            return as_int(variables.get("nprocs"))
+            return parse_int(variables.get("nprocs"))
     return None
 
 

@@ -18,15 +18,17 @@ import sys
 from rich.console import Console
 
 from ncclcheck.analysis.env import analyze
-from ncclcheck.collectors.env import collect_snapshot, host_name
+from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
 from ncclcheck.model.env import EnvOptions
+from ncclcheck.probes._sysfs import SavedTreeError, parse_int
 from ncclcheck.views.env_report import render, to_json
 
 
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    number = parse_int(text)
+    if number is None or number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
-    return int(text)
+    return number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nnodes", type=_positive, metavar="N", help="nodes in the job (default: from launcher variables)"
     )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", dest="assume",
+        help="judge as if NAME were set to VALUE (over the environment, or over a saved tree's with --root)",
+    )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="show the details of every check")
 
 
@@ -62,7 +68,18 @@ def run(args: argparse.Namespace) -> int:
         nproc=args.nproc,
         nnodes=args.nnodes,
     )
-    report = analyze(collect_snapshot(options), host_name())
+    assumed = dict(a.split("=", 1) for a in args.assume if "=" in a)
+    bad = [a for a in args.assume if "=" not in a or not a.split("=", 1)[0]]
+    if bad:
+        print(f"ncclcheck env: --set {bad[0]}: give NAME=VALUE (see ncclcheck env --help)", file=sys.stderr)
+        return 2
+    try:
+        snapshot = collect_snapshot(options, assumed=assumed)
+    except SavedTreeError as exc:
+        print(f"ncclcheck env: {exc}", file=sys.stderr)
+        return 2
+    tree_host = saved_host(options.root) if options.root != "/" else None
+    report = analyze(snapshot, tree_host or (host_name() if options.root == "/" else f"the tree {options.root}"))
     if args.json:
         print(json.dumps(to_json(report), indent=2))
     else:

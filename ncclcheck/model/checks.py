@@ -39,6 +39,7 @@ class EnvReport:
     root: str
     nccl_rules: str
     checks: tuple[Check, ...]
+    not_saved: tuple[str, ...] = ()  # under --root: what the saved tree lacks, so was not checked
 
     def count(self, status: Status) -> int:
         return sum(1 for c in self.checks if c.status is status)

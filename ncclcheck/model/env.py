@@ -36,3 +36,4 @@ class NodeSnapshot:
     host: HostFacts
     env: EnvFacts
     rdzv: RdzvFacts | None
+    not_saved: tuple[str, ...] = ()  # under --root: "versions", "environment", "interfaces" the tree lacks

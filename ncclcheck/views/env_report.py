@@ -26,6 +26,7 @@ def to_json(report: EnvReport) -> dict[str, Any]:
         "root": report.root,
         "nccl_rules": report.nccl_rules,
         "verdict": "fail" if report.failed else "pass",
+        "not_saved": list(report.not_saved),
         "counts": {s.value: report.count(s) for s in Status},
         "checks": [
             {"id": c.id, "status": c.status.value, "summary": c.summary, "details": list(c.details), "fix": c.fix}
@@ -72,4 +73,9 @@ def verdict(report: EnvReport) -> Text:
         names = ", ".join(c.id for c in report.checks if c.status is Status.FAIL)
         return Text(f"✗ {fails} check(s) fail ({names}), {warns} warn: fix the failures before launching", "bold red")
     tail = f" ({warns} warning(s) above)" if warns else ""
-    return Text(f"✓ nothing on this node blocks NCCL or gloo{tail}", "bold green")
+    if report.not_saved:
+        lacks = ", ".join(report.not_saved)
+        return Text(f"✓ nothing in the saved tree blocks NCCL or gloo{tail}; not checked (the tree holds no"
+                    f" {lacks}): save one with `python3 probes/save_tree.py DIR` on the node", "bold yellow")  # fmt: skip
+    where = "in the saved tree" if report.root != "/" else "on this node"
+    return Text(f"✓ nothing {where} blocks NCCL or gloo{tail}", "bold green")

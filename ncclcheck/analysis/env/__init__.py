@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ncclcheck.analysis.env import gpus, host, ib, ib_gid, net, rdzv, variables, versions
 from ncclcheck.analysis.env.context import Context, context
+from ncclcheck.analysis.env.verdict import skip
 from ncclcheck.analysis.nccl_rules import version_text
 from ncclcheck.model.checks import Check, EnvReport
 from ncclcheck.model.env import NodeSnapshot
@@ -29,13 +30,32 @@ CHECKS: tuple[Callable[[NodeSnapshot, Context], Check], ...] = (
 )
 
 
+# The part of a saved tree (env --root) each check needs beyond sysfs and /proc.
+NEEDS = {
+    "versions": "versions",
+    "env.vars": "environment",
+    "net.interfaces": "interfaces",
+    "net.socket_ifname": "interfaces",
+    "net.gloo": "interfaces",
+}
+SAVE_HINT = "save the node with `python3 probes/save_tree.py DIR` there, then `ncclcheck env --root DIR`"
+
+
 def analyze(snapshot: NodeSnapshot, host_name: str) -> EnvReport:
-    """Run every check over one node's snapshot."""
+    """Run every check over one node's snapshot; what a saved tree lacks is skipped, never guessed."""
     ctx = context(snapshot)
     rules = version_text(ctx.nccl) if ctx.nccl else "unknown (assuming NCCL >= 2.28)"
     return EnvReport(
         host=host_name,
         root=snapshot.options.root,
         nccl_rules=rules,
-        checks=tuple(check(snapshot, ctx) for check in CHECKS),
+        checks=tuple(_unless_missing(check(snapshot, ctx), snapshot.not_saved) for check in CHECKS),
+        not_saved=snapshot.not_saved,
     )
+
+
+def _unless_missing(result: Check, not_saved: tuple[str, ...]) -> Check:
+    part = NEEDS.get(result.id)
+    if part is None or part not in not_saved:
+        return result
+    return skip(result.id, f"{part} not in the saved tree: {SAVE_HINT}")

@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from ncclcheck.analysis.nccl_rules import Version, decode_version
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.probes._sysfs import parse_int
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def context(snapshot: NodeSnapshot) -> Context:
         sources=MappingProxyType(sources),
         nccl=nccl_version(snapshot),
         multi_node=multi_node(snapshot, env),
-        local_ranks=snapshot.options.nproc or to_int(env.get("LOCAL_WORLD_SIZE")),
+        local_ranks=snapshot.options.nproc or parse_int(env.get("LOCAL_WORLD_SIZE")),
     )
 
 
@@ -55,26 +56,17 @@ def multi_node(snapshot: NodeSnapshot, env: Mapping[str, str]) -> bool | None:
     """Whether ranks on other nodes join this job: from flags, launcher variables or MASTER_ADDR."""
     if snapshot.options.nnodes is not None:
         return snapshot.options.nnodes > 1
-    world, local = to_int(env.get("WORLD_SIZE")), to_int(env.get("LOCAL_WORLD_SIZE"))
+    world, local = parse_int(env.get("WORLD_SIZE")), parse_int(env.get("LOCAL_WORLD_SIZE"))
     if world is not None and local is not None:
         return world > local
     for name in ("GROUP_WORLD_SIZE", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "PET_NNODES"):
-        nodes = to_int(env.get(name, "").split(":")[-1])
+        nodes = parse_int(env.get(name, "").split(":")[-1])
         if nodes is not None:
             return nodes > 1
     rdzv = snapshot.rdzv
     if rdzv is not None and rdzv.resolved and not rdzv.local:
         return True
     return None
-
-
-def to_int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None
 
 
 def is_loopback(addr: str) -> bool:

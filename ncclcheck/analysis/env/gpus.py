@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ncclcheck.analysis.env.context import Context, to_int
+from ncclcheck.analysis.env.context import Context
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.probes._sysfs import parse_int
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def visible_devices(value: str | None, total: int) -> Visible:
         if item.startswith(("GPU-", "MIG-")):
             index_ok = True
         else:
-            number = to_int(item)
+            number = parse_int(item)
             index_ok = number is not None and 0 <= number < total
         if not index_ok:
             hidden = f"; the {len(items) - len(seen)} entries from it on are hidden" if seen else ""
@@ -84,7 +85,7 @@ def _rank_issues(ctx: Context, visible: int) -> list[Issue]:
                 f"run {visible} rank(s) per node (--nproc-per-node {visible}) or make more GPUs visible",
             )
         )
-    local_rank = to_int(ctx.env.get("LOCAL_RANK"))
+    local_rank = parse_int(ctx.env.get("LOCAL_RANK"))
     if local_rank is not None and local_rank >= visible > 0:
         issues.append(
             fail(

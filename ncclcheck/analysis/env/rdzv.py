@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ncclcheck.analysis.env.context import Context, is_loopback, to_int
+from ncclcheck.analysis.env.context import Context, is_loopback
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.probes._sysfs import parse_int
 from ncclcheck.probes.rdzv import RdzvFacts
 
 RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK")
@@ -36,7 +37,7 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
         return skip(
             "rdzv", f"no rendezvous endpoint ({missing} unset): pass --master-addr HOST --master-port PORT to check one"
         )
-    port = to_int(port_text) if port_text else None
+    port = parse_int(port_text) if port_text else None
     if port_text and (port is None or not 0 < port < 65536):
         issues.append(fail(f"MASTER_PORT={port_text} is not a TCP port (1-65535)", "export MASTER_PORT=29500"))
     facts = snapshot.rdzv
@@ -138,7 +139,7 @@ def _remote_issues(facts: RdzvFacts, ctx: Context, target: str) -> list[Issue]:
 
 def _node_rank(ctx: Context) -> int | None:
     for name in ("GROUP_RANK", "NODE_RANK", "SLURM_NODEID"):
-        value = to_int(ctx.env.get(name))
+        value = parse_int(ctx.env.get(name))
         if value is not None:
             return value
     return None
@@ -146,7 +147,7 @@ def _node_rank(ctx: Context) -> int | None:
 
 def _rank_issues(ctx: Context) -> list[Issue]:
     values = {n: ctx.env[n] for n in RANK_VARS if n in ctx.env}
-    numbers = {n: to_int(v) for n, v in values.items()}
+    numbers = {n: parse_int(v) for n, v in values.items()}
     bad = [f"{n}={values[n]}" for n, v in numbers.items() if v is None or v < 0]
     if bad:
         return [fail(f"not a non-negative integer: {', '.join(bad)}", "fix the launcher's rank variables")]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-from ncclcheck.analysis.env.context import Context, to_int
+from ncclcheck.analysis.env.context import Context
 from ncclcheck.analysis.env.known_vars import KnownVars
 from ncclcheck.analysis.env.verdict import Issue, fail, warn
 from ncclcheck.analysis.nccl_rules import nccl_int
+from ncclcheck.probes._sysfs import parse_int
 
 BOOLS = {"y", "yes", "1", "t", "true", "n", "no", "0", "f", "false"}
 LEVELS = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"}
@@ -279,7 +280,7 @@ def _torch_values(env: Mapping[str, str], table: KnownVars) -> list[Issue]:
         if known is None or not name.startswith(("TORCH_", "TORCHELASTIC_")):
             continue
         kind = known.kind
-        if (kind == "bool" and value.strip().lower() not in BOOLS) or (kind == "int" and to_int(value) is None):
+        if (kind == "bool" and value.strip().lower() not in BOOLS) or (kind == "int" and parse_int(value) is None):
             issues.append(
                 fail(
                     f"{name}={value} is not a valid {kind}: PyTorch raises 'Invalid value for environment"

@@ -19,6 +19,7 @@ from ncclcheck.analysis.logs.rules import RULES, Rule
 from ncclcheck.analysis.logs.verdict import root_cause
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.logs import ChildFailure, LogLine, Timeout
+from ncclcheck.probes._sysfs import parse_int
 
 MAX_EVIDENCE = 5
 ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES})))
@@ -122,8 +123,8 @@ class LogFold:
         pg = PG.search(line.text)
         self.timeouts.append(
             Timeout(
-                rank, pg.group(1) if pg else None, int(m.group("seq")), m.group("op"), _int(m.group("nin")),
-                _int(m.group("nout")), _int(m.group("tmo")), _int(m.group("ran")), line.file, line.line,
+                rank, pg.group(1) if pg else None, int(m.group("seq")), m.group("op"), parse_int(m.group("nin")),
+                parse_int(m.group("nout")), parse_int(m.group("tmo")), parse_int(m.group("ran")), line.file, line.line,
             )
         )  # fmt: skip
 
@@ -147,13 +148,13 @@ class LogFold:
             for m in CHILD.finditer(text):
                 rank, local, host, code, sig = m.groups()
                 if rank:
-                    self._child.update(rank=int(rank), local=_int(local))
+                    self._child.update(rank=int(rank), local=parse_int(local))
                 self._child.update({k: v for k, v in (("host", host), ("code", code), ("sig", sig)) if v})
 
     def _close_child(self) -> None:
         child, self._child = self._child, None
         if child and "rank" in child and len(self.failures) < MAX_TIMEOUTS:
-            code = _int(child.get("code"))
+            code = parse_int(child.get("code"))
             sig = child.get("sig") or signal_of(code)
             self.failures.append(
                 ChildFailure(
@@ -208,10 +209,3 @@ def _format(template: str, groups: dict[str, str]) -> str:
     for name in re.findall(r"{(\w+)}", template):
         values.setdefault(name, "?")
     return template.format(**values)
-
-
-def _int(text: object) -> int | None:
-    try:
-        return int(str(text)) if text is not None else None
-    except ValueError:
-        return None
