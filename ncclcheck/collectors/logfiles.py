@@ -59,6 +59,7 @@ def _walk(root: str) -> list[LogSource]:
 
 
 CHUNK = 4 << 20
+MAX_LINE = 64 * 1024  # the longest read of one line: a file without newlines never fills memory
 
 
 def chunks(source: LogSource, size: int = CHUNK) -> Iterator[str]:
@@ -66,7 +67,7 @@ def chunks(source: LogSource, size: int = CHUNK) -> Iterator[str]:
     with _text(source) as text:
         try:
             while block := text.read(size):
-                yield block + text.readline()
+                yield block + text.readline(MAX_LINE)
         except (OSError, EOFError, gzip.BadGzipFile):
             return  # a truncated .gz: keep what was read
 
@@ -75,7 +76,8 @@ def lines(source: LogSource) -> Iterator[str]:
     """The lines of a source, decoded leniently (a bad byte becomes U+FFFD, never an exception)."""
     with _text(source) as text:
         try:
-            yield from text
+            while line := text.readline(MAX_LINE):
+                yield line
         except (OSError, EOFError, gzip.BadGzipFile):
             return
 

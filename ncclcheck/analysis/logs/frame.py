@@ -32,8 +32,10 @@ LINE_START = re.compile(
     r"^(?:\s|\[|\(|\||<|Traceback|File \"|[\w.-]+:\w+(?::\w+)? \[\d+\]|NCCL |[A-Z]\w*(?:Error|Exception|Warning)\b"
     r"|terminate called|frame #\d|Exception raised from|<omitting|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\.)"
 )
-WRAP_MIN = 64
-MAX_LINE = 64 * 1024
+# A terminal hard-wraps at its width: only a physical line exactly this long can continue on the next one
+# (xterm/VT 80 and 132, common window and tmux/screen widths, kubectl's and CI consoles' 100-250).
+WRAP_WIDTHS = frozenset({80, 100, 120, 128, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256})
+MAX_LINE = 64 * 1024  # a longer line is split here and read on: never dropped
 # Lines at the top of a quiet chunk still framed: they may finish a line hard-wrapped at the chunk's edge.
 QUIET_HEAD = 4
 PIECE = 64 << 10
@@ -79,15 +81,16 @@ def frame(text: str, file: str, line: int) -> LogLine:
 
 
 def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-    """Glue terminal hard-wraps back: a long line followed by one that cannot start a line on its own."""
+    """Glue terminal hard-wraps back: a line exactly a terminal's width followed by one that cannot start a
+    line on its own. Anything else stays as it was: two log lines are never glued into one."""
     held: tuple[int, str] | None = None
     last_physical = 0
     for number, text in lines:
         text = text.rstrip("\r\n")
-        stripped = strip_prefixes(text)[0] if held is not None and last_physical >= WRAP_MIN else ""
+        wrapped = held is not None and last_physical in WRAP_WIDTHS and len(held[1]) + len(text) <= MAX_LINE
+        stripped = strip_prefixes(text)[0] if wrapped else ""
         if held is not None and stripped and not LINE_START.match(stripped):
-            if len(held[1]) < MAX_LINE:
-                held = (held[0], held[1] + stripped)
+            held = (held[0], held[1] + stripped)
             last_physical = len(text)
             continue
         if held is not None:
@@ -98,8 +101,10 @@ def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
 
 
 def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
-    """Every logical line of a file, numbered from 1 by its first physical line."""
-    for number, text in rejoin(enumerate(lines, 1)):
+    """Every logical line of a file, numbered from 1 by its first physical line; a line longer than
+    MAX_LINE is read in MAX_LINE pieces, never cut off."""
+    split = ((n, t[i : i + MAX_LINE]) for n, t in enumerate(lines, 1) for i in range(0, max(len(t), 1), MAX_LINE))
+    for number, text in rejoin(split):
         if text.strip():
             yield frame(text, file, number)
 
@@ -115,18 +120,22 @@ def frame_chunks(
 def _physical(
     chunks: Iterable[str], quiet: Callable[[str], bool], skipped: Callable[[int], None]
 ) -> Iterator[tuple[int, str]]:
+    """Physical lines, numbered as ``wc -l`` counts them (only \\n ends a line); one longer than MAX_LINE is
+    handed on in MAX_LINE pieces under its own number. A chunk may end inside a line (no newline for
+    megabytes): the line's rest opens the next chunk and is numbered as its own line."""
     number = 0
     for chunk in chunks:
         for piece, is_quiet in _pieces(chunk, quiet):
             if not is_quiet:
-                for text in piece.splitlines(keepends=True):
+                for text in piece.split("\n")[: -1 if piece.endswith("\n") else None]:
                     number += 1
-                    yield number, text
+                    for start in range(0, max(len(text), 1), MAX_LINE):
+                        yield number, text[start : start + MAX_LINE]
                 continue
             head = 0
             for _ in range(QUIET_HEAD):
                 end = piece.find("\n", head)
-                if end < 0:
+                if end < 0 or end - head > MAX_LINE:
                     break
                 number += 1
                 yield number, piece[head : end + 1]
