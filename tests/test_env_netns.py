@@ -99,6 +99,7 @@ def test_rdzv_local_port_in_use_fails_and_free_port_passes(capsys: pytest.Captur
         busy.listen()
         port = busy.getsockname()[1]
         assert main(["env", "--json", "--master-addr", "127.0.0.1", "--master-port", str(port)]) == 1
+    capsys.readouterr()
     free = _free_port()
     main(["env", "--json", "--master-addr", "127.0.0.1", "--master-port", str(free)])
     (rdzv,) = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["id"] == "rdzv"]

@@ -460,9 +460,10 @@ def test_a_rank_that_crashed_is_not_taken_for_a_restart(monkeypatch: pytest.Monk
     monkeypatch.setattr(watch_source, "discover", found(survivors))
     source.looked_again = 0.0
     source._follow_restart()
-    assert looked == [os.getpid()] and source.job is before and not source.events
+    assert looked == [os.getpid()] and source.job is before and source.restarted is None
     restarted = dataclasses.replace(before, ranks=tuple(dataclasses.replace(r, pid=r.pid + 50) for r in before.ranks))
     monkeypatch.setattr(watch_source, "discover", found(restarted))
     source.looked_again = 0.0
     source._follow_restart()
-    assert source.job is restarted and "restarted" in source.events[0]
+    assert source.job is restarted and source.restarted is not None
+    assert any("ranks restarted" in n for n in source._notes())
