@@ -2,8 +2,10 @@
 
 Reads files, directories (walked), .gz files and - (stdin), streamed line by line, and Flight
 Recorder dumps (pickle or JSON, one per rank). The first real error is told apart from its echoes
-on other ranks; the dumps say which rank called what, where the ranks diverged. Exit code: 0 no error found, 1 errors found,
-2 usage error (e.g. a path that does not exist).
+on other ranks; the dumps say which rank called what, where the ranks diverged. A line that says
+it is an error while no rule explains it is reported as unrecognised, never passed over. Exit code:
+0 no error found, 1 errors found, 2 usage error (e.g. a path that does not exist), 4 no known error
+but an error line nothing explains (verdict "unknown").
 
 examples:
   ncclcheck logs job-1234/            # every rank's log, NCCL_DEBUG_FILE output, torchrun's log
@@ -29,6 +31,8 @@ from ncclcheck.collectors.logfiles import InputError, LogSource, chunks, sources
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
+
+EXIT_UNKNOWN = 4  # no known error, but an error line no rule explains: never "pass"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,4 +74,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(report, names), indent=1))
     else:
         render(report, names, make_console())
-    return 1 if report.failed else 0
+    return 1 if report.failed else EXIT_UNKNOWN if report.unrecognised else 0

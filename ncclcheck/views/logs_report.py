@@ -23,7 +23,7 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
         "files": files,
         "lines": report.lines,
         "verdict": {
-            "status": "fail" if report.failed else "pass",
+            "status": report.status,
             "root_cause": cause.id if cause else None,
             "message": cause.message if cause else None,
             "ranks": list(cause.ranks) if cause else [],
@@ -43,6 +43,9 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
         who = f" (rank {', '.join(map(str, cause.blamed))})" if cause.blamed else ""
         console.print(Text(f"✗ root cause{who}: {cause.message}", style="bold red"))
         console.print(Text(f"  fix: {cause.fix}"))
+    elif report.unrecognised:
+        console.print(Text("? no known error, but a line no rule explains says it is one: read it below (the verdict"
+                           " stays open)", style="bold yellow"))  # fmt: skip
     elif report.findings:
         console.print(Text("! no error, but warnings below", style="bold yellow"))
     else:

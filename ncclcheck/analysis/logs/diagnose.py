@@ -35,8 +35,26 @@ EXCEPTION = Rule(
     "{type}: {what}",
     "the first traceback of the first failing rank is the bug; other ranks' errors are echoes of it",
 )
+# The safety net: a line that says it is an error while no rule explains it is reported as unrecognised,
+# never passed over (NCCL's own WARN lines, and these words outside NCCL's lines).
+ALARM = re.compile(r"\b(?:ERROR|Error|FAILED|FATAL|Fatal error|Exception|terminate called)\b")
+# Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
+NOT_ALARM = re.compile(
+    r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
+    r"|^frame #\d+:|^[\w./-]+ FAILED$"
+)
+UNRECOGNISED = Rule(
+    "unrecognised-error",
+    "warning",
+    "",
+    re.compile(r"^(?P<line>.{1,240})"),
+    "a line ncclcheck has no rule for says it is an error: {line}",
+    "read it and the lines around it (the evidence gives file and line); no known cause explains it, so the"
+    " verdict stays open: it may be the cause",
+)
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
+_TRIGGERS |= {"ERROR", "Error", "FAILED", "FATAL", "Fatal error", "Exception", "terminate called"}
 GATE = Gate.of(_TRIGGERS)
 MAX_TIMEOUTS = 10_000  # also the most torchrun failure entries kept
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
@@ -94,9 +112,18 @@ class LogFold:
         exception = not matched and ("Error: " in text or "Exception: " in text) and "ChildFailedError" not in text
         if exception and (match := EXCEPTION.pattern.match(text)) is not None:
             self._hit(EXCEPTION, match, line, rank)
+            matched = True
         if "WorkNCCL(" in text and len(self.timeouts) < MAX_TIMEOUTS:
             self._timeout(line, rank)
-        self._torchrun(text)
+            matched = True
+        in_summary = self._child is not None or self._section is not None
+        if self._torchrun(text) or in_summary:
+            matched = True
+        alarm = line.level == "WARN" or (not line.nccl and ALARM.search(text) is not None)
+        if not matched and alarm and not NOT_ALARM.search(text.strip()):
+            match = UNRECOGNISED.pattern.match(text.strip())
+            if match is not None:
+                self._hit(UNRECOGNISED, match, line, rank)
 
     def _hit(self, rule: Rule, match: re.Match[str], line: LogLine, rank: int | None) -> None:
         groups = {k: v for k, v in match.groupdict().items() if v}
@@ -128,15 +155,17 @@ class LogFold:
             )
         )  # fmt: skip
 
-    def _torchrun(self, text: str) -> None:
-        """torchrun's ChildFailedError block: sections of ``[N]:`` entries with rank, host, exitcode, signal."""
+    def _torchrun(self, text: str) -> bool:
+        """torchrun's ChildFailedError block: sections of ``[N]:`` entries with rank, host, exitcode, signal.
+
+        True when the line belongs to the block (its findings are made from the block as a whole)."""
         stripped = text.strip()
         if stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped:
             self._close_child()
             self._section = "root" if "Root Cause" in stripped else "failures"
-            return
+            return True
         if self._section is None:
-            return
+            return False
         if re.fullmatch(r"\[\d+\]:", stripped):
             self._close_child()
             self._child = {"root": self._section == "root"}
@@ -150,6 +179,7 @@ class LogFold:
                 if rank:
                     self._child.update(rank=int(rank), local=parse_int(local))
                 self._child.update({k: v for k, v in (("host", host), ("code", code), ("sig", sig)) if v})
+        return True
 
     def _close_child(self) -> None:
         child, self._child = self._child, None

@@ -30,7 +30,8 @@ BARE_HEADER = re.compile(
 # A line that starts on its own: what a terminal's hard wrap never produces at column 0.
 LINE_START = re.compile(
     r"^(?:\s|\[|\(|\||<|Traceback|File \"|[\w.-]+:\w+(?::\w+)? \[\d+\]|NCCL |[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|terminate called|frame #\d|Exception raised from|<omitting|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\.)"
+    r"|terminate called|frame #\d|Exception raised from|<omitting|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\."
+    r"|[A-Z][A-Za-z_]*:\s|(?:ERROR|FATAL|FAILED|WARN(?:ING)?|INFO|DEBUG)\b)"
 )
 # A terminal hard-wraps at its width: only a physical line exactly this long can continue on the next one
 # (xterm/VT 80 and 132, common window and tmux/screen widths, kubectl's and CI consoles' 100-250).

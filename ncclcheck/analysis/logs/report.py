@@ -24,3 +24,13 @@ class LogReport:
     @property
     def failed(self) -> bool:
         return any(f.severity == "error" for f in self.findings)
+
+    @property
+    def unrecognised(self) -> bool:
+        """A line said it is an error and no rule explains it: the logs are never "pass" then."""
+        return any(f.id == "unrecognised-error" for f in self.findings)
+
+    @property
+    def status(self) -> str:
+        """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains) or ``pass``."""
+        return "fail" if self.failed else "unknown" if self.unrecognised else "pass"

@@ -274,5 +274,32 @@ RULES: tuple[Rule, ...] = (
         "a peer process exited or the network failed",
         "find the first error on the peer's node; check node health and the NICs", True,
     ),
+    _rule(
+        "proxy-failed", "error", "Failed to execute operation",
+        r"\[Proxy Service (?P<rank>\d+)\] Failed to execute operation (?P<op>\w+) from rank (?P<peer>\d+), retcode"
+        r" (?P<code>\d+)",
+        "NCCL's proxy thread could not {op} for rank {peer} (retcode {code})",
+        "a consequence of a transport or bootstrap error: the first NET/IB/socket error in the logs is the cause",
+        True,
+    ),
+    _rule(
+        "proxy-failed", "error", "failed while polling for opId",
+        r"Socket recv failed while polling for opId=(?P<op>\w+)",
+        "NCCL's proxy lost its socket while waiting for an operation",
+        "a consequence: a peer process exited or its connection broke; find the first error", True,
+    ),
+    _rule(
+        "watchdog-exception", "error", "detected by watchdog at work",
+        r"Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)",
+        "torch's watchdog saw collective #{seq} fail or time out",
+        "a consequence: the timeout or NCCL error next to it says which; the rank that never joined is the cause",
+        True,
+    ),
+    _rule(
+        "process-aborted", "error", "terminate called after throwing",
+        r"terminate called after throwing an instance of '(?P<type>[^']+)'",
+        "the process aborted on an uncaught {type} (torch's watchdog rethrows a collective's failure to end it)",
+        "a consequence: the exception's message (the lines above it) is the error to read", True,
+    ),
 )  # fmt: skip
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)
