@@ -136,7 +136,10 @@ def test_fixtures_inside_megabytes_of_training_output_give_the_same_report(tmp_p
     [
         ("node1:123:456 [0] misc/ibvwrap.cc:137 NCCL WARN Call to ibv_open_device failed", "ib-no-device"),
         ("node1:123:456 [0] include/alloc.h:103 NCCL WARN Failed to CUDA calloc 2097152 bytes", "cuda-oom"),
-        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-oom"),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "model-oom",
+        ),  # the allocator's message: the model's OOM, not NCCL's
         # gloo's tcp/pair.cc when a peer is gone: the first two as a real torch 2.13 run printed them, the
         # third in the format of its source (GLOO_ERROR_MSG("writev ", peer_.str(), ": ", strerror(errno))).
         (

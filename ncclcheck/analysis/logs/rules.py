@@ -47,6 +47,11 @@ OOM_FIX = (
     "leave GPU memory headroom (smaller batch or sharding), create communicators before the model fills the"
     " GPU, or lower NCCL_BUFFSIZE"
 )
+HOST_OOM_FIX = (
+    "host RAM ran out (dataloader workers and their prefetch, pinned memory, a leak, several ranks' copies of the"
+    " data): lower num_workers/prefetch_factor, share the dataset, or request more memory (sbatch --mem);"
+    " `dmesg` on the node names the killed process; the peers' 'connection closed' errors are echoes"
+)
 RULES: tuple[Rule, ...] = (
     _rule(
         "ib-retry-exceeded", "error", "Got completion",
@@ -122,7 +127,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "peer-closed", "error", "Connection closed by ",
-        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+))",
+        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+)|peer\b)",
         "a peer closed its connection ({peer}): usually that process exited",
         "a consequence: read the peer's log for its first error", True,
     ),
@@ -155,7 +160,34 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "cuda-oom", "error", "Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'", OOM, OOM_FIX,
     ),
-    _rule("cuda-oom", "error", "CUDA out of memory", r"CUDA out of memory", OOM, OOM_FIX),
+    _rule(
+        "launcher-terminated", "error", "SignalException",
+        r"SignalException: Process (?P<pid>\d+) got signal: (?P<sig>\d+)",
+        "torchrun (pid {pid}) was ended from outside by signal {sig} (scancel, a time limit, a user, a watchdog):"
+        " the job was probably hung or out of time",
+        "where the ranks were is the cause: `ncclcheck run`'s hang records, Flight Recorder dumps and each rank's"
+        " last lines; under SLURM `sacct -j JOB` says TIMEOUT or CANCELLED",
+    ),
+    _rule(
+        "model-oom", "error", "CUDA out of memory",
+        r"CUDA out of memory\.?(?: Tried to allocate (?P<size>[\d.]+ [KMGT]?i?B))?",
+        "the model ran out of GPU memory (PyTorch's caching allocator could not allocate {size}): not NCCL",
+        "lower the batch or sequence length, use activation checkpointing or sharding (FSDP/ZeRO); set"
+        " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation; the other ranks' NCCL errors"
+        " and timeouts are echoes of this rank leaving",
+    ),
+    _rule(
+        "host-oom-killed", "error", "oom_kill event",
+        r"Detected (?P<n>\d+) oom_kill events?",
+        "the kernel's OOM killer ended {n} process(es) of the job on this node (host memory, not GPU memory)",
+        HOST_OOM_FIX,
+    ),
+    _rule(
+        "host-oom-killed", "error", "Out Of Memory",
+        r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,\-]+): Out Of Memory",
+        "SLURM task {task} on {host} was killed for using too much host memory",
+        HOST_OOM_FIX,
+    ),
     _rule("cuda-oom", "error", "Failed to CUDA calloc", r"Failed to CUDA calloc (?P<size>\d+) bytes", OOM, OOM_FIX),
     _rule(
         "p2p-unsupported", "error", "peer access is not supported",

@@ -13,7 +13,7 @@ from ncclcheck.model.findings import Finding, by_severity
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.run import HangRecord
 
-WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception"})
+WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception", "launcher-terminated"})
 SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismatch"})
 
 

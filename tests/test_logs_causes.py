@@ -1,0 +1,68 @@
+"""Causes ``logs`` used to get wrong, on their real message formats: each where it must win and where it must not."""
+
+from __future__ import annotations
+
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.report import LogReport
+
+# PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp, torch >= 2.3 wording)
+TORCH_OOM = (
+    "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of"
+    " 79.15 GiB of which 1.02 GiB is free. Process 4242 has 78.12 GiB memory in use."
+)
+NCCL_OOM = "node1:2211:2299 [1] include/alloc.h:114 NCCL WARN Cuda failure 2 'out of memory'"
+# slurmstepd's task/cgroup plugin and srun, when the kernel OOM-kills a task of the step
+SLURM_OOM = (
+    "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been OOM Killed.",
+    "srun: error: node3: task 1: Out Of Memory",
+)
+PEER_CLOSED = (
+    "node1:2211:2299 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node3<47362>"
+)
+# torch/distributed/elastic/multiprocessing/api.py: _terminate_process_handler
+SIGTERM = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 39461 got signal: 15"
+TIMEOUT = (
+    "[rank0]:[E1121 10:00:00.000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 0] Watchdog caught"
+    " collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
+    " ran for 600015 milliseconds before timing out."
+)
+
+
+def report(*lines: str) -> LogReport:
+    return analyse(frame_all(list(lines), "job.log"))
+
+
+def cause(*lines: str) -> str | None:
+    found = report(*lines).root_cause
+    return found.id if found else None
+
+
+def test_the_models_oom_is_not_ncclls() -> None:
+    found = report(TORCH_OOM)
+    assert cause(TORCH_OOM) == "model-oom" and "2.00 GiB" in found.findings[0].message
+    assert "NCCL_BUFFSIZE" not in found.findings[0].fix
+    assert cause(NCCL_OOM) == "cuda-oom" and "NCCL_BUFFSIZE" in report(NCCL_OOM).findings[0].fix
+
+
+def test_slurms_oom_kill_is_the_cause_over_the_peers_echo() -> None:
+    assert cause(PEER_CLOSED, *SLURM_OOM) == "host-oom-killed"
+    assert cause(*SLURM_OOM) == "host-oom-killed"
+    messages = [f.message for f in report(*SLURM_OOM).findings]
+    assert any("task 1 on node3" in m for m in messages)
+    assert cause(PEER_CLOSED) == "peer-closed"  # alone, the echo is all there is
+
+
+def test_an_outside_sigterm_is_the_launcher_ended_and_never_beats_where_the_ranks_were() -> None:
+    assert cause(SIGTERM) == "launcher-terminated"
+    assert "ended from outside by signal 15" in report(SIGTERM).findings[0].message
+    assert cause(SIGTERM, TIMEOUT) == "collective-timeout"
+    assert cause(TIMEOUT, SIGTERM) == "collective-timeout"
+
+
+def test_a_watchdog_that_died_on_a_closed_connection_is_read() -> None:
+    line = (
+        "[rank0]:[E1121 10:00:00.000 ProcessGroupNCCL.cpp:1000] [PG 0 Rank 0] Process group watchdog thread"
+        " terminated with exception: Connection closed by peer"
+    )
+    assert cause(line) == "peer-closed"
