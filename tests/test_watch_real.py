@@ -226,9 +226,15 @@ def test_killed_rank_nobody_waits_on_yet_is_reported_not_dead(job: Any, capsys: 
     code, report = watch(j, capsys)
     exited = the(report, "exited")
     assert code == 1 and exited["severity"] == "warning" and "dead" not in kinds(report)
-    assert exited["ranks"] == [0, 1] and exited["culprits"] == []  # how rank 1 ended is not known
-    assert "exit code not known" in exited["message"] and "rank 0 has not moved" in exited["message"]
-    assert {r["rank"]: r["status"] for r in report["ranks"]}[1] in ("zombie", "gone", "missing")
+    assert "rank 0 has not moved" in exited["message"]
+    rank1 = {r["rank"]: r for r in report["ranks"]}[1]
+    assert rank1["status"] in ("zombie", "gone", "missing")
+    # torchrun (--monitor-interval 600) has not reaped it: whether the zombie's exit code could be read decides
+    # whether rank 1 is named; either way the finding must say what it knows and blame no one beyond it
+    if rank1.get("exit_code") is None:
+        assert exited["ranks"] == [0, 1] and exited["culprits"] == [] and "exit code not known" in exited["message"]
+    else:
+        assert exited["culprits"] == [1] and "was killed by signal 9" in exited["message"]
 
 
 def test_a_rank_killed_while_watched_is_named_with_its_signal(job: Any) -> None:

@@ -1,14 +1,21 @@
-"""Open what users hand us: files, directories (walked), ``-`` for stdin, ``.gz``; lines streamed, bad bytes replaced.
+"""Open what users hand us: files, directories (walked), ``-`` for stdin, FIFOs and ``<(cmd)``, ``.gz``; lines
+streamed, bad bytes replaced.
 
 Flight Recorder dumps among them are recognised by their first bytes and handed to ``collectors.flight``.
+What cannot be read whole is said, never silent: a binary file (a core, a checkpoint) is named and
+skipped, a truncated ``.gz`` is read as far as it decompresses, an unreadable file in a directory is
+left out; each leaves a note (``Reading.notes``) and the rest is read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
+import stat
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -30,31 +37,88 @@ class InputError(Exception):
     """An input path that does not exist or cannot be read; the message says which and why."""
 
 
-def sources(paths: Sequence[str]) -> tuple[LogSource, ...]:
-    """Expand directories (sorted, recursive) into their text log files; ``-`` is stdin."""
+class Reading:
+    """What reading the inputs could not do whole: one line each, shown with the report; ``incomplete`` when a
+    log was cut or unreadable (a verdict over it cannot be "pass")."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.incomplete = False
+
+
+BINARY_PEEK = 8192
+MAGIC = {b"\x7fELF": "an ELF binary or core dump", b"PK\x03\x04": "a zip archive (a torch checkpoint?)"}
+
+
+def sources(paths: Sequence[str], reading: Reading | None = None) -> tuple[LogSource, ...]:
+    """Expand directories (sorted, recursive) into their text log files; ``-`` is stdin; a FIFO or a process
+    substitution (``<(kubectl logs ...)``) is read as a stream. Binary files are named in ``reading``."""
+    reading = reading or Reading()
     found: list[LogSource] = []
     for path in paths:
         if path == "-":
             found.append(LogSource("<stdin>", "-"))
         elif os.path.isdir(path):
-            found.extend(_walk(path))
+            found.extend(_walk(path, reading))
+        elif _is_stream(path):
+            found.append(LogSource(path, path))  # never peeked at: a pipe's bytes are read once
         elif os.path.isfile(path):
-            found.append(LogSource(path, path, "flight" if sniff(path) else "log"))
+            found.extend(_file(path, reading))
+        elif os.path.lexists(path):
+            raise InputError(f"{path}: not a file, directory or pipe")
         else:
             raise InputError(f"{path}: no such file or directory")
     return tuple(found)
 
 
-def _walk(root: str) -> list[LogSource]:
+def _is_stream(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+
+
+def _file(path: str, reading: Reading) -> list[LogSource]:
+    if sniff(path):
+        return [LogSource(path, path, "flight")]
+    binary = _binary(path)
+    if binary:
+        reading.notes.append(f"{path}: {binary}, not a log: skipped")
+        return []
+    return [LogSource(path, path)]
+
+
+def _binary(path: str) -> str | None:
+    """What a file is when it is not text: its magic, or NUL bytes in its first 8 KiB (gzip is text to us)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(BINARY_PEEK)
+    except OSError:
+        return None  # said when it is read
+    if head[:2] == b"\x1f\x8b":
+        return None
+    for magic, what in MAGIC.items():
+        if head.startswith(magic):
+            return what
+    # NUL runs alone are a log a crash left padded (read it); NULs among other non-text bytes are binary data
+    odd = sum(1 for b in head if (b < 32 and b not in (0, 9, 10, 13, 27)) or b == 127)
+    return "a binary file" if b"\0" in head and odd * 20 > len(head) else None
+
+
+def _walk(root: str, reading: Reading) -> list[LogSource]:
     out = []
     for directory, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(files):
             full = os.path.join(directory, name)
-            if not name.startswith(".") and sniff(full):
-                out.append(LogSource(full, full, "flight"))
-            elif not (name.endswith(SKIP_SUFFIXES) or name.startswith(".")):
-                out.append(LogSource(full, full))
+            if name.startswith(".") or (name.endswith(SKIP_SUFFIXES) and not sniff(full)):
+                continue
+            if not os.access(full, os.R_OK):
+                reading.notes.append(f"{full}: not readable by this user ({os.getuid()}): left out")
+                reading.incomplete = True
+                continue
+            out.extend(_file(full, reading) if not _is_stream(full) else [])
     return out
 
 
@@ -62,14 +126,62 @@ CHUNK = 4 << 20
 MAX_LINE = 64 * 1024  # the longest read of one line: a file without newlines never fills memory
 
 
-def chunks(source: LogSource, size: int = CHUNK) -> Iterator[str]:
-    """The text of a source in pieces of about ``size`` characters, each ending at a line end."""
-    with _text(source) as text:
-        try:
+def chunks(source: LogSource, size: int = CHUNK, reading: Reading | None = None) -> Iterator[str]:
+    """The text of a source in pieces of about ``size`` characters, each ending at a line end (or at MAX_LINE).
+
+    A source that breaks off (a truncated .gz, a file cut while read) keeps what was read, and says so:
+    the piece the error interrupted is read again in small steps, up to the cut.
+    """
+    done = 0
+    try:
+        with _opened(source, reading) as text:
             while block := text.read(size):
-                yield block + text.readline(MAX_LINE)
-        except (OSError, EOFError, gzip.BadGzipFile):
-            return  # a truncated .gz: keep what was read
+                block += text.readline(MAX_LINE)
+                done += len(block)
+                yield block
+        return
+    except _Missing:
+        return
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        why = str(exc) or type(exc).__name__
+    if source.path != "-":  # a pipe cannot be read again
+        yield from _up_to_the_cut(source, done)
+    if reading is not None:
+        reading.incomplete = True
+        reading.notes.append(f"{source.name}: cut short ({why}); what was there before the cut was read")
+
+
+def _up_to_the_cut(source: LogSource, skip: int) -> Iterator[str]:
+    text = _text(source)
+    with text:
+        try:
+            while skip > 0 and (gone := text.read(min(skip, CHUNK))):
+                skip -= len(gone)
+            while block := text.read(SMALL):
+                yield block
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
+            return
+
+
+SMALL = 4096
+
+
+class _Missing(Exception):
+    """The source could not be opened; ``reading`` holds why."""
+
+
+@contextlib.contextmanager
+def _opened(source: LogSource, reading: Reading | None) -> Iterator[io.TextIOWrapper]:
+    try:
+        text = _text(source)
+    except InputError as exc:
+        if reading is None:
+            raise
+        reading.incomplete = True
+        reading.notes.append(f"{exc}: left out")
+        raise _Missing from exc
+    with text:
+        yield text
 
 
 def lines(source: LogSource) -> Iterator[str]:
@@ -89,9 +201,8 @@ def _text(source: LogSource) -> io.TextIOWrapper:
         stream = gzip.GzipFile(fileobj=stdin) if peek(2)[:2] == b"\x1f\x8b" else stdin
         return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
     try:
-        with open(source.path, "rb") as probe:
-            gz = probe.read(2) == b"\x1f\x8b"
-        raw = gzip.open(source.path, "rb") if gz else open(source.path, "rb")  # noqa: SIM115
+        raw = open(source.path, "rb")  # noqa: SIM115 - opened once: a pipe's bytes can be read only once
     except OSError as exc:
         raise InputError(f"{source.path}: {exc.strerror or exc}") from exc
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+    body = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
+    return io.TextIOWrapper(body, encoding="utf-8", errors="replace", newline="")

@@ -17,6 +17,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -27,7 +28,7 @@ from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.verdict import with_flight, with_hangs
 from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.flight import load
-from ncclcheck.collectors.logfiles import InputError, LogSource, chunks, sources
+from ncclcheck.collectors.logfiles import InputError, LogSource, Reading, chunks, sources
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
@@ -45,13 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/2 JSON report")
 
 
-def diagnose(found: tuple[LogSource, ...]) -> LogReport:
-    """The logs and Flight Recorder dumps among ``found``, folded into one report (also `ncclcheck run`'s)."""
+def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None) -> LogReport:
+    """The logs and Flight Recorder dumps among ``found``, folded into one report (also `ncclcheck run`'s);
+    what could not be read whole is in the report's notes."""
+    reading = reading or Reading()
     fold = LogFold()
     for source in (s for s in found if s.kind == "log"):
-        for line in frame_chunks(chunks(source), source.name, quiet, fold.skip):
+        for line in frame_chunks(chunks(source, reading=reading), source.name, quiet, fold.skip):
             fold.feed(line)
-    report = fold.result()
+    report = dataclasses.replace(fold.result(), notes=tuple(reading.notes), incomplete=reading.incomplete)
     dumps = [load(s.path) for s in found if s.kind == "flight"]
     if dumps:
         read = [d for d in dumps if isinstance(d, FrDump)]
@@ -60,11 +63,12 @@ def diagnose(found: tuple[LogSource, ...]) -> LogReport:
 
 
 def run(args: argparse.Namespace) -> int:
+    reading = Reading()
     try:
-        found = sources(args.paths)
+        found = sources(args.paths, reading)
         if not found:
-            raise InputError(f"no log files under {', '.join(args.paths)}")
-        report = diagnose(found)
+            raise InputError(f"no log files under {', '.join(args.paths)}" + "".join(f"; {n}" for n in reading.notes))
+        report = diagnose(found, reading)
     except InputError as exc:
         print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
         return 2
@@ -74,4 +78,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(report, names), indent=1))
     else:
         render(report, names, make_console())
-    return 1 if report.failed else EXIT_UNKNOWN if report.unrecognised else 0
+    return {"fail": 1, "unknown": EXIT_UNKNOWN}.get(report.status, 0)

@@ -34,6 +34,7 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
         "timeouts": [dataclasses.asdict(t) for t in report.timeouts],
         "failures": [dataclasses.asdict(f) for f in report.failures],
         "flight_recorder": flight_json(report.flight) if report.flight else None,
+        "notes": list(report.notes),
     }
 
 
@@ -48,6 +49,9 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
                            " stays open)", style="bold yellow"))  # fmt: skip
     elif report.findings:
         console.print(Text("! no error, but warnings below", style="bold yellow"))
+    elif report.incomplete:
+        console.print(Text(f"? no problem found in the {report.lines} line(s) that could be read; not everything could"
+                           " be (notes below): no verdict over what is missing", style="bold yellow"))  # fmt: skip
     else:
         console.print(Text(f"✓ no problem found in {report.lines} lines of {len(files)} file(s)", style="bold green"))
     for finding in report.findings:
@@ -61,6 +65,8 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
     if cause:
         for ev in cause.evidence[:3]:
             console.print(Text(f"evidence {ev.file}:{ev.line}: {ev.text[:200]}", style="dim"))
+    for note in report.notes:
+        console.print(Text(f"! {note}", style="yellow"))
     if report.flight:
         render_flight(report.flight, console)
     if report.ranks:

@@ -20,6 +20,8 @@ class LogReport:
     root_cause: Finding | None
     lines: int
     flight: FlightReport | None = None
+    notes: tuple[str, ...] = ()  # what could not be read whole (a cut .gz, a binary or unreadable file)
+    incomplete: bool = False  # a log was cut short or unreadable: no "pass" over it
 
     @property
     def failed(self) -> bool:
@@ -32,5 +34,6 @@ class LogReport:
 
     @property
     def status(self) -> str:
-        """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains) or ``pass``."""
-        return "fail" if self.failed else "unknown" if self.unrecognised else "pass"
+        """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains, or a log that
+        could not be read whole) or ``pass``."""
+        return "fail" if self.failed else "unknown" if self.unrecognised or self.incomplete else "pass"

@@ -1,0 +1,114 @@
+"""What users hand ``ncclcheck logs``: cut .gz files, pipes, binaries and unreadable files among the logs.
+
+Whatever cannot be read whole is said in a note; a log read only in part is never "pass".
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ncclcheck.cli import main
+
+ERROR = "node1:2211:2299 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node3<47362>"
+TRAIN = "step {i} | loss 2.3142 | lr 3.00e-04 | grad_norm 0.731 | tokens/s 51234\n"
+
+
+def logs(capsys: pytest.CaptureFixture[str], *paths: str) -> tuple[int, dict[str, Any]]:
+    code = main(["logs", "--json", *paths])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def cut_gz(path: Path, text: str) -> None:
+    whole = gzip.compress(text.encode(), compresslevel=1)
+    path.write_bytes(whole[: len(whole) // 2])
+
+
+def test_a_cut_gz_is_read_up_to_the_cut_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [TRAIN.format(i=i) for i in range(20_000)]
+    cut_gz(tmp_path / "a.log.gz", ERROR + "\n" + "".join(lines))
+    code, report = logs(capsys, str(tmp_path / "a.log.gz"))
+    assert code == 1 and report["verdict"]["root_cause"] == "peer-closed"
+    assert report["lines"] > 1000 and any("cut short" in n for n in report["notes"])
+
+
+def test_a_cut_gz_without_an_error_is_never_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cut_gz(tmp_path / "b.log.gz", "".join(TRAIN.format(i=i) for i in range(20_000)))
+    code, report = logs(capsys, str(tmp_path / "b.log.gz"))
+    assert code == 4 and report["verdict"]["status"] == "unknown" and report["lines"] > 1000
+    main(["logs", str(tmp_path / "b.log.gz")])
+    out = capsys.readouterr().out
+    assert "✓ no problem found in" not in out and "not everything could be" in " ".join(out.split())
+
+
+def test_a_fifo_and_a_process_substitution_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "w") as out:
+            out.write(TRAIN.format(i=1) + ERROR + "\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    code, report = logs(capsys, str(fifo))
+    writer.join(timeout=30)
+    assert code == 1 and report["verdict"]["root_cause"] == "peer-closed"
+    bash = shutil.which("bash")
+    if bash:  # <(cmd): a /dev/fd path, as kubectl logs users write it
+        cmd = f"{sys.executable} -m ncclcheck logs --json <(printf '%s\\n' '{ERROR}')"
+        done = subprocess.run([bash, "-c", cmd], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and json.loads(done.stdout)["verdict"]["root_cause"] == "peer-closed", done.stderr
+
+
+def test_binary_files_in_a_job_directory_are_named_and_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "rank0.log").write_text(TRAIN.format(i=1))
+    (tmp_path / "core.4242").write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 5000 + b"NCCL WARN not a log line")
+    (tmp_path / "blob").write_bytes(bytes(range(256)) * 40)
+    (tmp_path / "padded.log").write_bytes(b"\0" * 9000 + TRAIN.format(i=2).encode())  # a crash's NUL padding: a log
+    code, report = logs(capsys, str(tmp_path))
+    assert code == 0 and report["verdict"]["status"] == "pass"  # a binary is not a log: nothing of the logs is missing
+    notes = " ".join(report["notes"])
+    assert "core.4242: an ELF binary or core dump" in notes and "blob: a binary file" in notes
+    assert report["files"] == [str(tmp_path / "padded.log"), str(tmp_path / "rank0.log")]
+
+
+def test_an_unreadable_file_in_a_directory_is_a_note_and_the_rest_is_read() -> None:
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to read as another user")
+    base = Path(tempfile.mkdtemp(prefix="ncclcheck-unreadable-", dir="/tmp"))  # pytest's tmp is root-only
+    try:
+        _read_as_nobody(base)
+    finally:
+        shutil.rmtree(base)
+
+
+def _read_as_nobody(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank0.log").write_text(ERROR + "\n")
+    (job / "rank1.log").write_text(TRAIN.format(i=1))
+    (job / "rank1.log").chmod(0o600)
+    os.chmod(tmp_path, 0o755)
+    job.chmod(0o755)
+    (job / "rank0.log").chmod(0o644)
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+           sys.executable, "-m", "ncclcheck", "logs", "--json", str(job)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd="/")
+    if done.returncode not in (0, 1, 4) or not done.stdout.strip():
+        pytest.skip(f"cannot run ncclcheck as nobody here: {done.stderr.strip()[-200:]}")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["verdict"]["root_cause"] == "peer-closed"
+    assert any("rank1.log: not readable by this user" in n for n in report["notes"])
