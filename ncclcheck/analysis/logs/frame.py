@@ -15,11 +15,20 @@ PREFIXES = (
     ("torchrun", re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")),
     ("ray", re.compile(r"^\((?:pid=\d+|[\w.-]+ pid=\d+(?:, ip=[\d.]+)?)\)\s")),
     ("launcher", re.compile(r"^\[[A-Za-z][\w|.-]*\]:\s?")),
+    ("kubectl", re.compile(r"^\[pod/[^\]\s]+\] ")),
     ("lineno", re.compile(r"^\[\d+\]\s(?=\S)(?![\w./-]+:\d+ NCCL |NCCL )")),
     ("local", re.compile(r"^(?P<rank>\d+): (?=\S)")),
 )
 # Every prefix above starts with one of these: a line starting otherwise (a hostname) is skipped fast.
 PREFIX_STARTS = frozenset("[(| \t0123456789")
+# Prefixes that start with a letter, tried only on a line with ": " or " | " near its start:
+#   pdsh/clush "node3: ", docker compose "trainer-1  | ", syslog/journald "Nov 21 10:00:01 node3 train[42]: ",
+#   kubectl --prefix "[pod/trainer-0/pytorch] " (starts with "[": in PREFIXES below).
+WORD_PREFIX = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "
+    r"|[\w.-]+\s+\| "
+    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][\w.-]*: (?=\S))"
+)
 HEADER = re.compile(
     r"^(?P<host>[^\s:\[\]]+):(?P<pid>\w+)(?::(?P<tid>\w+))? \[(?P<dev>\d+)\] "
     r"(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$"
@@ -49,6 +58,11 @@ def strip_prefixes(text: str) -> tuple[str, int | None]:
     text = text.rstrip("\r\n").replace("\r", "")
     rank = None
     for _ in range(8):
+        if text and text[0] not in PREFIX_STARTS and (": " in text[:80] or " | " in text[:80]):
+            word = WORD_PREFIX.match(text)
+            if word is not None:
+                text = text[word.end() :]
+                continue
         if not text or text[0] not in PREFIX_STARTS:
             return text, rank
         for name, pattern in PREFIXES:
