@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.report import LogReport
@@ -66,3 +68,45 @@ def test_a_watchdog_that_died_on_a_closed_connection_is_read() -> None:
         " terminated with exception: Connection closed by peer"
     )
     assert cause(line) == "peer-closed"
+
+
+def test_two_processes_with_one_rank_are_named() -> None:
+    # NCCL src/bootstrap.cc bootstrapRoot, unchanged from 2.12 to 2.30
+    line = "node0:4242:4300 [0] NCCL WARN Bootstrap Root : rank 1 of 8 ranks has already checked in"
+    found = report(line).findings
+    assert [f.id for f in found] == ["duplicate-rank"] and "two processes claim global rank 1 (of 8)" in found[
+        0
+    ].message
+    mismatch = "node0:4242:4300 [0] NCCL WARN Bootstrap Root : mismatch in rank count from procs 16 : 8"
+    assert cause(mismatch) == "nranks-mismatch" and "16 vs 8" in report(mismatch).findings[0].message
+    checked_in = "node0:4242:4300 [0] NCCL INFO Bootstrap Root : rank 1 of 8 ranks checked in"  # healthy INFO
+    assert report(checked_in).findings == ()
+
+
+GLOO_JOB = Path(__file__).parent / "fixtures" / "torchrun" / "gloo_timeout_rank2_stuck.log"
+
+
+def test_gloos_timeout_names_the_rank_that_did_not_time_out() -> None:
+    lines = GLOO_JOB.read_text().splitlines()
+    found = report(*lines).root_cause
+    assert found is not None and found.id == "gloo-timeout"
+    assert found.culprits == (2,) and found.ranks == (0, 1, 2)  # rank 2 is known from torchrun's failure table
+    assert "reported by rank(s) 0-1; rank(s) 2 did not report it" in found.message
+
+
+def test_a_partial_log_with_one_ranks_lines_blames_nobody_it_does_not_show() -> None:
+    rank1 = [line for line in GLOO_JOB.read_text().splitlines() if line.startswith("[default1]:")]
+    found = report(*rank1).root_cause
+    assert found is not None and found.id == "gloo-timeout" and found.culprits == ()
+    assert "rank(s) 0 did not report it (no line of theirs is in these logs" in found.message
+    assert "rank(s) 2" not in found.message  # nothing in rank 1's lines implies a rank 2
+
+
+def test_nccl_timeouts_from_a_partial_log_invent_no_culprit() -> None:
+    only = TIMEOUT.replace("Rank 0]", "Rank 5]").replace("[rank0]", "[rank5]")
+    found = report(only).root_cause
+    assert (
+        found is not None
+        and found.culprits == ()
+        and "rank(s) 0-4 did not report it (no line of theirs" in found.message
+    )

@@ -170,21 +170,38 @@ def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
 
 
 def annotate_timeouts(
-    findings: list[Finding], timeouts: tuple[Timeout, ...], ranks: tuple[RankLog, ...]
+    findings: list[Finding],
+    timeouts: tuple[Timeout, ...],
+    ranks: tuple[RankLog, ...],
+    seen: frozenset[int] = frozenset(),
 ) -> list[Finding]:
-    """Add who reported the timeout and who did not (the likely culprits) to collective-timeout findings."""
-    reporters = sorted({t.rank for t in timeouts if t.rank is not None})
-    if not reporters:
-        return findings
-    world = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [max(reporters) + 1])
-    silent = sorted(set(range(world)) - set(reporters))
-    note = f"; reported by rank(s) {span(reporters)}" + (
-        f"; rank(s) {span(silent)} did not report it: look at them first" if silent else ""
-    )
+    """Who reported a timeout and who did not (the suspects), for NCCL's watchdog and gloo's own timeouts.
+
+    A rank whose other lines are here but that did not report the timeout is a suspect (a culprit). A rank
+    that must exist (NCCL's nranks, a collective's group size, a number below a reporter's) but left no
+    line at all is named as such: it may be the stuck one, or its log may be elsewhere (a partial log
+    never makes a culprit of a rank it does not show).
+    """
+    nccl = sorted({t.rank for t in timeouts if t.rank is not None})
+    gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
+    implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [0])
     out = []
     for f in findings:
-        if f.id == "collective-timeout":
-            f = Finding(f.id, f.severity, f.message + note, f.fix, tuple(reporters), f.evidence)
+        reporters = nccl if f.id == "collective-timeout" else gloo if f.id == "gloo-timeout" else []
+        if reporters:
+            exist = set(range(max(implied, max(reporters) + 1))) | seen
+            suspects = sorted((seen - set(reporters)) & exist)
+            unseen = sorted(exist - seen - set(reporters))
+            note = f"; reported by rank(s) {span(reporters)}"
+            if suspects:
+                note += f"; rank(s) {span(suspects)} did not report it: look at them first"
+            if unseen:
+                note += (f"; rank(s) {span(unseen)} did not report it (no line of theirs is in these logs: stuck, or"
+                         " their logs are elsewhere)")  # fmt: skip
+            if not suspects and not unseen:
+                note += "; no other rank's lines are in these logs: which rank they waited on cannot be told here"
+            f = Finding(f.id, f.severity, f.message + note, f.fix, tuple(sorted({*reporters, *suspects, *unseen})),
+                        f.evidence, tuple(suspects))  # fmt: skip
         out.append(f)
     return out
 

@@ -91,6 +91,7 @@ class LogFold:
         self._child: dict[str, object] | None = None
         self._section: str | None = None
         self.lines = 0
+        self.seen: set[int] = set()  # every rank some line names: who is in these logs at all
 
     def skip(self, count: int) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing); they count, and end a torchrun block."""
@@ -104,6 +105,8 @@ class LogFold:
             self.nccl.feed(line)
         text = line.text
         rank = line.rank if line.rank is not None else _text_rank(text)
+        if rank is not None and len(self.seen) < MAX_TIMEOUTS:
+            self.seen.add(rank)
         matched = False
         for rule in RULES if ANY_LITERAL.search(text) else ():
             if rule.literal in text and (match := rule.pattern.search(text)) is not None:
@@ -198,7 +201,9 @@ class LogFold:
         ranks = self.nccl.result()
         findings = [self._finding(f) for f in sorted(self.found.values(), key=lambda f: f.order)]
         findings += cross_checks(ranks, tuple(self.timeouts), tuple(self.failures))
-        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks)
+        # torchrun's failure table names every rank it ended, also one that never printed a line of its own
+        seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
+        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen)
         ordered = by_severity(tuple(findings))
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines

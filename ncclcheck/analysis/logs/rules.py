@@ -161,6 +161,21 @@ RULES: tuple[Rule, ...] = (
         "cuda-oom", "error", "Cuda failure", r"Cuda failure (?:\d+ )?'out of memory'", OOM, OOM_FIX,
     ),
     _rule(
+        "duplicate-rank", "error", "has already checked in",
+        r"Bootstrap Root ?: rank (?P<rank>\d+) of (?P<n>\d+) ranks has already checked in",
+        "two processes claim global rank {rank} (of {n}): NCCL's bootstrap root saw it check in twice",
+        "a second launch of the same job (a node started twice, two launchers, a stale process from an earlier"
+        " run) or the same NODE_RANK / --node-rank on two nodes: check each node's RANK, NODE_RANK and launch"
+        " command, and end stale processes (`ncclcheck watch` lists the jobs on a node)",
+    ),
+    _rule(
+        "nranks-mismatch", "error", "mismatch in rank count",
+        r"Bootstrap Root ?: mismatch in rank count from procs (?P<a>\d+) ?: ?(?P<b>\d+)",
+        "the processes disagree on the world size ({a} vs {b}) when the communicator is created",
+        "every process must get the same WORLD_SIZE (nnodes x nproc-per-node): compare the launch command and"
+        " environment on every node",
+    ),
+    _rule(
         "launcher-terminated", "error", "SignalException",
         r"SignalException: Process (?P<pid>\d+) got signal: (?P<sig>\d+)",
         "torchrun (pid {pid}) was ended from outside by signal {sig} (scancel, a time limit, a user, a watchdog):"
@@ -220,6 +235,13 @@ RULES: tuple[Rule, ...] = (
         r"Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: \d+, last completed NCCL work: \d+",
         "NCCL work {seq} timed out",
         "the ranks that did not report this timeout are the suspects; compare the SeqNum across ranks",
+    ),
+    _rule(
+        "gloo-timeout", "error", "Timed out waiting",
+        r"Timed out waiting (?P<ms>\d+)ms for (?P<op>[\w/]+) operation to complete",
+        "gloo timed out after {ms} ms waiting for a peer's {op}",
+        "the ranks that timed out waited; the ranks that did not are the suspects: see what they were doing"
+        " (their last lines, `ncclcheck watch` on a live job); a longer timeout only hides a straggler",
     ),
     _rule(
         "watchdog-stuck", "warning", "watchdog got stuck",
