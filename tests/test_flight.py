@@ -80,6 +80,8 @@ def test_human_report_shows_both_sides_of_a_tie(real_dumps: Path, capsys: pytest
     for call in ('dist.all_reduce(t, group=groups["op"], async_op=True)', "dist.broadcast(t, 0, group=groups"):
         assert f"fr_diverge.py:{next(i for i, line in enumerate(source, 1) if call in line)}" in out, call
     assert "Flight Recorder: 2 dump(s), rank 0-1 of 2" in out and "first divergent collective #2" in out
+    # gloo records no start of a collective: the table says so instead of an unexplained -1
+    assert " -1 " not in out and "gloo records no start" in " ".join(out.split())
 
 
 def test_missing_and_corrupt_dumps_analyse_the_rest(

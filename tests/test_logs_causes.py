@@ -110,3 +110,14 @@ def test_nccl_timeouts_from_a_partial_log_invent_no_culprit() -> None:
         and found.culprits == ()
         and "rank(s) 0-4 did not report it (no line of theirs" in found.message
     )
+
+
+def test_a_detail_mismatch_is_one_finding_with_both_call_sites() -> None:
+    log = Path(__file__).parent / "fixtures" / "torchrun" / "detail_mismatch_allreduce_vs_broadcast.log"
+    found = report(*log.read_text().splitlines()).root_cause
+    assert found is not None and found.id == "collective-mismatch" and found.ranks == (0, 1)
+    assert "rank 0 runs ALLREDUCE while rank 1 runs BROADCAST" in found.message
+    assert "rank 1 runs BROADCAST while rank 0" not in found.message  # each side reports it: said once
+    assert "call sites: rank 0 at detail_mismatch.py:5 (train_step); rank 1 at detail_mismatch.py:9 (sync_params)" in (
+        found.message
+    )

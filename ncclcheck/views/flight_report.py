@@ -59,8 +59,10 @@ def render_flight(report: FlightReport, console: Console) -> None:
             )
             table.add_row(
                 *(
-                    Text(str(v), style=style)
+                    Text("-" if v == -1 else str(v), style=style)
                     for v in (s.rank, s.enqueued, s.started, s.completed, s.last_op, s.call_site)
                 )
             )
+        if any(-1 in (s.started, s.completed) for s in group.steps):
+            table.caption = "- : not in the dump (gloo records no start of a collective; a dump without pg_status)"
         console.print(table)

@@ -63,6 +63,9 @@ WATCHDOG = re.compile(
     r", Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
 )
 PG = re.compile(r"\[PG (?:ID )?(\S+?)(?: PG GUID \S+)? Rank \d+\]")
+# A traceback's frame in the user's code (not torch's, not a library's): a call site a mismatch can name.
+USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+LIBRARY = ("site-packages", "dist-packages", "/torch/", "<frozen")
 CHILD = re.compile(
     r"rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?|host\s*:\s*(\S+)|exitcode\s*:\s*(-?\d+)|Signal \d+ \((SIG\w+)\)"
 )
@@ -78,6 +81,7 @@ class _Found:
     evidence: list[Evidence] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
     count: int = 0
+    sites: dict[int, str] = field(default_factory=dict)  # rank -> the user's call site its traceback named
 
 
 class LogFold:
@@ -92,6 +96,7 @@ class LogFold:
         self._section: str | None = None
         self.lines = 0
         self.seen: set[int] = set()  # every rank some line names: who is in these logs at all
+        self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
 
     def skip(self, count: int) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing); they count, and end a torchrun block."""
@@ -107,6 +112,8 @@ class LogFold:
         rank = line.rank if line.rank is not None else _text_rank(text)
         if rank is not None and len(self.seen) < MAX_TIMEOUTS:
             self.seen.add(rank)
+        if 'File "' in text:
+            self._note_site(text, rank)
         matched = False
         for rule in RULES if ANY_LITERAL.search(text) else ():
             if rule.literal in text and (match := rule.pattern.search(text)) is not None:
@@ -128,15 +135,21 @@ class LogFold:
             if match is not None:
                 self._hit(UNRECOGNISED, match, line, rank)
 
+    def _note_site(self, text: str, rank: int | None) -> None:
+        frame = USER_FRAME.match(text)
+        if frame and not any(x in frame["file"] for x in LIBRARY) and len(self.site) < MAX_TIMEOUTS:
+            self.site[rank] = f"{frame['file'].rsplit('/', 1)[-1]}:{frame['line']} ({frame['fn']})"
+
     def _hit(self, rule: Rule, match: re.Match[str], line: LogLine, rank: int | None) -> None:
-        groups = {k: v for k, v in match.groupdict().items() if v}
-        message = _format(rule.message, groups)
+        message = _format(rule.message, _ordered_pair({k: v for k, v in match.groupdict().items() if v}))
         found = self.found.get(rule.id)
         if found is None:
             found = self.found[rule.id] = _Found(rule, message, len(self.found))
         elif message != found.message and message not in found.others and len(found.others) < MAX_EVIDENCE:
             found.others.append(message)
         found.count += 1
+        if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
+            found.sites.setdefault(rank, self.site[rank])
         if rank is not None:
             found.ranks.add(rank)
         elif line.nccl and len(found.keys) < 64:
@@ -213,9 +226,11 @@ class LogFold:
         ranks = set(found.ranks) | {r for k in found.keys if (r := self.nccl.rank_of(k)) is not None}
         count = f" ({found.count} lines)" if found.count > 1 else ""
         also = f"; also: {'; '.join(found.others)}" if found.others else ""
+        sites = "; ".join(f"rank {r} at {site}" for r, site in sorted(found.sites.items()))
+        where = f"; call sites: {sites}" if sites else ""
         return Finding(
-            found.rule.id, found.rule.severity, found.message + count + also, found.rule.fix, tuple(sorted(ranks)),
-            tuple(found.evidence),
+            found.rule.id, found.rule.severity, found.message + count + also + where, found.rule.fix,
+            tuple(sorted(ranks)), tuple(found.evidence),
         )  # fmt: skip
 
 
@@ -229,6 +244,14 @@ def analyse(lines: Iterable[LogLine]) -> LogReport:
     for line in lines:
         fold.feed(line)
     return fold.result()
+
+
+def _ordered_pair(groups: dict[str, str]) -> dict[str, str]:
+    """Each side of a mismatch reports it ("A runs X, but B runs Y", then "B runs Y, but A runs X"): one order."""
+    a, b = groups.get("a", ""), groups.get("b", "")
+    if "opa" not in groups or not (a.isdigit() and b.isdigit() and int(a) > int(b)):
+        return groups
+    return {**groups, "a": b, "b": a, "opa": groups.get("opb", ""), "opb": groups.get("opa", "")}
 
 
 def _text_rank(text: str) -> int | None:
