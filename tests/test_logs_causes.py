@@ -121,3 +121,46 @@ def test_a_detail_mismatch_is_one_finding_with_both_call_sites() -> None:
     assert "call sites: rank 0 at detail_mismatch.py:5 (train_step); rank 1 at detail_mismatch.py:9 (sync_params)" in (
         found.message
     )
+
+
+# torch/csrc/distributed/c10d/TraceUtils.h retrieveDesyncReport (TORCH_NCCL_DESYNC_DEBUG=1)
+DESYNC = [
+    TIMEOUT.replace("SeqNum=12", "SeqNum=183"),
+    "[rank0]: - [0] Timeout at collective: ALLREDUCE, #183",
+    "[rank0]: - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
+    "[rank0]:   - [7] finished collective #182, but didn't join collective #183 (count from 1)",
+]
+
+
+def test_the_desync_report_names_the_culprit_over_the_timeout() -> None:
+    found = report(*DESYNC).root_cause
+    assert found is not None and found.id == "desync-report" and found.culprits == (7,)
+    assert "rank 7 finished collective #182 but never joined #183" in found.message
+    lagging = "[rank3]: - To our best knowledge, ranks [47, 48] are the lagging ranks that caused this timeout."
+    assert report(TIMEOUT, lagging + " They never joined any collectives").root_cause.culprits == (47, 48)  # type: ignore[union-attr]
+    assert cause(*DESYNC[:2]) == "collective-timeout"  # no report: the timeout stays the cause
+
+
+def test_the_flight_recorders_stack_in_the_watchdog_message_gives_the_call_site() -> None:
+    lines = [
+        TIMEOUT,
+        "[rank0]:[E1121 10:00:00.000 ProcessGroupNCCL.cpp:667] Stack trace of the failed collective: ",
+        "[rank0]:#0 all_reduce from /env/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py:2501",
+        "[rank0]:#1 wrapper from /env/lib/python3.11/site-packages/torch/distributed/c10d_logger.py:83",
+        "[rank0]:#2 train_step from /job/train.py:88",
+        "[rank0]:#3 <module> from /job/train.py:120",
+    ]
+    site = next(f for f in report(*lines).findings if f.id == "failed-collective-site")
+    assert "called from /job/train.py:88 (train_step)" in site.message and site.ranks == (0,)
+    assert site.evidence[0].text.startswith("#2 train_step")
+    off = (
+        TIMEOUT
+        + "\n"
+        + (
+            "[rank0]:[E1121 10:00:00.000 ProcessGroupNCCL.cpp:667] Stack trace of the failed collective not found,"
+            " potentially because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE"
+            " to a non-zero value."
+        )
+    )
+    notes = [f for f in report(*off.split("\n")).findings if f.id == "failed-collective-site"]
+    assert notes and "Flight Recorder was off" in notes[0].message and notes[0].severity == "info"

@@ -66,6 +66,16 @@ PG = re.compile(r"\[PG (?:ID )?(\S+?)(?: PG GUID \S+)? Rank \d+\]")
 # A traceback's frame in the user's code (not torch's, not a library's): a call site a mismatch can name.
 USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 LIBRARY = ("site-packages", "dist-packages", "/torch/", "<frozen")
+# The Flight Recorder's stack of the failed collective, printed after "Stack trace of the failed collective:"
+FR_FRAME = re.compile(r"^#\d+ (?P<fn>\S+) from (?P<file>[^\s:]+):(?P<line>\d+)")
+FR_SITE = Rule(
+    "failed-collective-site",
+    "info",
+    "",
+    re.compile(r"^#\d+ (?P<fn>\S+) from (?P<file>[^\s:]+):(?P<line>\d+)"),
+    "the failed collective was called from {file}:{line} ({fn}) (torch's Flight Recorder stack)",
+    "that call site is where this rank waited: compare it with the other ranks' (a rank elsewhere is the suspect)",
+)
 CHILD = re.compile(
     r"rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?|host\s*:\s*(\S+)|exitcode\s*:\s*(-?\d+)|Signal \d+ \((SIG\w+)\)"
 )
@@ -82,6 +92,7 @@ class _Found:
     others: list[str] = field(default_factory=list)
     count: int = 0
     sites: dict[int, str] = field(default_factory=dict)  # rank -> the user's call site its traceback named
+    named: set[int] = field(default_factory=set)  # ranks the message itself names as the cause (desync report)
 
 
 class LogFold:
@@ -97,6 +108,7 @@ class LogFold:
         self.lines = 0
         self.seen: set[int] = set()  # every rank some line names: who is in these logs at all
         self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
+        self._fr_stack: set[int | None] = set()  # ranks whose Flight Recorder stack is being read
 
     def skip(self, count: int) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing); they count, and end a torchrun block."""
@@ -114,6 +126,10 @@ class LogFold:
             self.seen.add(rank)
         if 'File "' in text:
             self._note_site(text, rank)
+        if self._fr_stack and self._fr_frame(line, rank):
+            return
+        if "Stack trace of the failed collective: " in text:
+            self._fr_stack.add(rank)
         matched = False
         for rule in RULES if ANY_LITERAL.search(text) else ():
             if rule.literal in text and (match := rule.pattern.search(text)) is not None:
@@ -135,19 +151,34 @@ class LogFold:
             if match is not None:
                 self._hit(UNRECOGNISED, match, line, rank)
 
+    def _fr_frame(self, line: LogLine, rank: int | None) -> bool:
+        """A frame of a Flight Recorder stack: the first in the user's code is the failed collective's site."""
+        if rank not in self._fr_stack:
+            return False
+        frame = FR_FRAME.match(line.text.strip())
+        if frame is None:
+            self._fr_stack.discard(rank)
+            return False
+        if not any(x in frame["file"] for x in LIBRARY):
+            self._fr_stack.discard(rank)
+            self._hit(FR_SITE, frame, line, rank)
+        return True
+
     def _note_site(self, text: str, rank: int | None) -> None:
         frame = USER_FRAME.match(text)
         if frame and not any(x in frame["file"] for x in LIBRARY) and len(self.site) < MAX_TIMEOUTS:
             self.site[rank] = f"{frame['file'].rsplit('/', 1)[-1]}:{frame['line']} ({frame['fn']})"
 
     def _hit(self, rule: Rule, match: re.Match[str], line: LogLine, rank: int | None) -> None:
-        message = _format(rule.message, _ordered_pair({k: v for k, v in match.groupdict().items() if v}))
+        groups = _ordered_pair({k: v for k, v in match.groupdict().items() if v})
+        message = _format(rule.message, groups)
         found = self.found.get(rule.id)
         if found is None:
             found = self.found[rule.id] = _Found(rule, message, len(self.found))
         elif message != found.message and message not in found.others and len(found.others) < MAX_EVIDENCE:
             found.others.append(message)
         found.count += 1
+        found.named.update(int(r) for r in re.findall(r"\d+", groups.get("who", "")) if len(found.named) < 64)
         if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
             found.sites.setdefault(rank, self.site[rank])
         if rank is not None:
@@ -228,9 +259,10 @@ class LogFold:
         also = f"; also: {'; '.join(found.others)}" if found.others else ""
         sites = "; ".join(f"rank {r} at {site}" for r, site in sorted(found.sites.items()))
         where = f"; call sites: {sites}" if sites else ""
+        named = tuple(sorted(found.named))
         return Finding(
             found.rule.id, found.rule.severity, found.message + count + also + where, found.rule.fix,
-            tuple(sorted(ranks)), tuple(found.evidence),
+            tuple(sorted(ranks | found.named)), tuple(found.evidence), named,
         )  # fmt: skip
 
 

@@ -52,6 +52,10 @@ HOST_OOM_FIX = (
     " data): lower num_workers/prefetch_factor, share the dataset, or request more memory (sbatch --mem);"
     " `dmesg` on the node names the killed process; the peers' 'connection closed' errors are echoes"
 )
+DESYNC_FIX = (
+    "the rank(s) named are the cause (TORCH_NCCL_DESYNC_DEBUG compared every rank's progress in the store): see"
+    " what they were doing at that collective (their stack, their last lines); a dead rank's own log says why"
+)
 RULES: tuple[Rule, ...] = (
     _rule(
         "ib-retry-exceeded", "error", "Got completion",
@@ -235,6 +239,31 @@ RULES: tuple[Rule, ...] = (
         r"Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: \d+, last completed NCCL work: \d+",
         "NCCL work {seq} timed out",
         "the ranks that did not report this timeout are the suspects; compare the SeqNum across ranks",
+    ),
+    _rule(
+        "desync-report", "error", "joined but didn't finish",
+        r"\[(?P<who>\d+)\] joined but didn't finish collective #(?P<seq>\d+)",
+        "torch's desync report: rank {who} joined collective #{seq} but never finished it",
+        DESYNC_FIX,
+    ),
+    _rule(
+        "desync-report", "error", "but didn't join collective",
+        r"\[(?P<who>\d+)\] finished collective #(?P<done>\d+), but didn't join collective #(?P<seq>\d+)",
+        "torch's desync report: rank {who} finished collective #{done} but never joined #{seq}",
+        DESYNC_FIX,
+    ),
+    _rule(
+        "desync-report", "error", "are the lagging ranks",
+        r"ranks \[(?P<who>[\d, ]+)\] are the lagging ranks that caused this timeout",
+        "torch's desync report: rank(s) {who} never joined any collective: they lag or died",
+        DESYNC_FIX,
+    ),
+    _rule(
+        "failed-collective-site", "info", "Stack trace of the failed collective not found",
+        r"Stack trace of the failed collective not found",
+        "the Flight Recorder was off: the failed collective's call site is not in these logs",
+        "set TORCH_FR_BUFFER_SIZE=2000 (TORCH_NCCL_TRACE_BUFFER_SIZE before torch 2.8), or run the job under"
+        " `ncclcheck run`, which sets it",
     ),
     _rule(
         "gloo-timeout", "error", "Timed out waiting",

@@ -58,5 +58,7 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
     wrappers = [f for f in errors if f.id in WRAPPERS]
     if killed(tuple(failures)):
         wrappers.sort(key=lambda f: f.id != "child-failed")
-    chosen = primary or wrappers or errors
+    # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it
+    named = [f for f in primary if f.id == "desync-report" and f.culprits]
+    chosen = named or primary or wrappers or errors
     return chosen[0] if chosen else None
