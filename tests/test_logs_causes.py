@@ -164,3 +164,33 @@ def test_the_flight_recorders_stack_in_the_watchdog_message_gives_the_call_site(
     )
     notes = [f for f in report(*off.split("\n")).findings if f.id == "failed-collective-site"]
     assert notes and "Flight Recorder was off" in notes[0].message and notes[0].severity == "info"
+
+
+CUDA_INVALID = "node1:2211:2299 [0] include/alloc.h:114 NCCL WARN Cuda failure 1 'invalid argument'"
+
+
+def test_cuda_errors_inside_nccl_get_their_known_causes() -> None:
+    found = report(CUDA_INVALID).findings[0]
+    assert found.id == "cuda-error" and "NCCL_CUMEM_ENABLE=0" in found.fix and "set_device(local_rank)" in found.fix
+    ordinal = "node1:2211:2299 [0] enqueue.cc:100 NCCL WARN Cuda failure 'invalid device ordinal'"
+    assert "CUDA_VISIBLE_DEVICES" in report(ordinal).findings[0].fix
+    assert cause("node1:2211:2299 [1] include/alloc.h:114 NCCL WARN Cuda failure 2 'out of memory'") == "cuda-oom"
+
+
+def test_libfabric_plugin_errors_are_decoded() -> None:
+    # aws-ofi-nccl: NCCL_OFI_WARN("Couldn't open a fabric provider. RC: %d, ERROR: %s", ret, fi_strerror(-ret))
+    line = (
+        "ip-10-0-0-1:2211:2299 [0] nccl_net_ofi_rdma.cpp:7000 NCCL WARN NET/OFI Couldn't open a fabric provider."
+        " RC: -61, ERROR: No data available"
+    )
+    found = report(line).findings[0]
+    assert found.id == "ofi-error" and "Couldn't open a fabric provider: No data available (RC -61)" in found.message
+    info = "ip-10-0-0-1:2211:2211 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)"
+    assert report(info).findings == ()
+
+
+def test_nccl_ras_reports_name_dead_ranks_and_count_mismatches_are_not_hangs_alone() -> None:
+    dead = report("The missing rank: 21", "1 job process is considered dead (unreachable via the RAS network)")
+    assert dead.root_cause is not None and dead.root_cause.id == "ras-dead-rank" and dead.root_cause.culprits == (21,)
+    counts = report("  Communicator ranks have different AllGather operation counts").findings
+    assert [f.severity for f in counts] == ["warning"] and "normal while the job runs" in counts[0].message

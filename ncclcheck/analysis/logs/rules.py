@@ -56,6 +56,11 @@ DESYNC_FIX = (
     "the rank(s) named are the cause (TORCH_NCCL_DESYNC_DEBUG compared every rank's progress in the store): see"
     " what they were doing at that collective (their stack, their last lines); a dead rank's own log says why"
 )
+OFI_FIX = (
+    "check the provider and the device inside the container: `fi_info -p efa` (or the provider in FI_PROVIDER),"
+    " /dev/infiniband/uverbs* passed in, the EFA security group allowing all traffic between the nodes, and the"
+    " aws-ofi-nccl build matching the NCCL in use (NCCL_NET_PLUGIN)"
+)
 RULES: tuple[Rule, ...] = (
     _rule(
         "ib-retry-exceeded", "error", "Got completion",
@@ -206,6 +211,66 @@ RULES: tuple[Rule, ...] = (
         r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,\-]+): Out Of Memory",
         "SLURM task {task} on {host} was killed for using too much host memory",
         HOST_OOM_FIX,
+    ),
+    _rule(
+        "cuda-error", "error", "Cuda failure",
+        r"Cuda failure (?:\d+ )?'(?P<what>invalid argument)'",
+        "a CUDA call inside NCCL failed: '{what}'",
+        "the known causes: a virtualised GPU or container without CUDA VMM support rejecting NCCL's cuMem"
+        " allocations (try NCCL_CUMEM_ENABLE=0), two ranks on one GPU (each rank must call"
+        " torch.cuda.set_device(local_rank)), or a driver older than the CUDA runtime (nvidia-smi vs torch.version.cuda)",
+    ),
+    _rule(
+        "cuda-error", "error", "Cuda failure",
+        r"Cuda failure (?:\d+ )?'(?P<what>invalid device ordinal)'",
+        "a CUDA call inside NCCL failed: '{what}': a rank chose a GPU this process cannot see",
+        "--nproc-per-node must not exceed the visible GPUs: check CUDA_VISIBLE_DEVICES and that each rank calls"
+        " torch.cuda.set_device(local_rank)",
+    ),
+    _rule(
+        "cuda-error", "error", "Cuda failure",
+        r"Cuda failure (?:\d+ )?'(?P<what>(?!out of memory|invalid argument|invalid device ordinal)[^']+)'",
+        "a CUDA call inside NCCL failed: '{what}'",
+        "a GPU or driver problem under NCCL: `nvidia-smi` and `dmesg | grep -i xid` on the node; the same job on"
+        " one GPU tells NCCL from the device",
+    ),
+    _rule(
+        "ofi-error", "error", "NET/OFI",
+        r"NET/OFI (?P<what>[^\n]*?)\.? RC: (?P<rc>-?\d+), ERROR: (?P<err>.+)",
+        "the libfabric network plugin (aws-ofi-nccl) failed: {what}: {err} (RC {rc})",
+        OFI_FIX,
+    ),
+    _rule(
+        "ofi-error", "error", "NET/OFI",
+        r"NET/OFI (?P<what>Unable to find a protocol that worked|No eligible providers? (?:were|was) found"
+        r"|Couldn't find any optimal provider)",
+        "the libfabric network plugin (aws-ofi-nccl) found no usable provider: {what}",
+        OFI_FIX,
+    ),
+    _rule(
+        "ras-dead-rank", "error", "considered dead",
+        r"(?P<n>\d+) job process(?:es)? (?:is|are) considered dead \(unreachable via the RAS network\)",
+        "NCCL RAS: {n} process(es) of the job are dead (unreachable via the RAS network)",
+        "the missing rank(s) RAS lists are the cause: their node's dmesg (OOM killer, Xid), their own log",
+    ),
+    _rule(
+        "ras-dead-rank", "error", "The missing rank",
+        r"The missing ranks?: (?P<who>[\d, ]+)",
+        "NCCL RAS: rank(s) {who} sent no data: dead or unreachable",
+        "the missing rank(s) are the cause: their node's dmesg (OOM killer, Xid), their own log",
+    ),
+    _rule(
+        "ras-dead-rank", "error", "PEER_DEAD",
+        r"PEER_DEAD: Process (?P<pid>\d+) on node (?P<node>\S+) managing GPU (?P<gpu>\d+)",
+        "NCCL RAS: process {pid} on {node} (GPU {gpu}) died",
+        "its node's dmesg (OOM killer, Xid) and its own log say why; the others' errors are echoes",
+    ),
+    _rule(
+        "ras-count-mismatch", "warning", "have different",
+        r"Communicator ranks have different (?P<what>(?:\w+ )?(?:collective )?operation counts)",
+        "NCCL RAS: the ranks of a communicator have different {what}: normal while the job runs, a hang when"
+        " repeated reports do not change",
+        "query RAS again (or `ncclcheck watch`): counts that do not move mean the ranks RAS lists as behind are stuck",
     ),
     _rule("cuda-oom", "error", "Failed to CUDA calloc", r"Failed to CUDA calloc (?P<size>\d+) bytes", OOM, OOM_FIX),
     _rule(
