@@ -64,3 +64,14 @@ def test_no_newline_and_nul_runs_keep_memory_flat(tmp_path: Path) -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert "Traceback" not in err and code == 1 and report["findings"], err
     assert peak_mib < 150 or before / 1024 >= 150, f"peak RSS {peak_mib:.0f} MiB on a 192 MiB line"
+
+
+def test_ten_thousand_small_files_and_a_megabyte_line(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    for i in range(10_000):
+        (job / f"rank{i:05d}.log").write_text(TRAIN.format(i=i) + "\n")
+    (job / "rank10000.log").write_text("y" * (1 << 20) + "\n" + NCCL_ERROR + "\n")
+    code, report, err = logs(job)
+    assert "Traceback" not in err and code == 1 and report["verdict"]["root_cause"] == "peer-closed"
+    assert len(report["files"]) == 10_001 and report["lines"] >= 10_002
