@@ -135,7 +135,7 @@ DESYNC = [
 def test_the_desync_report_names_the_culprit_over_the_timeout() -> None:
     found = report(*DESYNC).root_cause
     assert found is not None and found.id == "desync-report" and found.culprits == (7,)
-    assert "rank 7 finished collective #182 but never joined #183" in found.message
+    assert "rank(s) 7 finished collective #182 but never joined #183" in found.message
     lagging = "[rank3]: - To our best knowledge, ranks [47, 48] are the lagging ranks that caused this timeout."
     assert report(TIMEOUT, lagging + " They never joined any collectives").root_cause.culprits == (47, 48)  # type: ignore[union-attr]
     assert cause(*DESYNC[:2]) == "collective-timeout"  # no report: the timeout stays the cause
@@ -194,3 +194,29 @@ def test_nccl_ras_reports_name_dead_ranks_and_count_mismatches_are_not_hangs_alo
     assert dead.root_cause is not None and dead.root_cause.id == "ras-dead-rank" and dead.root_cause.culprits == (21,)
     counts = report("  Communicator ranks have different AllGather operation counts").findings
     assert [f.severity for f in counts] == ["warning"] and "normal while the job runs" in counts[0].message
+
+
+def test_newer_nccl_formats_and_retries() -> None:
+    """NCCL 2.27-2.30 wordings are read; a retry NCCL logs at INFO and an INFO about providers are not failures."""
+    ib = (
+        "node3:999:1010 [2] transport/net_ib/common.cc:120 NCCL WARN NET/IB: Got completion from peer 10.0.0.5<46202>"
+        " with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129  localGid ::ffff:10.0.0.3 hca mlx5_0"
+    )
+    assert cause(ib) == "ib-retry-exceeded"
+    assert cause("node3:9:10 [2] misc/socket.cc:600 NCCL WARN ncclSocketConnect: connect to 10.0.0.2<12345> failed :"
+                 " Connection refused") == "connect-failed"  # fmt: skip
+    assert cause("slurmstepd: error: Detected 2 oom-kill event(s) in StepId=12.0 cgroup.") == "host-oom-killed"
+    assert report("[rank0]:\t - [0, 1, 2] joined but didn't finish collective #3 (count from 1)").findings[0].culprits == (
+        0, 1, 2,
+    )  # fmt: skip
+    retry = (
+        "node1:1:2 [0] NCCL INFO Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1, curr"
+        " state INIT, next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID ::ffff:10.0.0.2,"
+        " retrying 1/7 after 100 msec of sleep"
+    )
+    assert report(retry).findings == ()
+    assert report("ip-1:22:33 [0] NCCL INFO NET/OFI No eligible providers were found").findings == ()
+    framed = (
+        "node1:1:2 [0] misc/socket.cc:50 (socketProgress) NCCL WARN socketProgress: Connection closed by remote peer"
+    )
+    assert cause(framed + " node3<47362>") == "peer-closed"  # NCCL 2.30's 'file:line (func)' header

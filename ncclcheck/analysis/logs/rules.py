@@ -64,25 +64,25 @@ OFI_FIX = (
 RULES: tuple[Rule, ...] = (
     _rule(
         "ib-retry-exceeded", "error", "Got completion",
-        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)12\b.*?vendor err (?P<vendor>\d+)",
+        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)(?:\w+\()?12\b.*?vendor[ _]err[ =](?P<vendor>\d+)",
         "IB transport retry counter exceeded talking to {peer}: the remote NIC never acknowledged", GID_FIX,
     ),
     _rule(
         "ib-local-protection", "error", "Got completion",
-        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)4\b",
+        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)(?:\w+\()?4\b",
         "IB local protection error (peer {peer}): GPUDirect RDMA writes are rejected",
         "usually PCIe ACS or the IOMMU breaking GPUDirect RDMA: disable ACS on the switches, boot with iommu=pt;"
         " confirm with NCCL_NET_GDR_LEVEL=0 (works, slower)",
     ),
     _rule(
         "ib-wr-flush", "error", "Got completion",
-        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)5\b",
+        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)(?:\w+\()?5\b",
         "IB work requests flushed (peer {peer}): the queue pair had already failed",
         "a consequence: find the first completion error (12 or 4) on this or the peer node", True,
     ),
     _rule(
         "ib-modify-qp-failed", "error", "Call to ibv_modify_qp",
-        r"Call to ibv_modify_qp failed with (?:error )?(?:\d+ )?(?P<why>[A-Za-z ]+)",
+        r"Call to ibv_modify_qp failed with (?!.*retrying \d)(?:error )?(?:\d+ )?(?P<why>[A-Za-z ]+)",  # a retry is not yet a failure
         "ibv_modify_qp failed ({why}) while connecting: the remote GID is not reachable from this NIC",
         "`show_gids` and set NCCL_IB_GID_INDEX to a routable RoCE v2 GID; NCCL_IB_HCA to ports on the same"
         " rail/subnet as the peer; test with `ib_write_bw -x <gid>`",
@@ -116,6 +116,14 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "connect-failed", "error", "Connect to ",
         r"Connect to (?P<addr>\S+?)<(?P<port>\d+)> (?:failed\s*:\s*|returned )(?P<why>.+)",
+        "could not connect to {addr}:{port}: {why}",
+        "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
+        " a firewall or the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node and"
+        " test the port with `nc`",
+    ),
+    _rule(
+        "connect-failed", "error", "onnect to ",
+        r"(?:\w+: connect to |PollConnect to )(?P<addr>\S+?)<(?P<port>\d+)> failed(?:\s*:\s*| with error )(?P<why>.+)",
         "could not connect to {addr}:{port}: {why}",
         "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
         " a firewall or the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node and"
@@ -201,8 +209,8 @@ RULES: tuple[Rule, ...] = (
         " and timeouts are echoes of this rank leaving",
     ),
     _rule(
-        "host-oom-killed", "error", "oom_kill event",
-        r"Detected (?P<n>\d+) oom_kill events?",
+        "host-oom-killed", "error", "kill event",
+        r"Detected (?P<n>\d+) oom[_-]kill events?(?:\(s\))?",
         "the kernel's OOM killer ended {n} process(es) of the job on this node (host memory, not GPU memory)",
         HOST_OOM_FIX,
     ),
@@ -242,8 +250,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "ofi-error", "error", "NET/OFI",
-        r"NET/OFI (?P<what>Unable to find a protocol that worked|No eligible providers? (?:were|was) found"
-        r"|Couldn't find any optimal provider)",
+        r"NET/OFI (?P<what>Unable to find a protocol that worked|Couldn't find any optimal provider)",
         "the libfabric network plugin (aws-ofi-nccl) found no usable provider: {what}",
         OFI_FIX,
     ),
@@ -307,14 +314,14 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "desync-report", "error", "joined but didn't finish",
-        r"\[(?P<who>\d+)\] joined but didn't finish collective #(?P<seq>\d+)",
-        "torch's desync report: rank {who} joined collective #{seq} but never finished it",
+        r"\[(?P<who>\d+(?:, \d+)*)\] joined but didn't finish collective #(?P<seq>\d+)",
+        "torch's desync report: rank(s) {who} joined collective #{seq} but never finished it",
         DESYNC_FIX,
     ),
     _rule(
         "desync-report", "error", "but didn't join collective",
-        r"\[(?P<who>\d+)\] finished collective #(?P<done>\d+), but didn't join collective #(?P<seq>\d+)",
-        "torch's desync report: rank {who} finished collective #{done} but never joined #{seq}",
+        r"\[(?P<who>\d+(?:, \d+)*)\] finished collective #(?P<done>\d+), but didn't join collective #(?P<seq>\d+)",
+        "torch's desync report: rank(s) {who} finished collective #{done} but never joined #{seq}",
         DESYNC_FIX,
     ),
     _rule(
@@ -440,6 +447,14 @@ RULES: tuple[Rule, ...] = (
         "watchdog-exception", "error", "detected by watchdog at work",
         r"Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)",
         "torch's watchdog saw collective #{seq} fail or time out",
+        "a consequence: the timeout or NCCL error next to it says which; the rank that never joined is the cause",
+        True,
+    ),
+    _rule(
+        "watchdog-exception", "error", "failure detected by watchdog at work sequence id",
+        r"failure detected by watchdog at work sequence id: (?P<seq>\d+) PG status: last enqueued work: (?P<e>-?\d+),"
+        r" last completed work: (?P<c>-?\d+)",
+        "torch's watchdog saw work #{seq} fail (last enqueued {e}, last completed {c})",
         "a consequence: the timeout or NCCL error next to it says which; the rank that never joined is the cause",
         True,
     ),
