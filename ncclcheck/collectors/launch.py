@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import psutil
 
 from ncclcheck.collectors.logfiles import LogSource, lines
-from ncclcheck.model.smoke import Launch
+from ncclcheck.model.smoke import SET_BY_SMOKE, Launch
 from ncclcheck.probes import net, rdzv
 
 KILL_GRACE_S = 2.0
@@ -58,9 +58,6 @@ def route_interface(master_addr: str) -> tuple[str | None, str | None]:
         if addr.addr == resolved:
             return resolved, addr.name
     return resolved, None
-
-
-SET_BY_SMOKE = "NCCLCHECK_SET_BY_SMOKE"  # the names smoke set itself: never reported as the user's settings
 
 
 def environment(launch: Launch, gloo_ifname: str | None) -> dict[str, str]:

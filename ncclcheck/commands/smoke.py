@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Optional, Union
 
+from ncclcheck.analysis.smoke_summary import summarise
 from ncclcheck.collectors import launch as launcher
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import Launch, SmokeSummary
@@ -138,8 +139,7 @@ def _report(summary: SmokeSummary, json_path: str | None, code: int) -> int:
 
 
 def _launch_failed(launch: Launch, finding: Finding) -> SmokeSummary:
-    return SmokeSummary(launch.world_size, launch.nodes, launch.node_rank, launch.backend, (), None, (finding,), (),
-                        (), launch.log_dir, False)  # fmt: skip
+    return summarise(launch, (), (), None, (finding,), False)
 
 
 def _unresolvable(launch: Launch) -> Finding | None:

@@ -115,6 +115,8 @@ class Hang:
 
 
 RUNNING, INTERRUPTED, CONCLUDED = "running", "interrupted", "concluded"
+# The variable smoke's launcher lists the names it set itself in: never reported as the user's settings.
+SET_BY_SMOKE = "NCCLCHECK_SET_BY_SMOKE"
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ import socket
 
 from ncclcheck.analysis.fingerprint import ib_port_names, settings, socket_interface
 from ncclcheck.analysis.nccl_rules import Version
-from ncclcheck.model.smoke import Fingerprint
+from ncclcheck.model.smoke import SET_BY_SMOKE, Fingerprint
 from ncclcheck.probes import host, ib, net
 
 
 def collect(rank: int, backend: str, torch_version: str, nccl: Version | None) -> Fingerprint:
     env = dict(os.environ)
-    ours = set(env.get("NCCLCHECK_SET_BY_SMOKE", "").split(","))  # set by smoke's launcher, not by the user
+    ours = set(env.get(SET_BY_SMOKE, "").split(","))  # set by smoke's launcher, not by the user
     hostname = host.collect().hostname
     return Fingerprint(
         rank=rank,

@@ -37,7 +37,8 @@ EXCEPTION = Rule(
 )
 # The safety net: a line that says it is an error while no rule explains it is reported as unrecognised,
 # never passed over (NCCL's own WARN lines, and these words outside NCCL's lines).
-ALARM = re.compile(r"\b(?:ERROR|Error|FAILED|FATAL|Fatal error|Exception|terminate called)\b")
+ALARM_WORDS = ("ERROR", "Error", "FAILED", "FATAL", "Fatal error", "Exception", "terminate called")
+ALARM = re.compile(r"\b(?:" + "|".join(ALARM_WORDS) + r")\b")
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
@@ -54,7 +55,7 @@ UNRECOGNISED = Rule(
 )
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
-_TRIGGERS |= {"ERROR", "Error", "FAILED", "FATAL", "Fatal error", "Exception", "terminate called"}
+_TRIGGERS |= set(ALARM_WORDS)  # the safety net reads these lines: a chunk holding one is never skipped
 GATE = Gate.of(_TRIGGERS)
 MAX_TIMEOUTS = 10_000  # also the most torchrun failure entries kept
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")

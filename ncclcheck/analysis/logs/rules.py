@@ -61,6 +61,11 @@ OFI_FIX = (
     " /dev/infiniband/uverbs* passed in, the EFA security group allowing all traffic between the nodes, and the"
     " aws-ofi-nccl build matching the NCCL in use (NCCL_NET_PLUGIN)"
 )
+CONNECT_FIX = (
+    "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
+    " a firewall or the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node and"
+    " test the port with `nc`"
+)
 RULES: tuple[Rule, ...] = (
     _rule(
         "ib-retry-exceeded", "error", "Got completion",
@@ -117,17 +122,13 @@ RULES: tuple[Rule, ...] = (
         "connect-failed", "error", "Connect to ",
         r"Connect to (?P<addr>\S+?)<(?P<port>\d+)> (?:failed\s*:\s*|returned )(?P<why>.+)",
         "could not connect to {addr}:{port}: {why}",
-        "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
-        " a firewall or the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node and"
-        " test the port with `nc`",
+        CONNECT_FIX,
     ),
     _rule(
         "connect-failed", "error", "onnect to ",
         r"(?:\w+: connect to |PollConnect to )(?P<addr>\S+?)<(?P<port>\d+)> failed(?:\s*:\s*| with error )(?P<why>.+)",
         "could not connect to {addr}:{port}: {why}",
-        "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out or no route ="
-        " a firewall or the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node and"
-        " test the port with `nc`",
+        CONNECT_FIX,
     ),
     _rule(
         "connect-failed", "error", "Call to connect returned",
