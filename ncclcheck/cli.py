@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -11,6 +12,7 @@ from typing import NoReturn
 from ncclcheck import __version__
 
 EXIT_USAGE = 2
+EXIT_PIPE = 141  # 128 + SIGPIPE: the reader of our output left (a shell reports the same for `cat big | head`)
 DESCRIPTION = "A doctor for PyTorch distributed jobs that hang or fail in NCCL or gloo."
 # Command name -> module in ncclcheck.commands; imported only when chosen, so --help stays fast.
 COMMANDS = {"env": "env", "smoke": "smoke", "logs": "logs", "watch": "watch", "run": "run"}
@@ -62,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ncclcheck: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ncclcheck logs big/ | head`: the reader left; say nothing more, as `cat` would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 def entry() -> NoReturn:

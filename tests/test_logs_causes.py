@@ -220,3 +220,62 @@ def test_newer_nccl_formats_and_retries() -> None:
         "node1:1:2 [0] misc/socket.cc:50 (socketProgress) NCCL WARN socketProgress: Connection closed by remote peer"
     )
     assert cause(framed + " node3<47362>") == "peer-closed"  # NCCL 2.30's 'file:line (func)' header
+
+
+# NCCL 2.2x retrying a bootstrap connect, then giving up: the lines of a public issue's log (host shortened)
+RETRIES = tuple(
+    f"vae-0:10209:10243 [1] NCCL INFO socketPollConnect: connect returned Connection refused, retrying ({i}/34)"
+    f" after sleep for {i * 100} msec"
+    for i in range(1, 35)
+)
+GAVE_UP = (
+    "[2025-05-16 10:49:23] vae-0:10209:10243 [1] misc/socket.cc:544 NCCL WARN socketPollConnect: connect returned"
+    " Connection refused, exceeded error retry count (35)"
+)
+
+
+def test_a_connect_that_gives_up_after_its_retries_is_the_cause_and_retries_alone_are_not() -> None:
+    assert report(*RETRIES).findings == ()  # retrying, then (the log ends) perhaps connected: no failure
+    gave_up = report(*RETRIES, GAVE_UP, "vae-0:10209:10243 [1] NCCL INFO misc/socket.cc:635 -> 6")
+    assert gave_up.root_cause is not None and gave_up.root_cause.id == "connect-failed"
+    assert "gave up" in gave_up.root_cause.message and "Connection refused" in gave_up.root_cause.message
+    assert gave_up.status == "fail"
+    newer = (
+        "tpgds-aihub0003:2387398:2387398 [3] os/linux.cc:200 NCCL WARN ncclOsSocketPollConnect: connect to"
+        " 10.82.101.249<37857> returned Connection refused, exceeded error retry count after 35 attempts"
+    )
+    assert "10.82.101.249:37857" in report(newer).findings[0].message
+    accept = "n1:1:2 [0] misc/socket.cc:470 NCCL WARN socketTryAccept: exceeded error retry count after 35 attempts, Connection reset by peer"
+    assert cause(accept) == "connect-failed" and "Connection reset by peer" in report(accept).findings[0].message
+
+
+def test_a_send_to_a_dead_peer_is_an_echo_and_calloc_async_is_nccl_running_out_of_memory() -> None:
+    send = (
+        "n1:1:2 [0] misc/socket.cc:46 NCCL WARN socketProgressOpt: Call to send to 10.0.0.2<45763> failed : Broken pipe"
+    )
+    assert cause(send) == "peer-closed"
+    assert cause(send, NCCL_OOM) == "cuda-oom"  # the peer's echo never wins over a primary error
+    calloc = "n1:1:2 [0] include/alloc.h:259 NCCL WARN Failed to CUDA calloc async 2432 bytes"
+    assert cause(send, calloc) == "cuda-oom"
+
+
+RAS = Path(__file__).parent / "fixtures" / "ras"
+
+
+def test_ras_all_ok_is_said_and_beside_a_timeout_points_below_the_python_code() -> None:
+    healthy = report(*(RAS / "healthy_32gpu_status.txt").read_text().splitlines())
+    (ok,) = healthy.findings
+    assert ok.id == "ras-all-ok" and ok.severity == "info" and healthy.status == "pass"
+    assert "32 ranks" in ok.message and "SeqNum" not in ok.message  # no timeout: nothing to say about one
+    hung = report(*(RAS / "ok_while_torch_timed_out_nccl2262.log").read_text().splitlines())
+    ras = next(f for f in hung.findings if f.id == "ras-all-ok")
+    assert "SeqNum 2398459" in ras.message and "did not finish" in ras.message
+    assert hung.root_cause is not None and hung.root_cause.id == "collective-timeout"  # RAS informs, never blames
+    assert ras.culprits == ()
+
+
+def test_a_ras_row_with_errors_is_not_all_ok() -> None:
+    for errors in ("MISMATCH", "INCOMPLETE", "INCOMPLETE,ERROR,MISMATCH"):
+        row = f"    0         1         4       7-8        32        32   RUNNING  {errors}"
+        assert "ras-all-ok" not in {f.id for f in report(row).findings}, errors
+    assert report("    0         1         4         8        32        32      INIT      OK").findings == ()

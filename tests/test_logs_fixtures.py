@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.diagnose import LogFold, analyse, quiet
-from ncclcheck.analysis.logs.frame import frame_all, frame_chunks
+from ncclcheck.analysis.logs.frame import fold_chunks, frame_all
 from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.cli import main
 from ncclcheck.collectors.logfiles import LogSource, chunks
@@ -105,8 +105,7 @@ def test_quiet_chunks_skipped_change_nothing(size: int) -> None:
     for number, _, _ in EXPECTED:
         path = fixture(number)
         fold = LogFold()
-        for line in frame_chunks(chunks(LogSource(path.name, str(path)), size), path.name, quiet, fold.skip):
-            fold.feed(line)
+        fold_chunks(chunks(LogSource(path.name, str(path)), size), path.name, quiet, fold)
         fast, slow = fold.result(), report(number)
         assert fast.findings == slow.findings, number
         assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, number
@@ -123,8 +122,7 @@ def test_fixtures_inside_megabytes_of_training_output_give_the_same_report(tmp_p
         log = tmp_path / f"{number}.log"
         log.write_text(text, encoding="utf-8")
         fold = LogFold()
-        for line in frame_chunks(chunks(LogSource(log.name, str(log)), 1 << 20), log.name, quiet, fold.skip):
-            fold.feed(line)
+        fold_chunks(chunks(LogSource(log.name, str(log)), 1 << 20), log.name, quiet, fold)
         fast, slow = fold.result(), analyse(frame_all(text.splitlines(keepends=True), log.name))
         assert fast.findings == slow.findings and fast.root_cause == slow.root_cause, number
         assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, number

@@ -9,6 +9,7 @@ left out; each leaves a note (``Reading.notes``) and the rest is read.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gzip
 import io
@@ -16,7 +17,7 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ncclcheck.collectors.flight import sniff
@@ -206,3 +207,60 @@ def _text(source: LogSource) -> io.TextIOWrapper:
         raise InputError(f"{source.path}: {exc.strerror or exc}") from exc
     body = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
     return io.TextIOWrapper(body, encoding="utf-8", errors="replace", newline="")
+
+
+def spans(path: str, size: int, cut_after: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """A regular, uncompressed file as byte ranges of about ``size``, each ending at a line end where
+    ``cut_after`` (given the line that ends there) allows a cut; one range if no such line is near."""
+    total = os.path.getsize(path)
+    found: list[tuple[int, int]] = []
+    start = 0
+    with open(path, "rb") as handle:
+        while total - start > size + size // 2:
+            cut = _cut(handle, start + size, cut_after)
+            if cut is None:
+                break
+            found.append((start, cut))
+            start = cut
+    found.append((start, total))
+    return found
+
+
+CUT_WINDOW = 1 << 20  # where a cut is looked for, after the range's nominal end
+CUT_LINE = 4096  # a line ending a range is shorter than this (so it was read whole)
+
+
+def _cut(handle: io.BufferedReader, at: int, cut_after: Callable[[str], bool]) -> int | None:
+    handle.seek(at)
+    window = handle.read(CUT_WINDOW)
+    end = window.find(b"\n")  # the line it ends began before ``at``: the cut is after a later one
+    while end >= 0:
+        start, end = end + 1, window.find(b"\n", end + 1)
+        if end < 0:
+            return None
+        line = window[start:end]
+        if len(line) < CUT_LINE and cut_after(line.decode("utf-8", errors="replace")):
+            return at + end + 1
+    return None
+
+
+def span_chunks(source: LogSource, start: int, end: int, reading: Reading, size: int = CHUNK) -> Iterator[str]:
+    """``chunks`` of bytes ``start``..``end`` of a regular uncompressed file (``spans`` cut it at line ends)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        with open(source.path, "rb") as handle:
+            handle.seek(start)
+            left = end - start
+            while left > 0:
+                block = handle.read(min(size, left))
+                if not block:
+                    break
+                left -= len(block)
+                if not block.endswith(b"\n") and left > 0:
+                    more = handle.readline(min(MAX_LINE, left))
+                    block += more
+                    left -= len(more)
+                yield decoder.decode(block, final=left <= 0)
+    except OSError as exc:
+        reading.incomplete = True
+        reading.notes.append(f"{source.name}: {exc.strerror or exc}: read up to there")

@@ -5,7 +5,8 @@ Recorder dumps (pickle or JSON, one per rank). The first real error is told apar
 on other ranks; the dumps say which rank called what, where the ranks diverged. A line that says
 it is an error while no rule explains it is reported as unrecognised, never passed over. Exit code:
 0 no error found, 1 errors found, 2 usage error (e.g. a path that does not exist), 4 no known error
-but an error line nothing explains (verdict "unknown").
+but an error line nothing explains (verdict "unknown"), 130 ^C, 128+N ended by signal N. Large inputs
+are read on every core this process may use (taskset limits it); the report is the same.
 
 examples:
   ncclcheck logs job-1234/            # every rank's log, NCCL_DEBUG_FILE output, torchrun's log
@@ -18,22 +19,39 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
+import signal
 import sys
+from types import FrameType
 
 from ncclcheck.analysis import flight
 from ncclcheck.analysis.logs.diagnose import LogFold, quiet
-from ncclcheck.analysis.logs.frame import frame_chunks
+from ncclcheck.analysis.logs.frame import fold_chunks
+from ncclcheck.analysis.logs.recording import replay
 from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.verdict import with_flight, with_hangs
 from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import InputError, LogSource, Reading, chunks, sources
 from ncclcheck.model.flight import FrDump, Unreadable
+from ncclcheck.sources.log_parts import done_in_order, plan
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
 
 EXIT_UNKNOWN = 4  # no known error, but an error line no rule explains: never "pass"
+
+
+class Ended(Exception):
+    """SIGTERM or SIGHUP while reading: unwinds through the worker pool's cleanup."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _ended(signum: int, frame: FrameType | None) -> None:
+    raise Ended(signum)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,14 +64,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/2 JSON report")
 
 
-def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None) -> LogReport:
+def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores: int | None = None) -> LogReport:
     """The logs and Flight Recorder dumps among ``found``, folded into one report (also `ncclcheck run`'s);
-    what could not be read whole is in the report's notes."""
+    what could not be read whole is in the report's notes. Large inputs are read on ``cores`` cores (all
+    this process may use, by default): the report is the same."""
     reading = reading or Reading()
     fold = LogFold()
-    for source in (s for s in found if s.kind == "log"):
-        for line in frame_chunks(chunks(source, reading=reading), source.name, quiet, fold.skip):
-            fold.feed(line)
+    parts = plan(found, cores)
+    with done_in_order([p for i in sorted(parts) for p in parts[i]], cores) as done:
+        for i, source in enumerate(found):
+            if source.kind != "log":
+                continue
+            if i not in parts:
+                fold_chunks(chunks(source, reading=reading), source.name, quiet, fold)
+                continue
+            offset = 0
+            for part in itertools.islice(done, len(parts[i])):
+                replay(fold, part.recording, offset)
+                offset += part.recording.lines
+                reading.notes.extend(part.notes)
+                reading.incomplete = reading.incomplete or part.incomplete
     report = dataclasses.replace(fold.result(), notes=tuple(reading.notes), incomplete=reading.incomplete)
     dumps = [load(s.path) for s in found if s.kind == "flight"]
     if dumps:
@@ -64,6 +94,7 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None) -> Lo
 
 def run(args: argparse.Namespace) -> int:
     reading = Reading()
+    previous = {sig: signal.signal(sig, _ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         found = sources(args.paths, reading)
         if not found:
@@ -72,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
         return 2
+    except Ended as stop:  # the workers reading big logs were ended on the way out
+        print(f"ncclcheck logs: ended by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     report = with_hangs(report, hang_records.find(args.paths))  # run dirs: the hangs `ncclcheck run` saw live
     names = [s.name for s in found]
     if args.json:

@@ -3,6 +3,7 @@ loopback networking, timeouts that disagree, torchrun's failure summary, and tim
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ncclcheck.analysis.deaths import hint, how, killed
@@ -169,6 +170,14 @@ def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
     return [Finding("child-failed", "error", message, fix, (first.rank,))]
 
 
+RAS_BESIDE_TIMEOUT = (
+    "; beside torch's watchdog timeout (SeqNum {seqs}): if this report was taken during the hang, every rank"
+    " launched that collective and is alive, so the collective was launched everywhere and did not finish: look"
+    " below the Python code (the NICs and links between the ranks, a GPU fault: `dmesg` Xid, a kernel that never"
+    " returned), not for a rank that never called it"
+)
+
+
 def annotate_timeouts(
     findings: list[Finding],
     timeouts: tuple[Timeout, ...],
@@ -187,6 +196,10 @@ def annotate_timeouts(
     implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [0])
     out = []
     for f in findings:
+        if f.id == "ras-all-ok" and nccl:
+            f = dataclasses.replace(
+                f, message=f.message + RAS_BESIDE_TIMEOUT.format(seqs=span(sorted({t.seq for t in timeouts})))
+            )
         reporters = nccl if f.id == "collective-timeout" else gloo if f.id == "gloo-timeout" else []
         if reporters:
             exist = set(range(max(implied, max(reporters) + 1))) | seen

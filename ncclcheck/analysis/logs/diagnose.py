@@ -77,9 +77,97 @@ FR_SITE = Rule(
     "the failed collective was called from {file}:{line} ({fn}) (torch's Flight Recorder stack)",
     "that call site is where this rank waited: compare it with the other ranks' (a rank elsewhere is the suspect)",
 )
+ENTRY = re.compile(r"\[\d+\]:")  # an entry of torchrun's summary
 CHILD = re.compile(
     r"rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?|host\s*:\s*(\S+)|exitcode\s*:\s*(-?\d+)|Signal \d+ \((SIG\w+)\)"
 )
+
+
+@dataclass(frozen=True)
+class Said:
+    """One rule's reading of a line: the finding's message and the ranks the message names as the cause."""
+
+    rule: Rule
+    message: str
+    named: tuple[int, ...] = ()
+
+
+def _said(rule: Rule, match: re.Match[str]) -> Said:
+    groups = _ordered_pair({k: v for k, v in match.groupdict().items() if v})
+    return Said(rule, _format(rule.message, groups), tuple(int(r) for r in re.findall(r"\d+", groups.get("who", ""))))
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a line's text says on its own, whatever its rank, file or place: pure, so remembered per text (a
+    message many ranks print, or one printed at every retry, is read once)."""
+
+    said: tuple[Said, ...]  # the rules it matches, in catalogue order, or the generic exception
+    watchdog: bool  # names a WorkNCCL: a watchdog timeout line, read as a Timeout
+    timeout: tuple[str | None, int, str, int | None, int | None, int | None, int | None] | None
+    text_rank: int | None  # a rank the text itself names ("[Rank 3]")
+    site: str | None  # a traceback frame in the user's code
+    fr_start: bool  # opens a Flight Recorder stack
+    fr_frame: tuple[bool, Said] | None  # a Flight Recorder stack frame: whether in the user's code, and its finding
+    torchrun: bool  # opens torchrun's failure summary
+    summary: bool  # would change the summary block it is in (an entry's start, its end, a field of the entry)
+    alarm: bool  # says ERROR/Exception/... (the safety net reads it when no rule does)
+    unrecognised: Said | None  # the safety net's finding, if the line is not mere context
+    plain: bool = field(init=False)  # nothing in it for the fold but its rank and NCCL view
+
+    def __post_init__(self) -> None:
+        busy = (
+            self.said or self.watchdog or self.site or self.fr_start or self.fr_frame or self.torchrun or self.summary
+        )
+        object.__setattr__(self, "plain", not busy)
+
+
+MEMO = 20_000  # texts remembered; forgotten all at once when full (memory stays bounded)
+_facts: dict[str, Facts] = {}
+
+
+def facts(text: str) -> Facts:
+    """``_read(text)``, remembered."""
+    found = _facts.get(text)
+    if found is None:
+        if len(_facts) >= MEMO:
+            _facts.clear()
+        found = _facts[text] = _read(text)
+    return found
+
+
+def _read(text: str) -> Facts:
+    said = [
+        _said(rule, match)
+        for rule in (RULES if ANY_LITERAL.search(text) else ())
+        if rule.literal in text and (match := rule.pattern.search(text)) is not None
+    ]
+    exception = not said and ("Error: " in text or "Exception: " in text) and "ChildFailedError" not in text
+    if exception and (match := EXCEPTION.pattern.match(text)) is not None:
+        said.append(_said(EXCEPTION, match))
+    watchdog = "WorkNCCL(" in text
+    timeout = None
+    if watchdog and (m := WATCHDOG.search(text)) is not None:
+        pg = PG.search(text)
+        timeout = (
+            pg.group(1) if pg else None, int(m.group("seq")), m.group("op"), parse_int(m.group("nin")),
+            parse_int(m.group("nout")), parse_int(m.group("tmo")), parse_int(m.group("ran")),
+        )  # fmt: skip
+    site = None
+    if 'File "' in text and (frame := USER_FRAME.match(text)) and not any(x in frame["file"] for x in LIBRARY):
+        site = f"{frame['file'].rsplit('/', 1)[-1]}:{frame['line']} ({frame['fn']})"
+    stripped = text.strip()
+    fr = FR_FRAME.match(stripped)
+    fr_frame = (not any(x in fr["file"] for x in LIBRARY), _said(FR_SITE, fr)) if fr else None
+    unrecognised = None
+    if not NOT_ALARM.search(stripped) and (match := UNRECOGNISED.pattern.match(stripped)) is not None:
+        unrecognised = _said(UNRECOGNISED, match)
+    return Facts(
+        tuple(said), watchdog, timeout, _text_rank(text), site, "Stack trace of the failed collective: " in text,
+        fr_frame, stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped,
+        bool(ENTRY.fullmatch(stripped) or stripped.startswith(("===", "---")) or CHILD.search(text)),
+        ALARM.search(text) is not None, unrecognised,
+    )  # fmt: skip
 
 
 @dataclass
@@ -97,7 +185,7 @@ class _Found:
 
 
 class LogFold:
-    """Feed it LogLines in file order; ``result()`` gives the LogReport."""
+    """Feed it LogLines in file order (or their parts: ``take``); ``result()`` gives the LogReport."""
 
     def __init__(self) -> None:
         self.nccl = RankFold()
@@ -118,68 +206,74 @@ class LogFold:
         self._section = None
 
     def feed(self, line: LogLine) -> None:
+        self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.level, line.rank)
+
+    def run(self, count: int, ranks: Iterable[int | None]) -> None:
+        """``count`` lines whose text says nothing (``Facts.plain``, no alarm), from these ranks, folded elsewhere."""
+        self.lines += count
+        for rank in ranks:
+            if rank is not None and len(self.seen) < MAX_TIMEOUTS:
+                self.seen.add(rank)
+            self._fr_stack.discard(rank)  # a line of that rank's own, not a frame: its stack has ended
+
+    def take(
+        self, file: str, number: int, text: str, host: str | None = None, pid: str | None = None,
+        dev: int | None = None, level: str | None = None, prefix_rank: int | None = None, nccl: bool = True,
+    ) -> None:  # fmt: skip
+        """One framed line given as its parts (a LogLine's fields): a LogLine is made only for evidence.
+        ``nccl=False``: its NCCL view was folded elsewhere (``RankFold.merge``)."""
         self.lines += 1
-        if line.nccl:
-            self.nccl.feed(line)
-        text = line.text
-        rank = line.rank if line.rank is not None else _text_rank(text)
+        if level is not None and nccl:
+            self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
+        said = _facts.get(text) or facts(text)
+        rank = prefix_rank if prefix_rank is not None else said.text_rank
         if rank is not None and len(self.seen) < MAX_TIMEOUTS:
             self.seen.add(rank)
-        if 'File "' in text:
-            self._note_site(text, rank)
-        if self._fr_stack and self._fr_frame(line, rank):
+        alarm = level == "WARN" or (level is None and said.alarm)
+        if said.plain and not (self._fr_stack or (alarm and said.unrecognised)):
+            return  # what ``run`` does for lines like it
+        line = LogLine(file, number, text, host, pid, dev, level, prefix_rank)
+        if said.site is not None and len(self.site) < MAX_TIMEOUTS:
+            self.site[rank] = said.site
+        if self._fr_stack and self._fr_frame(said, line, rank):
             return
-        if "Stack trace of the failed collective: " in text:
+        if said.fr_start:
             self._fr_stack.add(rank)
-        matched = False
-        for rule in RULES if ANY_LITERAL.search(text) else ():
-            if rule.literal in text and (match := rule.pattern.search(text)) is not None:
-                self._hit(rule, match, line, rank)
-                matched = True
-        exception = not matched and ("Error: " in text or "Exception: " in text) and "ChildFailedError" not in text
-        if exception and (match := EXCEPTION.pattern.match(text)) is not None:
-            self._hit(EXCEPTION, match, line, rank)
-            matched = True
-        if "WorkNCCL(" in text and len(self.timeouts) < MAX_TIMEOUTS:
-            self._timeout(line, rank)
+        for one in said.said:
+            self._hit(one, line, rank)
+        matched = bool(said.said)
+        if said.watchdog and len(self.timeouts) < MAX_TIMEOUTS:
+            if said.timeout is not None:
+                self.timeouts.append(Timeout(rank, *said.timeout, file, number))
             matched = True
         in_summary = self._child is not None or self._section is not None
-        if self._torchrun(text) or in_summary:
+        if ((said.torchrun or in_summary) and self._torchrun(text)) or in_summary:
             matched = True
-        alarm = line.level == "WARN" or (not line.nccl and ALARM.search(text) is not None)
-        if not matched and alarm and not NOT_ALARM.search(text.strip()):
-            match = UNRECOGNISED.pattern.match(text.strip())
-            if match is not None:
-                self._hit(UNRECOGNISED, match, line, rank)
+        if not matched and alarm and said.unrecognised is not None:
+            self._hit(said.unrecognised, line, rank)
 
-    def _fr_frame(self, line: LogLine, rank: int | None) -> bool:
+    def _fr_frame(self, said: Facts, line: LogLine, rank: int | None) -> bool:
         """A frame of a Flight Recorder stack: the first in the user's code is the failed collective's site."""
         if rank not in self._fr_stack:
             return False
-        frame = FR_FRAME.match(line.text.strip())
-        if frame is None:
+        if said.fr_frame is None:
             self._fr_stack.discard(rank)
             return False
-        if not any(x in frame["file"] for x in LIBRARY):
+        user, site = said.fr_frame
+        if user:
             self._fr_stack.discard(rank)
-            self._hit(FR_SITE, frame, line, rank)
+            self._hit(site, line, rank)
         return True
 
-    def _note_site(self, text: str, rank: int | None) -> None:
-        frame = USER_FRAME.match(text)
-        if frame and not any(x in frame["file"] for x in LIBRARY) and len(self.site) < MAX_TIMEOUTS:
-            self.site[rank] = f"{frame['file'].rsplit('/', 1)[-1]}:{frame['line']} ({frame['fn']})"
-
-    def _hit(self, rule: Rule, match: re.Match[str], line: LogLine, rank: int | None) -> None:
-        groups = _ordered_pair({k: v for k, v in match.groupdict().items() if v})
-        message = _format(rule.message, groups)
+    def _hit(self, said: Said, line: LogLine, rank: int | None) -> None:
+        rule, message = said.rule, said.message
         found = self.found.get(rule.id)
         if found is None:
             found = self.found[rule.id] = _Found(rule, message, len(self.found))
         elif message != found.message and message not in found.others and len(found.others) < MAX_EVIDENCE:
             found.others.append(message)
         found.count += 1
-        found.named.update(int(r) for r in re.findall(r"\d+", groups.get("who", "")) if len(found.named) < 64)
+        found.named.update(r for r in said.named if len(found.named) < 64)
         if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
             found.sites.setdefault(rank, self.site[rank])
         if rank is not None:
@@ -190,18 +284,6 @@ class LogFold:
             e.line != line.line or e.file != line.file for e in found.evidence
         ):
             found.evidence.append(Evidence(line.file, line.line, line.text[:500]))
-
-    def _timeout(self, line: LogLine, rank: int | None) -> None:
-        m = WATCHDOG.search(line.text)
-        if m is None:
-            return
-        pg = PG.search(line.text)
-        self.timeouts.append(
-            Timeout(
-                rank, pg.group(1) if pg else None, int(m.group("seq")), m.group("op"), parse_int(m.group("nin")),
-                parse_int(m.group("nout")), parse_int(m.group("tmo")), parse_int(m.group("ran")), line.file, line.line,
-            )
-        )  # fmt: skip
 
     def _torchrun(self, text: str) -> bool:
         """torchrun's ChildFailedError block: sections of ``[N]:`` entries with rank, host, exitcode, signal.
@@ -214,7 +296,7 @@ class LogFold:
             return True
         if self._section is None:
             return False
-        if re.fullmatch(r"\[\d+\]:", stripped):
+        if ENTRY.fullmatch(stripped):
             self._close_child()
             self._child = {"root": self._section == "root"}
         elif stripped.startswith(("===", "---")):
@@ -295,8 +377,10 @@ def _text_rank(text: str) -> int | None:
 
 
 def _format(template: str, groups: dict[str, str]) -> str:
+    """The message with each {name} filled; a pattern whose alternatives cannot share a group name says name2,
+    name3 (Python's re allows a name once): the one that matched fills {name}."""
     values = {k: v.strip() for k, v in groups.items()}
-    values.setdefault("peer", values.get("peer2", "?"))
     for name in re.findall(r"{(\w+)}", template):
-        values.setdefault(name, "?")
+        if name not in values:
+            values[name] = next((values[k] for k in (f"{name}2", f"{name}3") if k in values), "?")
     return template.format(**values)

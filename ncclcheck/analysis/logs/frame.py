@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from ncclcheck.model.logs import LogLine
 
@@ -51,6 +52,14 @@ QUIET_HEAD = 4
 PIECE = 64 << 10
 
 
+# PREFIXES as one pattern, tried in their order (the first that matches wins, as in a loop over them): one
+# match per prefix removed, not one per prefix tried. Each rank group is renamed for its prefix.
+ANY_PREFIX = re.compile(
+    "|".join(f"(?P<{name}>{p.pattern[1:].replace('(?P<rank>', f'(?P<{name}_rank>')})" for name, p in PREFIXES)
+)
+RANK_PREFIXES = ("mpi", "torchrun")
+
+
 def strip_prefixes(text: str) -> tuple[str, int | None]:
     """Remove ANSI residue and launcher/timestamp prefixes (repeatedly); return the text and a rank if one said so."""
     if "\x1b" in text or "[0m" in text:
@@ -58,22 +67,22 @@ def strip_prefixes(text: str) -> tuple[str, int | None]:
     text = text.rstrip("\r\n").replace("\r", "")
     rank = None
     for _ in range(8):
-        if text and text[0] not in PREFIX_STARTS and (": " in text[:80] or " | " in text[:80]):
-            word = WORD_PREFIX.match(text)
-            if word is not None:
-                text = text[word.end() :]
-                continue
-        if not text or text[0] not in PREFIX_STARTS:
+        if not text:
             return text, rank
-        for name, pattern in PREFIXES:
-            match = pattern.match(text)
-            if match and match.end() > 0:
-                if name in ("mpi", "torchrun") and rank is None:
-                    rank = int(match.group("rank"))
-                text = text[match.end() :]
-                break
-        else:
+        if text[0] not in PREFIX_STARTS:
+            if ": " in text[:80] or " | " in text[:80]:
+                word = WORD_PREFIX.match(text)
+                if word is not None:
+                    text = text[word.end() :]
+                    continue
             return text, rank
+        match = ANY_PREFIX.match(text)
+        if match is None or match.end() == 0:
+            return text, rank
+        name = match.lastgroup
+        if name in RANK_PREFIXES and rank is None:
+            rank = int(match.group(f"{name}_rank"))
+        text = text[match.end() :]
     return text, rank
 
 
@@ -95,24 +104,39 @@ def frame(text: str, file: str, line: int) -> LogLine:
     return LogLine(file, line, body, rank=rank)
 
 
-def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+class _Rejoin:
     """Glue terminal hard-wraps back: a line exactly a terminal's width followed by one that cannot start a
     line on its own. Anything else stays as it was: two log lines are never glued into one."""
-    held: tuple[int, str] | None = None
-    last_physical = 0
-    for number, text in lines:
+
+    def __init__(self) -> None:
+        self.held: tuple[int, str] | None = None
+        self.last = 0  # the length of the held line's last physical line
+
+    def push(self, number: int, text: str) -> tuple[int, str] | None:
+        """Take the next physical line; give back the line it completes, if any."""
         text = text.rstrip("\r\n")
-        wrapped = held is not None and last_physical in WRAP_WIDTHS and len(held[1]) + len(text) <= MAX_LINE
-        stripped = strip_prefixes(text)[0] if wrapped else ""
-        if held is not None and stripped and not LINE_START.match(stripped):
-            held = (held[0], held[1] + stripped)
-            last_physical = len(text)
-            continue
-        if held is not None:
-            yield held
-        held, last_physical = (number, text), len(text)
-    if held is not None:
-        yield held
+        held = self.held
+        if held is not None and self.last in WRAP_WIDTHS and len(held[1]) + len(text) <= MAX_LINE:
+            stripped = strip_prefixes(text)[0]
+            if stripped and not LINE_START.match(stripped):
+                self.held, self.last = (held[0], held[1] + stripped), len(text)
+                return None
+        self.held, self.last = (number, text), len(text)
+        return held
+
+    def flush(self) -> tuple[int, str] | None:
+        held, self.held = self.held, None
+        return held
+
+
+def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """Logical lines from numbered physical ones (see ``_Rejoin``)."""
+    join = _Rejoin()
+    for number, text in lines:
+        if (done := join.push(number, text)) is not None:
+            yield done
+    if (done := join.flush()) is not None:
+        yield done
 
 
 def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
@@ -124,42 +148,94 @@ def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
             yield frame(text, file, number)
 
 
-def frame_chunks(
-    chunks: Iterable[str], file: str, quiet: Callable[[str], bool], skipped: Callable[[int], None]
-) -> Iterator[LogLine]:
-    """Like ``frame_all`` over chunks of whole lines, but a chunk ``quiet`` says holds nothing of interest is
-    only counted (``skipped`` gets its non-blank line count): a multi-GB log of training output costs a scan."""
-    return (frame(text, file, number) for number, text in rejoin(_physical(chunks, quiet, skipped)) if text.strip())
+def cut_after(line: str) -> bool:
+    """Whether a file may be cut after this line and the rest read apart: nothing would be glued to it."""
+    return len(line.rstrip("\r\n")) not in WRAP_WIDTHS
 
 
-def _physical(
-    chunks: Iterable[str], quiet: Callable[[str], bool], skipped: Callable[[int], None]
-) -> Iterator[tuple[int, str]]:
-    """Physical lines, numbered as ``wc -l`` counts them (only \\n ends a line); one longer than MAX_LINE is
-    handed on in MAX_LINE pieces under its own number. A chunk may end inside a line (no newline for
-    megabytes): the line's rest opens the next chunk and is numbered as its own line."""
+class Sink(Protocol):
+    """Where ``fold_chunks`` puts lines: a LogFold."""
+
+    def feed(self, line: LogLine) -> None: ...
+
+    def take(
+        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
+        level: str | None, prefix_rank: int | None,
+    ) -> None: ...  # fmt: skip
+
+    def skip(self, count: int) -> None: ...
+
+
+# The commonest line of a large job's logs, framed by one match: an NCCL header (after torchrun's rank prefix at
+# most) that ``strip_prefixes`` would leave alone (a host starting with a letter, no ANSI, no CR) and that is
+# never glued to the line before (it starts a line) nor given the next (not a terminal's width).
+FAST = re.compile(
+    r"(?:\[(?:default)?rank(?P<rank>\d+)\]:\s?)?(?P<host>[A-Za-z_][\w.-]*):(?P<pid>\w+)(?::\w+)? \[(?P<dev>\d+)\] "
+    r"(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>[^\r\x1b]*)"
+)
+
+
+def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], sink: Sink) -> int:
+    """Every logical line of chunks of whole lines into ``sink``, as ``frame_all`` frames them; a chunk ``quiet``
+    says holds nothing of interest is only counted (``sink.skip``): a multi-GB log of training output costs a
+    scan. Physical lines are numbered as ``wc -l`` counts them (only \\n ends a line); one longer than MAX_LINE
+    is handed on in MAX_LINE pieces under its own number. A chunk may end inside a line (no newline for
+    megabytes): the line's rest opens the next chunk and is numbered as its own line. Returns how many
+    physical lines there were."""
+    join = _Rejoin()
+
+    def let_go(done: tuple[int, str] | None) -> None:
+        if done is not None and done[1].strip():
+            sink.feed(frame(done[1], file, done[0]))
+
     number = 0
+    fullmatch, take, widths = FAST.fullmatch, sink.take, WRAP_WIDTHS  # the loop below runs once per line
     for chunk in chunks:
         for piece, is_quiet in _pieces(chunk, quiet):
-            if not is_quiet:
-                for text in piece.split("\n")[: -1 if piece.endswith("\n") else None]:
-                    number += 1
-                    for start in range(0, max(len(text), 1), MAX_LINE):
-                        yield number, text[start : start + MAX_LINE]
+            if is_quiet:
+                number = _quiet(piece, number, join, let_go, sink)
                 continue
-            head = 0
-            for _ in range(QUIET_HEAD):
-                end = piece.find("\n", head)
-                if end < 0 or end - head > MAX_LINE:
-                    break
-                number += 1
-                yield number, piece[head : end + 1]
-                head = end + 1
-            rest = piece[head:]
-            count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
-            skipped(count - rest.count("\n\n"))
-            number += count
-            yield number, ""  # a break: nothing rejoins across the skipped lines
+            lines = piece.split("\n")
+            if piece.endswith("\n"):
+                lines.pop()
+            for number, text in enumerate(lines, number + 1):  # noqa: B020 - numbering goes on across pieces
+                fast = fullmatch(text) if len(text) not in widths and "[0m" not in text else None
+                if fast is None:
+                    for start in range(0, max(len(text), 1), MAX_LINE):
+                        let_go(join.push(number, text[start : start + MAX_LINE]))
+                    continue
+                if join.held is not None:
+                    let_go(join.flush())
+                rank, host, pid, dev, src, level, msg = fast.groups()
+                take(
+                    file,
+                    number,
+                    f"{src} {msg}" if src else msg,
+                    host,
+                    pid,
+                    int(dev),
+                    level,
+                    int(rank) if rank else None,
+                )
+    let_go(join.flush())
+    return number
+
+
+def _quiet(piece: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink) -> int:
+    """A quiet piece: its first lines may finish a line hard-wrapped at the piece before; the rest is counted."""
+    head = 0
+    for _ in range(QUIET_HEAD):
+        end = piece.find("\n", head)
+        if end < 0 or end - head > MAX_LINE:
+            break
+        number += 1
+        let_go(join.push(number, piece[head : end + 1]))
+        head = end + 1
+    let_go(join.flush())  # a break: nothing rejoins across the skipped lines
+    rest = piece[head:]
+    count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
+    sink.skip(count - rest.count("\n\n"))
+    return number + count
 
 
 def _pieces(chunk: str, quiet: Callable[[str], bool]) -> Iterator[tuple[str, bool]]:

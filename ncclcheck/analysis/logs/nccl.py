@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ncclcheck.model.logs import Connection, LogLine, RankLog
 
@@ -51,6 +51,7 @@ class _Rank:
     complete: bool = False
     env: dict[str, str] = field(default_factory=dict)
     connections: dict[tuple[int, int, int, str], Connection] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)  # the fields a line set outright (not only if unset)
 
     def inferred_rank(self) -> int | None:
         """The Init line's rank, else the end of its connection lines that is this process (most common)."""
@@ -74,38 +75,91 @@ def source_key(line: LogLine) -> tuple[str, ...]:
     return (line.file, str(line.rank if line.rank is not None else ""), str(line.dev))
 
 
+# What one NCCL message does to its source's accumulator, as (field, value) steps: pure in the text, so a
+# message printed by many ranks or many times is parsed once (``ops`` below remembers the latest ones).
+Op = tuple[str, object]
+MEMO = 20_000  # messages remembered; forgotten all at once when full (memory stays bounded)
+_memo: dict[str, tuple[Op, ...]] = {}
+
+
+def ops(text: str) -> tuple[Op, ...]:
+    """The steps one NCCL message makes (``read_line``'s parse, remembered)."""
+    found = _memo.get(text)
+    if found is None:
+        if len(_memo) >= MEMO:
+            _memo.clear()
+        found = _memo[text] = _parse(text)
+    return found
+
+
+def _parse(text: str) -> tuple[Op, ...]:
+    if (m := INIT.search(text)) is not None:
+        return (
+            ("rank", int(m.group(2))), ("nranks", int(m.group(3))), ("bus_id", m.group(5)),
+            ("started", m.group(7) == "START"), ("complete", m.group(7) == "COMPLETE"),
+        )  # fmt: skip
+    if (m := CONNECTION.search(text)) is not None:
+        return (("conn", Connection(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(5), m.group(4) or "")),)
+    if (m := NET_IB.search(text)) is not None:
+        return (
+            ("devices", tuple(DEVICE.findall(m.group(2)))), ("network?", "IB" if m.group(1) == "IB" else m.group(1)),
+            ("bootstrap?", (f"{m.group(3)}({m.group(4)})",)),
+        )  # fmt: skip
+    if (m := NET_SOCKET.search(text)) is not None:
+        return (("sockets", tuple(f"{n}({a})" if a else n for n, a in ITEM.findall(m.group(1)))),)
+    if (m := BOOTSTRAP.search(text)) is not None:
+        return (("bootstrap", tuple(f"{n}({a})" if a else n for n, a in ITEM.findall(m.group(1)))),)
+    steps: list[Op] = []
+    if (m := NETWORK.search(text)) is not None:
+        steps.append(("network", m.group(1)))
+    elif (m := VERSION.search(text)) is not None:
+        steps.append(("version?", m.group(1)))
+    elif (m := TOPO.search(text)) is not None:
+        steps += [("rank", int(m.group(1))), ("nranks", int(m.group(2)))]
+    elif (m := GDR_OFF.search(text)) is not None:
+        steps.append(("gdr", m.group(0)))
+    steps += [("env", (name, value.rstrip("."))) for name, value in ENV.findall(text)]
+    return tuple(steps)
+
+
 def read_line(acc: _Rank, text: str) -> None:
     """Fold one NCCL message into the accumulator."""
-    if (m := INIT.search(text)) is not None:
-        acc.rank, acc.nranks, acc.bus_id = int(m.group(2)), int(m.group(3)), m.group(5)
-        acc.started = acc.started or m.group(7) == "START"
-        acc.complete = acc.complete or m.group(7) == "COMPLETE"
-    elif (m := CONNECTION.search(text)) is not None:
-        conn = Connection(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(5), m.group(4) or "")
-        acc.connections.setdefault((conn.channel, conn.src, conn.dst, conn.direction), conn)
-    elif (m := NET_IB.search(text)) is not None:
-        acc.devices = tuple(DEVICE.findall(m.group(2)))
-        acc.network = acc.network or ("IB" if m.group(1) == "IB" else m.group(1))
-        acc.bootstrap = acc.bootstrap or (f"{m.group(3)}({m.group(4)})",)
-    elif (m := NET_SOCKET.search(text)) is not None:
-        acc.sockets = tuple(f"{n}({a})" if a else n for n, a in ITEM.findall(m.group(1)))
-    elif (m := BOOTSTRAP.search(text)) is not None:
-        acc.bootstrap = tuple(f"{n}({a})" if a else n for n, a in ITEM.findall(m.group(1)))
-    else:
-        _read_other(acc, text)
+    for name, value in ops(text):
+        if name == "conn":
+            conn: Connection = value  # type: ignore[assignment]
+            acc.connections.setdefault((conn.channel, conn.src, conn.dst, conn.direction), conn)
+        elif name in ("started", "complete"):
+            setattr(acc, name, getattr(acc, name) or value)
+        elif name.endswith("?"):
+            if not getattr(acc, name[:-1]):
+                setattr(acc, name[:-1], value)
+        elif name == "gdr":
+            if len(acc.gdr_off) < MAX_GDR_OFF and value not in acc.gdr_off:
+                acc.gdr_off.append(value)  # type: ignore[arg-type]  # one per HCA, not one per line
+        elif name == "env":
+            pair: tuple[str, str] = value  # type: ignore[assignment]
+            acc.env[pair[0]] = pair[1]
+        else:
+            setattr(acc, name, value)
+            acc.touched.add(name)
 
 
-def _read_other(acc: _Rank, text: str) -> None:
-    if (m := NETWORK.search(text)) is not None:
-        acc.network = m.group(1)
-    elif (m := VERSION.search(text)) is not None:
-        acc.version = acc.version or m.group(1)
-    elif (m := TOPO.search(text)) is not None:
-        acc.rank, acc.nranks = int(m.group(1)), int(m.group(2))
-    elif (m := GDR_OFF.search(text)) is not None and len(acc.gdr_off) < MAX_GDR_OFF and m.group(0) not in acc.gdr_off:
-        acc.gdr_off.append(m.group(0))  # one per HCA, not one per line
-    for name, value in ENV.findall(text):
-        acc.env[name] = value.rstrip(".")
+def _merge(acc: _Rank, later: _Rank) -> None:
+    """Fold ``later`` (the same source's lines further on, folded on their own) into ``acc``: as if its lines
+    had been read into ``acc`` one by one."""
+    for name in later.touched:  # set outright: the later value wins
+        setattr(acc, name, getattr(later, name))
+    for name in ("network", "bootstrap", "version"):  # set only if unset: the earlier value, when there was one
+        if name not in later.touched and not getattr(acc, name):
+            setattr(acc, name, getattr(later, name))
+    acc.touched |= later.touched
+    acc.started, acc.complete = acc.started or later.started, acc.complete or later.complete
+    for item in later.gdr_off:
+        if len(acc.gdr_off) < MAX_GDR_OFF and item not in acc.gdr_off:
+            acc.gdr_off.append(item)
+    acc.env.update(later.env)
+    for key, conn in later.connections.items():
+        acc.connections.setdefault(key, conn)
 
 
 MAX_GDR_OFF = 32
@@ -118,11 +172,28 @@ class RankFold:
         self._accs: dict[tuple[str, ...], _Rank] = {}
 
     def feed(self, line: LogLine) -> None:
-        key = source_key(line)
+        self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.rank)
+
+    def take(
+        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None, rank: int | None
+    ) -> None:
+        """``feed`` of a line given in parts (the fast lane makes no LogLine)."""
+        key: tuple[str, ...] = (
+            (host, pid or "", str(dev)) if host is not None else (file, "" if rank is None else str(rank), str(dev))
+        )
         acc = self._accs.get(key)
         if acc is None:
-            acc = self._accs[key] = _Rank(line.file, line.line, line.host, line.pid, line.dev, rank=line.rank)
-        read_line(acc, line.text)
+            acc = self._accs[key] = _Rank(file, number, host, pid, dev, rank=rank)
+        read_line(acc, text)
+
+    def merge(self, later: RankFold, offset: int) -> None:
+        """Add a fold of the lines that follow (their numbers counted from ``offset``), as if fed here."""
+        for key, acc in later._accs.items():
+            mine = self._accs.get(key)
+            if mine is None:
+                self._accs[key] = replace(acc, first_line=acc.first_line + offset)
+            else:
+                _merge(mine, acc)
 
     def rank_of(self, key: tuple[str, ...]) -> int | None:
         acc = self._accs.get(key)

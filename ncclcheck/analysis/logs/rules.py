@@ -131,6 +131,19 @@ RULES: tuple[Rule, ...] = (
         CONNECT_FIX,
     ),
     _rule(
+        "connect-failed", "error", "exceeded error retry count",
+        r"connect to (?P<addr>\S+?)<(?P<port>\d+)> returned (?P<why>[A-Za-z ]+?), exceeded error retry count",
+        "could not connect to {addr}:{port}: {why}, and NCCL gave up after its retries",
+        CONNECT_FIX,
+    ),
+    _rule(
+        "connect-failed", "error", "exceeded error retry count",
+        r"(?:PollConnect: connect returned (?P<why>[A-Za-z ]+?), |TryAccept: )exceeded error retry count"
+        r"(?: after \d+ attempts, (?P<why2>.+)| \(\d+\)(?:, (?P<why3>.+))?)",
+        "a peer connection kept failing ({why}) and NCCL gave up after its retries",
+        CONNECT_FIX,
+    ),
+    _rule(
         "connect-failed", "error", "Call to connect returned",
         r"Call to connect returned (?P<why>Connection refused|Connection timed out)",
         "connecting to a peer keeps failing: {why}",
@@ -153,6 +166,12 @@ RULES: tuple[Rule, ...] = (
         "peer-closed", "error", "Call to recv from",
         r"Call to recv from (?P<peer>\S+?)<\d+> failed : (?P<why>Connection reset by peer|Broken pipe)",
         "{why} from {peer}: the remote process died or the network reset",
+        "a consequence: collect every rank's log; the earliest error wins", True,
+    ),
+    _rule(
+        "peer-closed", "error", "Call to send to",
+        r"Call to send to (?P<peer>\S+?)<\d+> failed : (?P<why>Connection reset by peer|Broken pipe)",
+        "{why} sending to {peer}: the remote process died or the network reset",
         "a consequence: collect every rank's log; the earliest error wins", True,
     ),
     _rule(
@@ -274,13 +293,22 @@ RULES: tuple[Rule, ...] = (
         "its node's dmesg (OOM killer, Xid) and its own log say why; the others' errors are echoes",
     ),
     _rule(
+        "ras-all-ok", "info", "RUNNING",
+        r"^\s*(?P<group>\d+)\s+(?P<comms>\d+)\s+\d+\s+[\d-]+\s+\d+\s+(?P<ranks>\d+)\s+RUNNING\s+OK\s*$",
+        "NCCL RAS: communicator group {group} ({comms} communicator(s), {ranks} ranks) is RUNNING with no error: every"
+        " rank alive, none missing, the same collective counts on all",
+        "RAS compares how many collectives each rank launched and whether its process answers; it does not see the"
+        " data path. All agreeing rules out a dead rank and a rank that skipped a collective when the report was"
+        " taken. On one node NCCL 2.27+ RAS counts are always 0 (NCCL PR #2021): there it rules out less",
+    ),
+    _rule(
         "ras-count-mismatch", "warning", "have different",
         r"Communicator ranks have different (?P<what>(?:\w+ )?(?:collective )?operation counts)",
         "NCCL RAS: the ranks of a communicator have different {what}: normal while the job runs, a hang when"
         " repeated reports do not change",
         "query RAS again (or `ncclcheck watch`): counts that do not move mean the ranks RAS lists as behind are stuck",
     ),
-    _rule("cuda-oom", "error", "Failed to CUDA calloc", r"Failed to CUDA calloc (?P<size>\d+) bytes", OOM, OOM_FIX),
+    _rule("cuda-oom", "error", "Failed to CUDA calloc", r"Failed to CUDA calloc (?:async )?(?P<size>\d+) bytes", OOM, OOM_FIX),
     _rule(
         "p2p-unsupported", "error", "peer access is not supported",
         r"peer access is not supported between these two devices",

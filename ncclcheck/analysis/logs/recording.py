@@ -1,0 +1,106 @@
+"""A part of a log folded on its own (in another process), then replayed into the one LogFold in file order.
+
+The costly work (framing every line, reading each text, the NCCL view) is done by the part's ``Recorder``;
+what depends on the lines before (torchrun's summary block, a Flight Recorder stack, the call site a
+mismatch names, which finding came first) is left to the replay, which sees only the lines that say
+something: runs of plain lines come back as a count and the ranks that wrote them. Replaying the parts
+in order gives the report one pass over the whole would give (tests/test_logs_parts.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ncclcheck.analysis.logs.diagnose import LogFold, facts
+from ncclcheck.analysis.logs.nccl import RankFold
+from ncclcheck.model.logs import LogLine
+
+
+class Line(NamedTuple):
+    """A line that says something, as ``LogFold.take`` gets it (its number counted within the part)."""
+
+    file: str
+    number: int
+    text: str
+    host: str | None
+    pid: str | None
+    dev: int | None
+    level: str | None
+    rank: int | None
+
+
+class Run(NamedTuple):
+    """Plain lines in a row: how many, and the ranks that wrote them (None: a line naming none)."""
+
+    lines: int
+    ranks: frozenset[int | None]
+
+
+class Skipped(NamedTuple):
+    """A quiet stretch: lines counted, not read (``LogFold.skip``)."""
+
+    lines: int
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One part: its events in order, its sources' NCCL views, and how many physical lines it held."""
+
+    events: tuple[Line | Run | Skipped, ...]
+    nccl: RankFold
+    lines: int
+
+
+class Recorder:
+    """A ``fold_chunks`` sink that keeps what a LogFold needs from a part, in order."""
+
+    def __init__(self) -> None:
+        self.nccl = RankFold()
+        self.events: list[Line | Run | Skipped] = []
+        self._count = 0
+        self._ranks: set[int | None] = set()
+
+    def feed(self, line: LogLine) -> None:
+        self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.level, line.rank)
+
+    def take(
+        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
+        level: str | None, prefix_rank: int | None,
+    ) -> None:  # fmt: skip
+        if level is not None:
+            self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
+        said = facts(text)
+        alarm = level == "WARN" or (level is None and said.alarm)
+        if said.plain and not (alarm and said.unrecognised):
+            self._count += 1
+            self._ranks.add(prefix_rank if prefix_rank is not None else said.text_rank)
+            return
+        self._close_run()
+        self.events.append(Line(file, number, text, host, pid, dev, level, prefix_rank))
+
+    def skip(self, count: int) -> None:
+        self._close_run()
+        self.events.append(Skipped(count))
+
+    def _close_run(self) -> None:
+        if self._count:
+            self.events.append(Run(self._count, frozenset(self._ranks)))
+            self._count, self._ranks = 0, set()
+
+    def result(self, lines: int) -> Recording:
+        self._close_run()
+        return Recording(tuple(self.events), self.nccl, lines)
+
+
+def replay(fold: LogFold, part: Recording, offset: int) -> None:
+    """Fold a recorded part into ``fold``, its lines numbered after ``offset`` lines of the same file."""
+    for event in part.events:
+        if isinstance(event, Line):
+            file, number, text, host, pid, dev, level, rank = event
+            fold.take(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
+        elif isinstance(event, Run):
+            fold.run(event.lines, event.ranks)
+        else:
+            fold.skip(event.lines)
+    fold.nccl.merge(part.nccl, offset)

@@ -1,0 +1,144 @@
+"""Read many or large logs on every core: files, and big files' line-aligned ranges, folded in worker processes.
+
+A part is a whole file (gzip too) or a range of a big plain file, cut after a line nothing can be glued to
+(``frame.cut_after``). Each worker frames and reads its part into a ``Recording``; the caller replays the
+parts in file order into one LogFold, so the report is the one a single pass gives. Streams (stdin, a
+FIFO, ``<(cmd)``) and small inputs are read in this process. The workers end with this process: on
+return, on any exception, on ^C, SIGTERM and SIGHUP (``ncclcheck logs`` sets those handlers), their pool is
+terminated; they ignore ^C themselves (the terminal sends it to the whole group) and leave it to us.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.pool import Pool
+
+from ncclcheck.analysis.logs.diagnose import quiet
+from ncclcheck.analysis.logs.frame import cut_after, fold_chunks
+from ncclcheck.analysis.logs.recording import Recorder, Recording
+from ncclcheck.collectors.logfiles import LogSource, Reading, chunks, span_chunks, spans
+
+PART = 16 << 20  # a big file is cut into ranges of about this many bytes
+MIN_PART = 1 << 20  # a smaller file is read here unless there are many of them
+WORTH_IT = 24 << 20  # below this many bytes in all, starting workers costs more than it saves
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of work: a whole source (``span`` None) or a byte range of it."""
+
+    source: LogSource
+    span: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class Done:
+    """A part's recording and what reading it could not do whole."""
+
+    recording: Recording
+    notes: tuple[str, ...]
+    incomplete: bool
+
+
+def plan(found: Sequence[LogSource], cores: int | None = None) -> dict[int, list[Part]]:
+    """Which sources (by index) go to workers, and in which parts; none when one core or little to read."""
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    sizes = {i: _size(s) for i, s in enumerate(found) if s.kind == "log" and s.path != "-"}
+    if cores < 2 or sum(v for v in sizes.values() if v >= MIN_PART) < WORTH_IT:
+        return {}
+    parts: dict[int, list[Part]] = {}
+    for i, size in sizes.items():
+        if size < MIN_PART:
+            continue
+        source = found[i]
+        if size > PART + PART // 2 and not _gzip(source.path):
+            parts[i] = [Part(source, span) for span in spans(source.path, PART, cut_after)]
+        else:
+            parts[i] = [Part(source, None)]
+    return parts
+
+
+def _size(source: LogSource) -> int:
+    try:
+        st = os.stat(source.path)
+    except OSError:
+        return 0
+    return st.st_size if os.path.isfile(source.path) else 0  # a FIFO's size says nothing
+
+
+def _gzip(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def fold_part(part: Part) -> Done:
+    """In a worker: frame and read one part."""
+    reading = Reading()
+    if part.span is None:
+        text: Iterator[str] = chunks(part.source, reading=reading)
+    else:
+        text = span_chunks(part.source, *part.span, reading)
+    recorder = Recorder()
+    lines = fold_chunks(text, part.source.name, quiet, recorder)
+    return Done(recorder.result(lines), tuple(reading.notes), reading.incomplete)
+
+
+@contextlib.contextmanager
+def done_in_order(parts: Sequence[Part], cores: int | None = None) -> Iterator[Iterator[Done]]:
+    """Each part's ``Done``, in the order given, from a pool of workers started at once (they work while the
+    caller reads what is read here); at most a few parts ahead of the reader are held, so memory stays
+    bounded however many there are. The pool is terminated when the block ends, however it ends."""
+    if not parts:
+        yield iter(())
+        return
+    workers = min(cores if cores is not None else len(os.sched_getaffinity(0)), len(parts))
+    with _signals_held():  # a ^C or SIGTERM while the pool is half made would leave workers behind
+        pool: Pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start)
+    try:
+        todo = iter(parts)
+        with _signals_held():
+            pending = deque(pool.apply_async(fold_part, (p,)) for p in itertools.islice(todo, 2 * workers))
+
+        def results() -> Iterator[Done]:
+            while pending:
+                done = pending.popleft().get()
+                with _signals_held():
+                    pending.extend(pool.apply_async(fold_part, (p,)) for p in itertools.islice(todo, 1))
+                yield done
+
+        yield results()
+        pool.close()
+    finally:
+        with _signals_held():
+            pool.terminate()
+            pool.join()
+
+
+ENDING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold ^C, SIGTERM and SIGHUP for a moment; they arrive (and end the reading) right after."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _worker_start() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C reaches the whole process group: the parent decides
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the pool's terminate
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING)  # forked while the parent held them

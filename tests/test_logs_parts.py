@@ -1,0 +1,173 @@
+"""Large logs are read in parts on several cores: the report must be the one a single pass gives, and the
+workers must end with ncclcheck however it ends."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ncclcheck.analysis.logs.frame import WRAP_WIDTHS, cut_after, frame_all
+from ncclcheck.analysis.logs.nccl import RankFold
+from ncclcheck.collectors.logfiles import LogSource, sources, spans
+from ncclcheck.commands.logs import diagnose
+from ncclcheck.sources import log_parts
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = sorted((FIXTURES / "nccl_logs").glob("*.log")) + sorted((FIXTURES / "torchrun").glob("*.log"))
+
+
+def _job_text() -> str:
+    """Every fixture, with training output, a terminal-wrapped NCCL error and blank lines between them."""
+    wrapped = "node7:4242:4250 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.8<52044> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.7 remoteGid ::ffff:10.0.0.8 hca mlx5_2"
+    folded = "\n".join(wrapped[i : i + 80] for i in range(0, len(wrapped), 80))
+    steps = "".join(f"[rank{r % 8}]:step {r} | loss {r % 97 / 10:.2f}\n" for r in range(300))
+    parts = [steps]
+    for path in LOGS:
+        parts += [path.read_text(encoding="utf-8", errors="replace"), "\n  \n\n", steps, folded + "\n"]
+    return "".join(parts)
+
+
+def test_a_later_half_merged_is_the_whole_fold() -> None:
+    """RankFold.merge: a source's lines folded in two pieces, cut anywhere, give what one fold gives."""
+    for path in sorted((FIXTURES / "nccl_logs").glob("*.log"))[:20]:
+        lines = [x for x in frame_all(path.read_text(errors="replace").splitlines(), path.name) if x.nccl]
+        whole = RankFold()
+        for line in lines:
+            whole.feed(line)
+        for cut in range(0, len(lines) + 1, max(1, len(lines) // 9)):
+            first, later = RankFold(), RankFold()
+            for line in lines[:cut]:
+                first.feed(line)
+            for line in lines[cut:]:
+                later.feed(line)
+            first.merge(later, 0)
+            assert first.result() == whole.result(), (path.name, cut)
+
+
+@pytest.fixture
+def tiny_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of a few KiB: hundreds of cuts through the fixtures' blocks, tracebacks and summaries."""
+    monkeypatch.setattr(log_parts, "PART", 6 << 10)
+    monkeypatch.setattr(log_parts, "MIN_PART", 1)
+    monkeypatch.setattr(log_parts, "WORTH_IT", 1)
+
+
+def test_parts_give_the_report_one_pass_gives(tmp_path: Path, tiny_parts: None) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(_job_text(), encoding="utf-8")
+    found = sources([str(log)])
+    assert len(log_parts.plan(found, cores=2)[0]) > 50
+    one_pass, in_parts = diagnose(found, cores=1), diagnose(found, cores=2)
+    assert in_parts == one_pass
+    assert {"ib-retry-exceeded", "store-port-in-use", "child-failed"} <= {f.id for f in one_pass.findings}
+    wrapped = next(f for f in one_pass.findings if f.id == "ib-retry-exceeded")
+    assert any(e.text.endswith("hca mlx5_2") for e in wrapped.evidence)  # glued back, whatever the cuts
+    assert one_pass.ranks and one_pass.timeouts and one_pass.failures
+
+
+def test_many_files_and_gzip_in_workers_give_the_same_report(tmp_path: Path, tiny_parts: None) -> None:
+    for i, path in enumerate(LOGS[:30]):
+        text = path.read_bytes()
+        if i % 3 == 0:
+            (tmp_path / f"{i:02d}.log.gz").write_bytes(gzip.compress(text))
+        else:
+            (tmp_path / f"{i:02d}.log").write_bytes(text)
+    (tmp_path / "99.log.gz").write_bytes(gzip.compress(LOGS[0].read_bytes())[:-40])  # cut short
+    found = sources([str(tmp_path)])
+    plan = log_parts.plan(found, cores=2)
+    assert all(p.span is None for i in plan for p in plan[i] if found[i].path.endswith(".gz"))
+    one_pass, in_parts = diagnose(found, cores=1), diagnose(found, cores=2)
+    assert in_parts == one_pass
+    assert any("cut short" in n for n in in_parts.notes) and in_parts.incomplete
+
+
+def test_a_file_is_never_cut_after_a_line_a_terminal_may_have_wrapped(tmp_path: Path) -> None:
+    rows = [("x" * (80 if i % 5 else 57)) for i in range(4000)]
+    log = tmp_path / "wrapped.log"
+    log.write_text("\n".join(rows) + "\n")
+    data = log.read_bytes()
+    found = spans(str(log), 4096, cut_after)
+    assert len(found) > 10 and found[0][0] == 0 and found[-1][1] == len(data)
+    for (_, end), (start, _) in zip(found, found[1:]):
+        assert end == start and data[end - 1 : end] == b"\n"
+        last = data[: end - 1].rsplit(b"\n", 1)[-1]
+        assert len(last) not in WRAP_WIDTHS, end
+
+
+def test_one_core_or_little_to_read_starts_no_worker(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text(_job_text())
+    found = sources([str(log)])
+    assert log_parts.plan(found, cores=1) == {}
+    assert log_parts.plan(found, cores=8) == {}  # well under WORTH_IT: forking costs more than it saves
+    assert log_parts.plan((LogSource("<stdin>", "-"),), cores=8) == {}
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    text = _job_text()
+    log = tmp_path_factory.mktemp("big") / "big.log"
+    with log.open("w", encoding="utf-8") as out:
+        for _ in range(max(1, (48 << 20) // len(text))):
+            out.write(text)
+    return log
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_ends_every_worker(big_log: Path, signum: int) -> None:
+    log = big_log
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ncclcheck", "logs", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        parent = psutil.Process(proc.pid)
+        workers: list[psutil.Process] = []
+        for _ in range(600):  # up to 60 s on a loaded machine; no timing is asserted
+            workers = parent.children(recursive=True)
+            if workers or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert workers, "the reader started no worker on a 48 MiB log"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == (130 if signum == signal.SIGINT else 128 + signum), err
+    assert b"Traceback" not in err, err
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, alive
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to start workers")
+def test_the_command_reads_a_big_log_in_parts_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_parts, "PART", 1 << 20)  # the defaults scaled down 16x: 6 MiB stands for 96
+    monkeypatch.setattr(log_parts, "WORTH_IT", 3 << 19)
+    text = _job_text()
+    log = tmp_path / "big.log"
+    log.write_text(text * max(1, (6 << 20) // len(text)), encoding="utf-8")
+    found = sources([str(log)])
+    assert len(log_parts.plan(found)[0]) > 3
+    assert diagnose(found) == diagnose(found, cores=1)
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    """`ncclcheck logs job/ | head`: head leaves; ncclcheck ends quietly with 141, as `cat` would."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ncclcheck", "logs", "--json", str(LOGS[0])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # before a byte is written: the write fails with EPIPE
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and err == b"", err
