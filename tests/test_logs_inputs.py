@@ -112,3 +112,18 @@ def _read_as_nobody(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert done.returncode == 1 and report["verdict"]["root_cause"] == "peer-closed"
     assert any("rank1.log: not readable by this user" in n for n in report["notes"])
+
+
+def test_the_watch_agent_stream_of_a_run_dir_is_not_read_as_a_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ncclcheck run` keeps its live agent's states beside the logs; their stacks say "Exception" (a frame of
+    the job's code, a note) where the job raised nothing: a healthy run must stay "pass"."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "launcher.log").write_text("".join(TRAIN.format(i=i) for i in range(3)))
+    state = {"ranks": [{"rank": 0, "stack": [{"function": "handle_Exception", "file": "train.py", "line": 3}]}],
+             "notes": ["py-spy: Error: Operation not permitted"]}  # fmt: skip
+    (tmp_path / "watch-agent.jsonl").write_text(json.dumps(state) + "\n")
+    code, report = logs(capsys, str(tmp_path))
+    assert (code, report["verdict"]["status"]) == (0, "pass"), report
+    assert report["files"] == [str(tmp_path / "logs" / "launcher.log")]

@@ -20,6 +20,8 @@ NCCL = f"node3:999:999 [2] NCCL WARN {MSG}"
         (f"[pod/trainer-0/pytorch] {NCCL}", MSG, None),  # kubectl logs --prefix
         (f"trainer-1  | [rank1]: {NCCL}", MSG, 1),  # docker compose
         (f"Nov 21 10:00:01 node3 python3[4242]: {NCCL}", MSG, None),  # syslog / journald
+        (f"trainer-0 pytorch {NCCL}", MSG, None),  # stern: pod and container
+        (f"ml-team trainer-worker-3 pytorch [rank3]:{NCCL}", MSG, 3),  # stern -A: namespace first
     ],
 )
 def test_each_prefix_is_taken_off(line: str, text: str, rank: int | None) -> None:
@@ -33,6 +35,9 @@ def test_each_prefix_is_taken_off(line: str, text: str, rank: int | None) -> Non
         "RuntimeError: CUDA error: an illegal memory access",
         "ERROR: the loader died",
         "Traceback (most recent call last):",
+        "the model says Traceback is fine",  # prose: no Kubernetes name (digit or dash) before it
+        "we saw the node1:1:2 [0] NCCL INFO retrying",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
     ],
 )
 def test_an_error_line_is_never_taken_for_a_prefix(line: str) -> None:
@@ -49,3 +54,29 @@ def test_pdsh_prefixed_nccl_lines_name_their_ranks() -> None:
     report = analyse(frame_all(lines, "pdsh.log"))
     (found,) = [f for f in report.findings if f.id == "ib-retry-exceeded"]
     assert found.ranks == (10,)
+
+
+def test_stern_lines_of_a_torch_timeout_are_read_as_the_rank_wrote_them() -> None:
+    timeout = (
+        "[rank1]:[E1121 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation"
+        " timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600015"
+        " milliseconds before timing out."
+    )
+    lines = [f"trainer-{r} pytorch {timeout.replace('1', str(r), 1)}" for r in (0, 1)]
+    lines.append("trainer-2 pytorch [rank2]:step 40 loss 1.02")
+    report = analyse(frame_all(lines, "stern.log"))
+    (found,) = [f for f in report.findings if f.id == "collective-timeout"]
+    assert found.culprits == (2,), found  # rank 2 logs but did not report the timeout
+
+
+@pytest.mark.parametrize("width", [80, 120, 240])
+def test_a_prefixed_line_after_one_at_a_terminal_width_is_a_line_of_its_own(width: int) -> None:
+    """A launcher prefixes each line a rank hands it; a terminal's wrap leaves the rest unprefixed."""
+    head = "[rank0]:RuntimeError: NCCL communicator was aborted on rank 0. "
+    first = head + "x" * (width - len(head))
+    assert len(first) == width
+    lines = [first, "[rank1]:step 40 loss 1.02", "trainer-1 pytorch [rank1]:step 41 loss 1.01"]
+    texts = [line.text for line in frame_all(lines, "x.log")]
+    assert texts == [first[len("[rank0]:") :], "step 40 loss 1.02", "step 41 loss 1.01"]
+    rest = [first, "xxxx and the rest of the message"]  # no prefix: the rest of a wrapped line
+    assert [line.text for line in frame_all(rest, "x.log")] == [first[len("[rank0]:") :] + rest[1]]

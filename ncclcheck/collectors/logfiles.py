@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from ncclcheck.collectors.flight import sniff
 
 SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin", ".tmp")
+# ncclcheck's own files in a run dir that are not logs: the live watch agent's states (JSON lines whose stacks
+# and notes say "Exception" where the job never raised one)
+OWN_FILES = frozenset({"watch-agent.jsonl"})
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def _walk(root: str, reading: Reading) -> list[LogSource]:
         dirs.sort()
         for name in sorted(files):
             full = os.path.join(directory, name)
-            if name.startswith(".") or (name.endswith(SKIP_SUFFIXES) and not sniff(full)):
+            if name.startswith(".") or name in OWN_FILES or (name.endswith(SKIP_SUFFIXES) and not sniff(full)):
                 continue
             if not os.access(full, os.R_OK):
                 reading.notes.append(f"{full}: not readable by this user ({os.getuid()}): left out")

@@ -123,16 +123,16 @@ class Facts:
 
 
 MEMO = 20_000  # texts remembered; forgotten all at once when full (memory stays bounded)
-_facts: dict[str, Facts] = {}
+FACTS: dict[str, Facts] = {}
 
 
 def facts(text: str) -> Facts:
     """``_read(text)``, remembered."""
-    found = _facts.get(text)
+    found = FACTS.get(text)
     if found is None:
-        if len(_facts) >= MEMO:
-            _facts.clear()
-        found = _facts[text] = _read(text)
+        if len(FACTS) >= MEMO:
+            FACTS.clear()
+        found = FACTS[text] = _read(text)
     return found
 
 
@@ -225,7 +225,7 @@ class LogFold:
         self.lines += 1
         if level is not None and nccl:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
-        said = _facts.get(text) or facts(text)
+        said = FACTS.get(text) or facts(text)
         rank = prefix_rank if prefix_rank is not None else said.text_rank
         if rank is not None and len(self.seen) < MAX_TIMEOUTS:
             self.seen.add(rank)

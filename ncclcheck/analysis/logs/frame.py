@@ -25,10 +25,15 @@ PREFIX_STARTS = frozenset("[(| \t0123456789")
 # Prefixes that start with a letter, tried only on a line with ": " or " | " near its start:
 #   pdsh/clush "node3: ", docker compose "trainer-1  | ", syslog/journald "Nov 21 10:00:01 node3 train[42]: ",
 #   kubectl --prefix "[pod/trainer-0/pytorch] " (starts with "[": in PREFIXES below).
+#   stern "trainer-0 pytorch " (pod and container, namespace first with -A: lowercase Kubernetes names, the pod's
+#   with a digit or dash), taken off only before what starts a log line of ours (a rank prefix, an NCCL header,
+#   a glog stamp, a traceback, an exception).
 WORD_PREFIX = re.compile(
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "
     r"|[\w.-]+\s+\| "
-    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][\w.-]*: (?=\S))"
+    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][\w.-]*: (?=\S)"
+    r"|(?=[a-z0-9.-]*[-\d]|[a-z0-9.-]+ [a-z0-9.-]*[-\d])(?:[a-z0-9][a-z0-9.-]* ){2,3}(?=\[(?:default)?rank\d+\]:|[\w.-]+:\w+(?::\w+)? \[\d+\] |\[?[IWEF]\d{4} "
+    r"|Traceback |NCCL (?:INFO|WARN) |(?:[\w.]+\.)?\w*(?:Error|Exception): ))"
 )
 HEADER = re.compile(
     r"^(?P<host>[^\s:\[\]]+):(?P<pid>\w+)(?::(?P<tid>\w+))? \[(?P<dev>\d+)\] "
@@ -70,7 +75,8 @@ def strip_prefixes(text: str) -> tuple[str, int | None]:
         if not text:
             return text, rank
         if text[0] not in PREFIX_STARTS:
-            if ": " in text[:80] or " | " in text[:80]:
+            head = text[:80]
+            if ": " in head or " | " in head or head.count(" ") >= 2:
                 word = WORD_PREFIX.match(text)
                 if word is not None:
                     text = text[word.end() :]
@@ -88,20 +94,26 @@ def strip_prefixes(text: str) -> tuple[str, int | None]:
 
 def frame(text: str, file: str, line: int) -> LogLine:
     """One physical or rejoined line as a LogLine."""
+    return LogLine(file, line, *parts(text))
+
+
+Parts = tuple[str, str | None, str | None, int | None, str | None, int | None]
+
+
+def parts(text: str) -> Parts:
+    """A line's text, host, pid, device, NCCL level and the rank a prefix named (``frame`` without a LogLine)."""
     body, rank = strip_prefixes(text[:MAX_LINE])
+    if "NCCL " not in body:
+        return body, None, None, None, None, rank
     match = HEADER.match(body)
     if match:
-        src = f"{match.group('src')} " if match.group("src") else ""
-        return LogLine(
-            file, line, src + match.group("msg"), match.group("host"), match.group("pid"), int(match.group("dev")),
-            match.group("lvl"), rank,
-        )  # fmt: skip
+        host, pid, dev, src, level, msg = match.group("host", "pid", "dev", "src", "lvl", "msg")
+        return (f"{src} {msg}" if src else msg), host, pid, int(dev), level, rank
     bare = BARE_HEADER.match(body.lstrip())
     if bare:
-        dev = int(bare.group("dev")) if bare.group("dev") else None
-        src = f"{bare.group('src')} " if bare.group("src") else ""
-        return LogLine(file, line, src + bare.group("msg"), None, None, dev, bare.group("lvl"), rank)
-    return LogLine(file, line, body, rank=rank)
+        dev, src, level, msg = bare.group("dev", "src", "lvl", "msg")
+        return (f"{src} {msg}" if src else msg), None, None, (int(dev) if dev else None), level, rank
+    return body, None, None, None, None, rank
 
 
 class _Rejoin:
@@ -118,7 +130,11 @@ class _Rejoin:
         held = self.held
         if held is not None and self.last in WRAP_WIDTHS and len(held[1]) + len(text) <= MAX_LINE:
             stripped = strip_prefixes(text)[0]
-            if stripped and not LINE_START.match(stripped):
+            # a launcher prefixes each line it is handed: a prefixed line is a new one, never a wrap's rest
+            prefixed = len(stripped) < len(
+                ANSI.sub("", text).replace("\r", "") if "\x1b" in text or "[0m" in text else text
+            )
+            if stripped and not prefixed and not LINE_START.match(stripped):
                 self.held, self.last = (held[0], held[1] + stripped), len(text)
                 return None
         self.held, self.last = (number, text), len(text)
@@ -156,8 +172,6 @@ def cut_after(line: str) -> bool:
 class Sink(Protocol):
     """Where ``fold_chunks`` puts lines: a LogFold."""
 
-    def feed(self, line: LogLine) -> None: ...
-
     def take(
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
         level: str | None, prefix_rank: int | None,
@@ -186,38 +200,58 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
 
     def let_go(done: tuple[int, str] | None) -> None:
         if done is not None and done[1].strip():
-            sink.feed(frame(done[1], file, done[0]))
+            sink.take(file, done[0], *parts(done[1]))
 
     number = 0
-    fullmatch, take, widths = FAST.fullmatch, sink.take, WRAP_WIDTHS  # the loop below runs once per line
     for chunk in chunks:
         for piece, is_quiet in _pieces(chunk, quiet):
             if is_quiet:
                 number = _quiet(piece, number, join, let_go, sink)
-                continue
-            lines = piece.split("\n")
-            if piece.endswith("\n"):
-                lines.pop()
-            for number, text in enumerate(lines, number + 1):  # noqa: B020 - numbering goes on across pieces
-                fast = fullmatch(text) if len(text) not in widths and "[0m" not in text else None
-                if fast is None:
-                    for start in range(0, max(len(text), 1), MAX_LINE):
-                        let_go(join.push(number, text[start : start + MAX_LINE]))
-                    continue
-                if join.held is not None:
-                    let_go(join.flush())
-                rank, host, pid, dev, src, level, msg = fast.groups()
-                take(
-                    file,
-                    number,
-                    f"{src} {msg}" if src else msg,
-                    host,
-                    pid,
-                    int(dev),
-                    level,
-                    int(rank) if rank else None,
-                )
+            else:
+                number = _busy(piece, number, file, join, let_go, sink)
     let_go(join.flush())
+    return number
+
+
+# FAST over a whole piece: each line it matches, found by the regex engine without a Python step per line.
+FAST_LINES = re.compile(
+    "^" + FAST.pattern.replace(r"\s?", r"[^\S\n]?").replace(r"[^\r\x1b]*", r"[^\r\x1b\n]*") + "$", re.M
+)
+
+
+def _busy(
+    piece: str, number: int, file: str, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink
+) -> int:
+    """The lines of a piece that may matter: FAST ones handed to ``sink.take`` as parts, the others framed."""
+    pos, take, widths = 0, sink.take, WRAP_WIDTHS
+    for fast in FAST_LINES.finditer(piece):
+        start, end = fast.span()
+        if start > pos:
+            number = _framed(piece[pos:start], number, join, let_go)
+        number += 1
+        pos = end + 1
+        if end - start in widths or end - start > MAX_LINE or "[0m" in fast[0]:
+            line = fast[0]  # may take the next line, or must be split: framed as any other
+            for at in range(0, len(line), MAX_LINE):
+                let_go(join.push(number, line[at : at + MAX_LINE]))
+            continue
+        if join.held is not None:
+            let_go(join.flush())
+        rank, host, pid, dev, src, level, msg = fast.groups()
+        take(file, number, f"{src} {msg}" if src else msg, host, pid, int(dev), level, int(rank) if rank else None)
+    if pos < len(piece):
+        number = _framed(piece[pos:], number, join, let_go)
+    return number
+
+
+def _framed(text: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None]) -> int:
+    """Lines framed one by one (prefixes, rejoining); one longer than MAX_LINE in pieces under its own number."""
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    for number, line in enumerate(lines, number + 1):  # noqa: B020 - numbering goes on from the caller's
+        for start in range(0, max(len(line), 1), MAX_LINE):
+            let_go(join.push(number, line[start : start + MAX_LINE]))
     return number
 
 

@@ -42,6 +42,9 @@ class Gate:
     def hit(self, block: str) -> bool:
         if len(block) < SMALL:
             return any(literal in block for literal in self.literals)
+        head = block[:SMALL]
+        if any(literal in head for literal in self.literals):
+            return True  # a block of NCCL lines says so in its first lines: no sampling
         part, step = min(SAMPLE, len(block) // 8) // SLICES, len(block) // SLICES
         sample = "".join(block[i : i + part] for i in range(0, step * SLICES, step))
         counts = {c: sample.count(c) for c in self.chars}

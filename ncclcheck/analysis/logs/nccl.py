@@ -184,7 +184,9 @@ class RankFold:
         acc = self._accs.get(key)
         if acc is None:
             acc = self._accs[key] = _Rank(file, number, host, pid, dev, rank=rank)
-        read_line(acc, text)
+        steps = _memo.get(text)
+        if steps is None or steps:  # most lines of a large log change nothing: no call for them
+            read_line(acc, text)
 
     def merge(self, later: RankFold, offset: int) -> None:
         """Add a fold of the lines that follow (their numbers counted from ``offset``), as if fed here."""

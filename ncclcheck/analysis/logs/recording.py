@@ -10,37 +10,19 @@ in order gives the report one pass over the whole would give (tests/test_logs_pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
-from ncclcheck.analysis.logs.diagnose import LogFold, facts
+from ncclcheck.analysis.logs.diagnose import FACTS, LogFold, facts
 from ncclcheck.analysis.logs.nccl import RankFold
-from ncclcheck.model.logs import LogLine
 
-
-class Line(NamedTuple):
-    """A line that says something, as ``LogFold.take`` gets it (its number counted within the part)."""
-
-    file: str
-    number: int
-    text: str
-    host: str | None
-    pid: str | None
-    dev: int | None
-    level: str | None
-    rank: int | None
-
-
-class Run(NamedTuple):
-    """Plain lines in a row: how many, and the ranks that wrote them (None: a line naming none)."""
-
-    lines: int
-    ranks: frozenset[int | None]
-
-
-class Skipped(NamedTuple):
-    """A quiet stretch: lines counted, not read (``LogFold.skip``)."""
-
-    lines: int
+# The events of a part, as plain tuples (a NamedTuple pickles as its class and costs the parent, which unpickles
+# every part, three times as much), told apart by their length:
+Line = tuple[str, int, str, str | None, str | None, int | None, str | None, int | None]
+"""A line that says something, as ``LogFold.take`` gets it: file, number (counted within the part), text, host,
+pid, dev, level, rank."""
+Run = tuple[int, frozenset[int | None]]
+"""Plain lines in a row: how many, and the ranks that wrote them (None: a line naming none)."""
+Skipped = tuple[int]
+"""A quiet stretch: lines counted, not read (``LogFold.skip``)."""
 
 
 @dataclass(frozen=True)
@@ -61,31 +43,28 @@ class Recorder:
         self._count = 0
         self._ranks: set[int | None] = set()
 
-    def feed(self, line: LogLine) -> None:
-        self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.level, line.rank)
-
     def take(
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
         level: str | None, prefix_rank: int | None,
     ) -> None:  # fmt: skip
         if level is not None:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
-        said = facts(text)
+        said = FACTS.get(text) or facts(text)
         alarm = level == "WARN" or (level is None and said.alarm)
         if said.plain and not (alarm and said.unrecognised):
             self._count += 1
             self._ranks.add(prefix_rank if prefix_rank is not None else said.text_rank)
             return
         self._close_run()
-        self.events.append(Line(file, number, text, host, pid, dev, level, prefix_rank))
+        self.events.append((file, number, text, host, pid, dev, level, prefix_rank))
 
     def skip(self, count: int) -> None:
         self._close_run()
-        self.events.append(Skipped(count))
+        self.events.append((count,))
 
     def _close_run(self) -> None:
         if self._count:
-            self.events.append(Run(self._count, frozenset(self._ranks)))
+            self.events.append((self._count, frozenset(self._ranks)))
             self._count, self._ranks = 0, set()
 
     def result(self, lines: int) -> Recording:
@@ -96,11 +75,11 @@ class Recorder:
 def replay(fold: LogFold, part: Recording, offset: int) -> None:
     """Fold a recorded part into ``fold``, its lines numbered after ``offset`` lines of the same file."""
     for event in part.events:
-        if isinstance(event, Line):
+        if len(event) == 8:
             file, number, text, host, pid, dev, level, rank = event
             fold.take(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
-        elif isinstance(event, Run):
-            fold.run(event.lines, event.ranks)
+        elif len(event) == 2:
+            fold.run(*event)
         else:
-            fold.skip(event.lines)
+            fold.skip(event[0])
     fold.nccl.merge(part.nccl, offset)
