@@ -5,6 +5,8 @@ that print it, the format as the source writes it and one log line in the shape 
 ``example`` column holds a single log line; two escapes stand for what a TSV field cannot hold: ``\\t``
 is a tab (torch's desync report indents with one) and ``\\n`` separates log lines, for a finding that
 needs the line before it (a Flight Recorder frame follows its "Stack trace of the failed collective:").
+The torch rows' ``versions`` were found by tools/catalogue_torch_versions.py: the literals of each message
+searched for in the release wheels of torch 2.2 to 2.15.
 """
 
 from __future__ import annotations
