@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,15 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"  # copied from ../shared/fixtures: a clone runs the whole suite alone
 SYSFS = FIXTURES / "sysfs"
 SCENARIOS = ("scenario1_ib_roce_down", "scenario2_roce_ipv6_ib_init_container")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests send ^C as a user at a terminal does. A suite started in the background by a shell without job
+    control (``cmd &``, some CI runners) inherits SIGINT *ignored*, and so would every program it starts: ^C
+    would reach nobody and the tests of it would hang. A Python handler is reset to the default on exec, so
+    installing one here gives every child the default a terminal gives."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def scenario(name: str) -> Path:

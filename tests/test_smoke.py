@@ -277,19 +277,29 @@ def test_a_signal_to_smoke_ends_every_rank_and_keeps_what_was_seen(tmp_path: Pat
     cmd = [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--timeout", "600", "--json", str(out),
            "--drill", "hang@1:all_reduce", "--log-dir", str(tmp_path / "logs")]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tree = psutil.Process(proc.pid)
+    left: list[psutil.Process] = []  # torchrun and the ranks, seen while they ran: ended here if the test fails
 
     def hung() -> bool:
         ranks = read_progress(str(tmp_path / "logs"))
         return len([r for r in ranks if r.pid]) == 2 and any(r.last_op == "all_reduce" for r in ranks)
 
-    wait_for(lambda: proc.poll() is not None or hung(), "the hang drill to reach all_reduce", 120)
-    assert proc.poll() is None
-    wait_for(lambda: out.exists() and json.loads(out.read_text())["results"], "a result in the JSON")
-    running = json.loads(out.read_text())
-    assert running["verdict"] == "running" and running["state"] == "running"
-    ranks = [r.pid for r in read_progress(str(tmp_path / "logs")) if r.pid]
-    proc.send_signal(sig)
-    stdout, err = proc.communicate(timeout=90)
+    try:
+        wait_for(lambda: proc.poll() is not None or hung(), "the hang drill to reach all_reduce", 120)
+        assert proc.poll() is None
+        wait_for(lambda: out.exists() and json.loads(out.read_text())["results"], "a result in the JSON")
+        running = json.loads(out.read_text())
+        assert running["verdict"] == "running" and running["state"] == "running"
+        ranks = [r.pid for r in read_progress(str(tmp_path / "logs")) if r.pid]
+        left += tree.children(recursive=True) + [psutil.Process(pid) for pid in ranks if psutil.pid_exists(pid)]
+        proc.send_signal(sig)
+        stdout, err = proc.communicate(timeout=90)
+    finally:  # a failure here must not leave a hung job behind for the tests after it
+        if proc.poll() is None:
+            for child in [*left, *tree.children(recursive=True), tree]:
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+            proc.wait()
     assert proc.returncode == 128 + sig and "every rank ended" in err, err
     assert not [pid for pid in ranks if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     no_orphans()

@@ -5,12 +5,14 @@ A part is a whole file (gzip too) or a range of a big plain file, cut after a li
 parts in file order into one LogFold, so the report is the one a single pass gives. Streams (stdin, a
 FIFO, ``<(cmd)``) and small inputs are read in this process. The workers end with this process: on
 return, on any exception, on ^C, SIGTERM and SIGHUP (``ncclcheck logs`` sets those handlers), their pool is
-terminated; they ignore ^C themselves (the terminal sends it to the whole group) and leave it to us.
+terminated; they ignore ^C themselves (the terminal sends it to the whole group) and leave it to us; and
+when this process is killed outright, the kernel ends them (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import multiprocessing
 import os
@@ -103,7 +105,7 @@ def done_in_order(parts: Sequence[Part], cores: int | None = None) -> Iterator[I
         return
     workers = min(cores if cores is not None else len(os.sched_getaffinity(0)), len(parts))
     with _signals_held():  # a ^C or SIGTERM while the pool is half made would leave workers behind
-        pool: Pool = multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start)
+        pool: Pool = multiprocessing.get_context("fork").Pool(workers, _worker_start, (os.getpid(),))
     try:
         todo = iter(parts)
         with _signals_held():
@@ -137,8 +139,17 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _worker_start() -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _worker_start(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C reaches the whole process group: the parent decides
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the pool's terminate
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING)  # forked while the parent held them
+    # A parent killed outright (SIGKILL, the OOM killer) runs no cleanup, and a worker waiting on the task
+    # pipe never sees it close (its siblings hold it open): have the kernel end the worker with its parent.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent was already gone
+        os._exit(1)
