@@ -23,7 +23,6 @@ import itertools
 import json
 import signal
 import sys
-from types import FrameType
 
 from ncclcheck.analysis import flight
 from ncclcheck.analysis.logs.diagnose import LogFold, quiet
@@ -34,24 +33,13 @@ from ncclcheck.analysis.logs.verdict import with_flight, with_hangs
 from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import InputError, LogSource, Reading, chunks, sources
+from ncclcheck.ending import Ended, raise_ended
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.sources.log_parts import done_in_order, plan
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs_report import render, to_json
 
 EXIT_UNKNOWN = 4  # no known error, but an error line no rule explains: never "pass"
-
-
-class Ended(Exception):
-    """SIGTERM or SIGHUP while reading: unwinds through the worker pool's cleanup."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _ended(signum: int, frame: FrameType | None) -> None:
-    raise Ended(signum)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +82,7 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
 
 def run(args: argparse.Namespace) -> int:
     reading = Reading()
-    previous = {sig: signal.signal(sig, _ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, raise_ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         found = sources(args.paths, reading)
         if not found:

@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 from ncclcheck.analysis.smoke_summary import summarise
 from ncclcheck.collectors import launch as launcher
+from ncclcheck.ending import Ended, raise_ended
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import Launch, SmokeSummary
 from ncclcheck.outputs import replace_json, unwritable
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     unresolved = _unresolvable(launch)
     if unresolved:
         return _report(_launch_failed(launch, unresolved), args.json, EXIT_LAUNCH)
-    previous = {sig: signal.signal(sig, _ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, raise_ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         proc = launcher.start(launch)
     except OSError as exc:
@@ -107,18 +108,6 @@ def run(args: argparse.Namespace) -> int:
         _restore(previous)
     failed_launch = any(f.id == "launch-failed" for f in summary.findings)
     return _report(summary, None, EXIT_LAUNCH if failed_launch else 0 if summary.verdict == "pass" else 1)
-
-
-class Ended(Exception):
-    """SIGTERM or SIGHUP reached ncclcheck smoke."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _ended(signum: int, frame: FrameType | None) -> None:
-    raise Ended(signum)
 
 
 def _restore(previous: dict[signal.Signals, Handler]) -> None:

@@ -14,6 +14,7 @@ from ncclcheck.analysis.deaths import signal_of
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import RankFold, source_key
+from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.rules import RULES, Rule
 from ncclcheck.analysis.logs.verdict import root_cause
@@ -122,20 +123,6 @@ class Facts:
         object.__setattr__(self, "plain", not busy)
 
 
-MEMO = 20_000  # texts remembered; forgotten all at once when full (memory stays bounded)
-FACTS: dict[str, Facts] = {}
-
-
-def facts(text: str) -> Facts:
-    """``_read(text)``, remembered."""
-    found = FACTS.get(text)
-    if found is None:
-        if len(FACTS) >= MEMO:
-            FACTS.clear()
-        found = FACTS[text] = _read(text)
-    return found
-
-
 def _read(text: str) -> Facts:
     said = [
         _said(rule, match)
@@ -168,6 +155,10 @@ def _read(text: str) -> Facts:
         bool(ENTRY.fullmatch(stripped) or stripped.startswith(("===", "---")) or CHILD.search(text)),
         ALARM.search(text) is not None, unrecognised,
     )  # fmt: skip
+
+
+facts = Remembered(_read)  # what a text says, read once per distinct text
+FACTS = facts.known
 
 
 @dataclass

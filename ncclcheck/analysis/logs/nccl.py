@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.model.logs import Connection, LogLine, RankLog
 
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+(?:\+cuda[\d.]+)?)")
@@ -78,18 +79,6 @@ def source_key(line: LogLine) -> tuple[str, ...]:
 # What one NCCL message does to its source's accumulator, as (field, value) steps: pure in the text, so a
 # message printed by many ranks or many times is parsed once (``ops`` below remembers the latest ones).
 Op = tuple[str, object]
-MEMO = 20_000  # messages remembered; forgotten all at once when full (memory stays bounded)
-_memo: dict[str, tuple[Op, ...]] = {}
-
-
-def ops(text: str) -> tuple[Op, ...]:
-    """The steps one NCCL message makes (``read_line``'s parse, remembered)."""
-    found = _memo.get(text)
-    if found is None:
-        if len(_memo) >= MEMO:
-            _memo.clear()
-        found = _memo[text] = _parse(text)
-    return found
 
 
 def _parse(text: str) -> tuple[Op, ...]:
@@ -120,6 +109,10 @@ def _parse(text: str) -> tuple[Op, ...]:
         steps.append(("gdr", m.group(0)))
     steps += [("env", (name, value.rstrip("."))) for name, value in ENV.findall(text)]
     return tuple(steps)
+
+
+ops = Remembered(_parse)  # the steps one NCCL message makes, parsed once per distinct message
+_memo = ops.known
 
 
 def read_line(acc: _Rank, text: str) -> None:
