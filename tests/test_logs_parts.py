@@ -172,3 +172,12 @@ def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     proc.stdout.close()  # before a byte is written: the write fails with EPIPE
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141 and err == b"", err
+
+
+def test_without_an_affinity_call_every_core_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS has no sched_getaffinity: reading logs there must not fail for want of it."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert log_parts.usable_cores() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert log_parts.usable_cores() == 1

@@ -51,7 +51,7 @@ class Done:
 
 def plan(found: Sequence[LogSource], cores: int | None = None) -> dict[int, list[Part]]:
     """Which sources (by index) go to workers, and in which parts; none when one core or little to read."""
-    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    cores = cores if cores is not None else usable_cores()
     sizes = {i: _size(s) for i, s in enumerate(found) if s.kind == "log" and s.path != "-"}
     if cores < 2 or sum(v for v in sizes.values() if v >= MIN_PART) < WORTH_IT:
         return {}
@@ -65,6 +65,13 @@ def plan(found: Sequence[LogSource], cores: int | None = None) -> dict[int, list
         else:
             parts[i] = [Part(source, None)]
     return parts
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (taskset, a cgroup's cpuset), or all of them where the OS cannot say
+    (macOS has no affinity call; the logs of a cluster are often read on a laptop)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def _size(source: LogSource) -> int:
@@ -103,7 +110,7 @@ def done_in_order(parts: Sequence[Part], cores: int | None = None) -> Iterator[I
     if not parts:
         yield iter(())
         return
-    workers = min(cores if cores is not None else len(os.sched_getaffinity(0)), len(parts))
+    workers = min(cores if cores is not None else usable_cores(), len(parts))
     with _signals_held():  # a ^C or SIGTERM while the pool is half made would leave workers behind
         pool: Pool = multiprocessing.get_context("fork").Pool(workers, _worker_start, (os.getpid(),))
     try:
