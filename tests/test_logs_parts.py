@@ -4,6 +4,7 @@ workers must end with ncclcheck however it ends."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ncclcheck.analysis.logs.frame import WRAP_WIDTHS, cut_after, frame_all
+from ncclcheck.analysis.logs.diagnose import LogFold, quiet
+from ncclcheck.analysis.logs.frame import WRAP_WIDTHS, cut_after, fold_chunks, frame_all
 from ncclcheck.analysis.logs.nccl import RankFold
 from ncclcheck.collectors.logfiles import LogSource, sources, spans
 from ncclcheck.commands.logs import diagnose
@@ -181,3 +183,107 @@ def test_without_an_affinity_call_every_core_counts(monkeypatch: pytest.MonkeyPa
     assert log_parts.usable_cores() == 6
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert log_parts.usable_cores() == 1
+
+
+def test_a_worker_killed_midway_has_its_part_read_here_and_nothing_hangs(big_log: Path) -> None:
+    """The OOM killer ends one worker: its part is read by ncclcheck itself; the report is the one-pass one."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ncclcheck", "logs", "--json", str(big_log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        parent = psutil.Process(proc.pid)
+        workers: list[psutil.Process] = []
+        for _ in range(600):
+            workers = parent.children(recursive=True)
+            if workers or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert workers, "no worker started"
+        workers[0].kill()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (0, 1) and b"Traceback" not in err, err
+    got = json.loads(out)
+    one_pass = diagnose(sources([str(big_log)]), cores=1)
+    assert got["lines"] == one_pass.lines
+    assert [f["id"] for f in got["findings"]] == [f.id for f in one_pass.findings]
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, alive
+
+
+def test_a_big_file_that_cannot_be_opened_is_a_note_not_a_traceback(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def denied(*_: object) -> list[tuple[int, int]]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(log_parts, "spans", denied)
+    found = sources([str(big_log)])
+    assert log_parts.plan(found, cores=2) == {}  # read here instead, where an unreadable file becomes a note
+
+
+SUMMARY = """\
+[rank1]:[E1121 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: \
+WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600015 milliseconds before timing out.
+E1121 10:00:05.000 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 3
+Traceback (most recent call last):
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-07-26_10:59:45
+  host      : node3
+  rank      : 3 (local_rank: 3)
+  exitcode  : -9 (pid: 214033)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 214033
+============================================================
+"""
+
+
+@pytest.mark.parametrize("size", [64, 97, 130, 211, 300, 512])
+def test_where_a_chunk_ends_changes_nothing(size: int) -> None:
+    """Chunks of a few dozen characters end inside the summary and among training lines: a rank whose lines
+    are only counted is still present (a suspect of the timeout), and the summary is read whole."""
+    steps = "".join(f"[rank{r}]:step {i} | loss 2.31\n" for i in range(40) for r in (0, 2))
+    text = steps + SUMMARY + steps
+    one = LogFold()
+    fold_chunks([text], "job.log", quiet, one)
+    chunks, chunk = [], ""
+    for line in text.splitlines(keepends=True):  # chunks of whole lines, as the readers hand them over
+        chunk += line
+        if len(chunk) >= size:
+            chunks.append(chunk)
+            chunk = ""
+    cut = LogFold()
+    fold_chunks([*chunks, chunk], "job.log", quiet, cut)
+    whole, pieces = one.result(), cut.result()
+    assert [f.rank for f in whole.failures] == [3] and whole.failures == pieces.failures
+    (timeout,) = [f for f in pieces.findings if f.id == "collective-timeout"]
+    assert 2 in timeout.culprits, timeout  # rank 2 logs training lines and did not report the timeout
+    assert whole.findings == pieces.findings and whole.root_cause == pieces.root_cause
+
+
+def test_a_rank_whose_lines_are_only_counted_is_still_present() -> None:
+    """Rank 2 prints one training line deep in a stretch that is only counted (no trigger in its chunk): it
+    is present in the logs, did not report the timeout, so it is the suspect, as when its line is read."""
+    timeouts = (
+        "".join(SUMMARY.splitlines(keepends=True)[:1]).replace("rank1]", "rank0]")
+        + SUMMARY.splitlines(keepends=True)[0]
+    )
+    training = [f"[rank{0 if i != 2500 else 2}]:step {i} | loss 2.31\n" for i in range(5000)]
+    chunks = [timeouts, "".join(training[:2000]), "".join(training[2000:]), timeouts]
+    cut = LogFold()
+    fold_chunks(chunks, "job.log", quiet, cut)
+    (timeout,) = [f for f in cut.result().findings if f.id == "collective-timeout"]
+    assert timeout.culprits == (2,), timeout

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import multiprocessing
 import os
 import signal
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.pool import Pool
+from multiprocessing.connection import Connection, wait
 
 from ncclcheck.analysis.logs.diagnose import quiet
 from ncclcheck.analysis.logs.frame import cut_after, fold_chunks
@@ -61,7 +59,10 @@ def plan(found: Sequence[LogSource], cores: int | None = None) -> dict[int, list
             continue
         source = found[i]
         if size > PART + PART // 2 and not _gzip(source.path):
-            parts[i] = [Part(source, span) for span in spans(source.path, PART, cut_after)]
+            try:
+                parts[i] = [Part(source, span) for span in spans(source.path, PART, cut_after)]
+            except OSError:  # unreadable, or gone since: read here, where the reason becomes a note
+                continue
         else:
             parts[i] = [Part(source, None)]
     return parts
@@ -104,33 +105,97 @@ def fold_part(part: Part) -> Done:
 
 @contextlib.contextmanager
 def done_in_order(parts: Sequence[Part], cores: int | None = None) -> Iterator[Iterator[Done]]:
-    """Each part's ``Done``, in the order given, from a pool of workers started at once (they work while the
-    caller reads what is read here); at most a few parts ahead of the reader are held, so memory stays
-    bounded however many there are. The pool is terminated when the block ends, however it ends."""
+    """Each part's ``Done``, in the order given, from workers started at once (they work while the caller
+    reads what is read here); at most two parts per worker are held ahead of the reader, so memory stays
+    bounded however many there are. A worker that dies (the OOM killer, a kill) has its part read here
+    instead: the report is the same. The workers end when the block ends, however it ends."""
     if not parts:
         yield iter(())
         return
-    workers = min(cores if cores is not None else usable_cores(), len(parts))
-    with _signals_held():  # a ^C or SIGTERM while the pool is half made would leave workers behind
-        pool: Pool = multiprocessing.get_context("fork").Pool(workers, _worker_start, (os.getpid(),))
+    count = min(cores if cores is not None else usable_cores(), len(parts))
+    context = multiprocessing.get_context("fork")
+    workers: list[_Worker] = []
     try:
-        todo = iter(parts)
-        with _signals_held():
-            pending = deque(pool.apply_async(fold_part, (p,)) for p in itertools.islice(todo, 2 * workers))
-
-        def results() -> Iterator[Done]:
-            while pending:
-                done = pending.popleft().get()
-                with _signals_held():
-                    pending.extend(pool.apply_async(fold_part, (p,)) for p in itertools.islice(todo, 1))
-                yield done
-
-        yield results()
-        pool.close()
+        with _signals_held():  # a ^C or SIGTERM while they are half started would leave one behind
+            workers += [_Worker(context) for _ in range(count)]
+        yield _in_order(list(parts), workers)
     finally:
         with _signals_held():
-            pool.terminate()
-            pool.join()
+            for worker in workers:
+                worker.end()
+
+
+class _Worker:
+    """One process reading parts sent down its own pipe (no queue shared with the others: one that dies
+    holds no lock the rest need)."""
+
+    def __init__(self, context: multiprocessing.context.ForkContext) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, os.getpid()), daemon=True)
+        self.process.start()
+        child.close()
+        self.part: tuple[int, Part] | None = None  # what it reads now
+
+    def end(self) -> None:
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _serve(conn: Connection, parent: int) -> None:
+    """A worker's loop: a part in, its Done out, until the pipe closes."""
+    _worker_start(parent)
+    while True:
+        try:
+            part = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send(fold_part(part))
+
+
+def _in_order(parts: list[Part], workers: list[_Worker]) -> Iterator[Done]:
+    done: dict[int, Done] = {}
+    todo = iter(enumerate(parts))
+    ahead = 2 * len(workers)
+
+    def give_out() -> None:
+        for worker in workers:
+            if worker.part is None and len(done) + sum(w.part is not None for w in workers) < ahead:
+                item = next(todo, None)
+                if item is None:
+                    return
+                worker.part = item
+                worker.conn.send(item[1])
+
+    give_out()
+    for index in range(len(parts)):
+        while index not in done:
+            busy = [w for w in workers if w.part is not None]
+            if not busy:  # every worker is gone: the rest is read here
+                item = next(todo)
+                done[item[0]] = fold_part(item[1])
+                continue
+            wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+            for worker in busy:
+                number, part = worker.part  # type: ignore[misc]
+                if worker.conn.poll():
+                    try:
+                        done[number] = worker.conn.recv()
+                        worker.part = None
+                        continue
+                    except (EOFError, OSError):
+                        pass
+                if not worker.process.is_alive():  # died before it answered: read its part here
+                    done[number] = fold_part(part)
+                    workers.remove(worker)
+                    worker.end()
+            give_out()
+        yield done.pop(index)
+        give_out()
 
 
 ENDING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}

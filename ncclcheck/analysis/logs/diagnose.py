@@ -57,6 +57,9 @@ UNRECOGNISED = Rule(
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
 _TRIGGERS |= set(ALARM_WORDS)  # the safety net reads these lines: a chunk holding one is never skipped
+# every line of torchrun's failure summary (its keys as torchrun pads them): a piece that is only counted never
+# falls inside one and cuts it short (what is read must not depend on where a chunk ends)
+_TRIGGERS |= {"time      : ", "host      : ", "rank      : ", "error_file: ", "traceback : "}
 GATE = Gate.of(_TRIGGERS)
 MAX_TIMEOUTS = 10_000  # also the most torchrun failure entries kept
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
@@ -190,9 +193,13 @@ class LogFold:
         self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
         self._fr_stack: set[int | None] = set()  # ranks whose Flight Recorder stack is being read
 
-    def skip(self, count: int) -> None:
-        """Lines read but not parsed (``quiet`` said they hold nothing); they count, and end a torchrun block."""
+    def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
+        """Lines read but not parsed (``quiet`` said they hold nothing), from these ranks (their launcher
+        prefixes): they count, the ranks are present, and they end a torchrun block."""
         self.lines += count
+        for rank in ranks:
+            if len(self.seen) < MAX_TIMEOUTS:
+                self.seen.add(rank)
         self._close_child()
         self._section = None
 

@@ -177,7 +177,7 @@ class Sink(Protocol):
         level: str | None, prefix_rank: int | None,
     ) -> None: ...  # fmt: skip
 
-    def skip(self, count: int) -> None: ...
+    def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None: ...
 
 
 # The commonest line of a large job's logs, framed by one match: an NCCL header (after torchrun's rank prefix at
@@ -268,8 +268,23 @@ def _quiet(piece: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, 
     let_go(join.flush())  # a break: nothing rejoins across the skipped lines
     rest = piece[head:]
     count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
-    sink.skip(count - rest.count("\n\n"))
+    sink.skip(count - rest.count("\n\n"), ranks_in(piece, head))
     return number + count
+
+
+# A line that starts with torchrun's or Open MPI's rank prefix (after a newline, so the regex engine looks only
+# where a newline is: about 2 ms a MiB)
+RANK_LINE = re.compile(r"\n\[(?:(?:default)?rank(\d+)\]:|\d+,(\d+)\]<(?:stdout|stderr)>:)")
+
+
+def ranks_in(piece: str, start: int) -> frozenset[int]:
+    """The ranks the launcher prefixes of skipped lines name: a rank that logs is present, whether its lines
+    fall in a piece that is read or in one that is only counted (which ranks are present decides who is a
+    suspect of a timeout, so it must not depend on where a chunk ends)."""
+    found = {int(a or b) for a, b in set(RANK_LINE.findall(piece, max(start - 1, 0)))}  # distinct first
+    if start == 0 and (first := RANK_LINE.match("\n" + piece[:40])) is not None:
+        found.add(int(first.group(1) or first.group(2)))
+    return frozenset(found)
 
 
 def _pieces(chunk: str, quiet: Callable[[str], bool]) -> Iterator[tuple[str, bool]]:

@@ -21,8 +21,8 @@ Line = tuple[str, int, str, str | None, str | None, int | None, str | None, int 
 pid, dev, level, rank."""
 Run = tuple[int, frozenset[int | None]]
 """Plain lines in a row: how many, and the ranks that wrote them (None: a line naming none)."""
-Skipped = tuple[int]
-"""A quiet stretch: lines counted, not read (``LogFold.skip``)."""
+Skipped = tuple[int, frozenset[int], None]
+"""A quiet stretch: lines counted, not read, and the ranks their prefixes name (``LogFold.skip``)."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ class Recorder:
         self._close_run()
         self.events.append((file, number, text, host, pid, dev, level, prefix_rank))
 
-    def skip(self, count: int) -> None:
+    def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
         self._close_run()
-        self.events.append((count,))
+        self.events.append((count, ranks, None))
 
     def _close_run(self) -> None:
         if self._count:
@@ -81,5 +81,5 @@ def replay(fold: LogFold, part: Recording, offset: int) -> None:
         elif len(event) == 2:
             fold.run(*event)
         else:
-            fold.skip(event[0])
+            fold.skip(event[0], event[1])
     fold.nccl.merge(part.nccl, offset)
