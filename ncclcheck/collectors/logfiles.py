@@ -51,6 +51,18 @@ class Reading:
 
 
 BINARY_PEEK = 8192
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gzipped(path: str) -> bool:
+    """Whether a file starts as gzip does (read as text once decompressed)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
 MAGIC = {b"\x7fELF": "an ELF binary or core dump", b"PK\x03\x04": "a zip archive (a torch checkpoint?)"}
 
 
@@ -100,7 +112,7 @@ def _binary(path: str) -> str | None:
             head = handle.read(BINARY_PEEK)
     except OSError:
         return None  # said when it is read
-    if head[:2] == b"\x1f\x8b":
+    if head.startswith(GZIP_MAGIC):
         return None
     for magic, what in MAGIC.items():
         if head.startswith(magic):
@@ -202,13 +214,13 @@ def _text(source: LogSource) -> io.TextIOWrapper:
     if source.path == "-":
         stdin = sys.stdin.buffer
         peek = getattr(stdin, "peek", lambda _n: b"")
-        stream = gzip.GzipFile(fileobj=stdin) if peek(2)[:2] == b"\x1f\x8b" else stdin
+        stream = gzip.GzipFile(fileobj=stdin) if peek(2)[:2] == GZIP_MAGIC else stdin
         return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
     try:
         raw = open(source.path, "rb")  # noqa: SIM115 - opened once: a pipe's bytes can be read only once
     except OSError as exc:
         raise InputError(f"{source.path}: {exc.strerror or exc}") from exc
-    body = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
+    body = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
     return io.TextIOWrapper(body, encoding="utf-8", errors="replace", newline="")
 
 

@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection, wait
 from ncclcheck.analysis.logs.diagnose import quiet
 from ncclcheck.analysis.logs.frame import cut_after, fold_chunks
 from ncclcheck.analysis.logs.recording import Recorder, Recording
-from ncclcheck.collectors.logfiles import LogSource, Reading, chunks, span_chunks, spans
+from ncclcheck.collectors.logfiles import LogSource, Reading, chunks, gzipped, span_chunks, spans
 
 PART = 16 << 20  # a big file is cut into ranges of about this many bytes
 MIN_PART = 1 << 20  # a smaller file is read here unless there are many of them
@@ -58,7 +58,7 @@ def plan(found: Sequence[LogSource], cores: int | None = None) -> dict[int, list
         if size < MIN_PART:
             continue
         source = found[i]
-        if size > PART + PART // 2 and not _gzip(source.path):
+        if size > PART + PART // 2 and not gzipped(source.path):
             try:
                 parts[i] = [Part(source, span) for span in spans(source.path, PART, cut_after)]
             except OSError:  # unreadable, or gone since: read here, where the reason becomes a note
@@ -81,14 +81,6 @@ def _size(source: LogSource) -> int:
     except OSError:
         return 0
     return st.st_size if os.path.isfile(source.path) else 0  # a FIFO's size says nothing
-
-
-def _gzip(path: str) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(2) == b"\x1f\x8b"
-    except OSError:
-        return False
 
 
 def fold_part(part: Part) -> Done:

@@ -119,6 +119,14 @@ class Facts:
     unrecognised: Said | None  # the safety net's finding, if the line is not mere context
     plain: bool = field(init=False)  # nothing in it for the fold but its rank and NCCL view
 
+    def alarmed(self, level: str | None) -> bool:
+        """Whether the line raises the alarm: NCCL's WARN, or an error word outside NCCL's own lines."""
+        return level == "WARN" or (level is None and self.alarm)
+
+    def says_nothing(self, level: str | None) -> bool:
+        """Nothing for the fold but the line's rank and NCCL view (``LogFold.run`` takes such lines by count)."""
+        return self.plain and not (self.unrecognised is not None and self.alarmed(level))
+
     def __post_init__(self) -> None:
         busy = (
             self.said or self.watchdog or self.site or self.fr_start or self.fr_frame or self.torchrun or self.summary
@@ -227,9 +235,9 @@ class LogFold:
         rank = prefix_rank if prefix_rank is not None else said.text_rank
         if rank is not None and len(self.seen) < MAX_TIMEOUTS:
             self.seen.add(rank)
-        alarm = level == "WARN" or (level is None and said.alarm)
-        if said.plain and not (self._fr_stack or (alarm and said.unrecognised)):
+        if said.says_nothing(level) and not self._fr_stack:
             return  # what ``run`` does for lines like it
+        alarm = said.alarmed(level)
         line = LogLine(file, number, text, host, pid, dev, level, prefix_rank)
         if said.site is not None and len(self.site) < MAX_TIMEOUTS:
             self.site[rank] = said.site

@@ -50,8 +50,7 @@ class Recorder:
         if level is not None:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
-        alarm = level == "WARN" or (level is None and said.alarm)
-        if said.plain and not (alarm and said.unrecognised):
+        if said.says_nothing(level):
             self._count += 1
             self._ranks.add(prefix_rank if prefix_rank is not None else said.text_rank)
             return
