@@ -127,3 +127,17 @@ def test_the_watch_agent_stream_of_a_run_dir_is_not_read_as_a_log(
     code, report = logs(capsys, str(tmp_path))
     assert (code, report["verdict"]["status"]) == (0, "pass"), report
     assert report["files"] == [str(tmp_path / "logs" / "launcher.log")]
+
+
+def test_a_log_with_only_facts_is_a_pass_and_a_warning_is_called_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A healthy RAS report is an info finding: "✓", never "warnings below"; a real warning still says "!"."""
+    ras = Path(__file__).parent / "fixtures" / "ras" / "healthy_32gpu_status.txt"
+    assert main(["logs", str(ras)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("✓ no problem found") and "warnings" not in out and "ras-all-ok" in out
+    gdr = tmp_path / "gdr.log"
+    gdr.write_text("node1:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n")
+    assert main(["logs", str(gdr)]) == 0
+    assert capsys.readouterr().out.startswith("! no error, but warnings below")

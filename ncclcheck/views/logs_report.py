@@ -47,13 +47,16 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
     elif report.unrecognised:
         console.print(Text("? no known error, but a line no rule explains says it is one: read it below (the verdict"
                            " stays open)", style="bold yellow"))  # fmt: skip
-    elif report.findings:
+    elif any(f.severity == "warning" for f in report.findings):
         console.print(Text("! no error, but warnings below", style="bold yellow"))
     elif report.incomplete:
         console.print(Text(f"? no problem found in the {report.lines} line(s) that could be read; not everything could"
                            " be (notes below): no verdict over what is missing", style="bold yellow"))  # fmt: skip
     else:
-        console.print(Text(f"✓ no problem found in {report.lines} lines of {len(files)} file(s)", style="bold green"))
+        notes = "; what the logs say is below" if report.findings else ""  # facts only (info), no warning
+        console.print(
+            Text(f"✓ no problem found in {report.lines} lines of {len(files)} file(s){notes}", style="bold green")
+        )
     for finding in report.findings:
         if finding is cause:
             continue
