@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ncclcheck.analysis.deaths import signal_of
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
 from ncclcheck.analysis.logs.gate import Gate
-from ncclcheck.analysis.logs.nccl import RankFold, source_key
+from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
 from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.rules import RULES, Rule
@@ -101,6 +101,9 @@ def _said(rule: Rule, match: re.Match[str]) -> Said:
     return Said(rule, _format(rule.message, groups), tuple(int(r) for r in re.findall(r"\d+", groups.get("who", ""))))
 
 
+LEVELS = (None, "INFO", "WARN", "TRACE", "ABORT")  # a line's NCCL level (frame.HEADER's), None outside NCCL's lines
+
+
 @dataclass(frozen=True)
 class Facts:
     """What a line's text says on its own, whatever its rank, file or place: pure, so remembered per text (a
@@ -118,20 +121,23 @@ class Facts:
     alarm: bool  # says ERROR/Exception/... (the safety net reads it when no rule does)
     unrecognised: Said | None  # the safety net's finding, if the line is not mere context
     plain: bool = field(init=False)  # nothing in it for the fold but its rank and NCCL view
+    # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
+    # view (``LogFold.run`` takes such lines by count): plain, and no alarm the safety net would answer
+    quiet: frozenset[str | None] = field(init=False)
 
     def alarmed(self, level: str | None) -> bool:
         """Whether the line raises the alarm: NCCL's WARN, or an error word outside NCCL's own lines."""
         return level == "WARN" or (level is None and self.alarm)
-
-    def says_nothing(self, level: str | None) -> bool:
-        """Nothing for the fold but the line's rank and NCCL view (``LogFold.run`` takes such lines by count)."""
-        return self.plain and not (self.unrecognised is not None and self.alarmed(level))
 
     def __post_init__(self) -> None:
         busy = (
             self.said or self.watchdog or self.site or self.fr_start or self.fr_frame or self.torchrun or self.summary
         )
         object.__setattr__(self, "plain", not busy)
+        levels = LEVELS if self.plain else ()
+        quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
+        object.__setattr__(self, "quiet", frozenset(quiet))
+
 
 
 def _read(text: str) -> Facts:
@@ -172,13 +178,17 @@ facts = Remembered(_read)  # what a text says, read once per distinct text
 FACTS = facts.known
 
 
+At = tuple[str, int, str, str | None, str | None, int | None, str | None, int | None]
+"""A line as its parts, a LogLine's fields in order: file, number, text, host, pid, dev, level, prefix rank."""
+
+
 @dataclass
 class _Found:
     rule: Rule
     message: str
     order: int
     ranks: set[int] = field(default_factory=set)
-    keys: list[tuple[str, ...]] = field(default_factory=list)
+    keys: list[Key] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     others: list[str] = field(default_factory=list)
     count: int = 0
@@ -235,10 +245,10 @@ class LogFold:
         rank = prefix_rank if prefix_rank is not None else said.text_rank
         if rank is not None and len(self.seen) < MAX_TIMEOUTS:
             self.seen.add(rank)
-        if said.says_nothing(level) and not self._fr_stack:
+        if level in said.quiet and not self._fr_stack:
             return  # what ``run`` does for lines like it
         alarm = said.alarmed(level)
-        line = LogLine(file, number, text, host, pid, dev, level, prefix_rank)
+        line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
         if said.site is not None and len(self.site) < MAX_TIMEOUTS:
             self.site[rank] = said.site
         if self._fr_stack and self._fr_frame(said, line, rank):
@@ -258,7 +268,7 @@ class LogFold:
         if not matched and alarm and said.unrecognised is not None:
             self._hit(said.unrecognised, line, rank)
 
-    def _fr_frame(self, said: Facts, line: LogLine, rank: int | None) -> bool:
+    def _fr_frame(self, said: Facts, line: At, rank: int | None) -> bool:
         """A frame of a Flight Recorder stack: the first in the user's code is the failed collective's site."""
         if rank not in self._fr_stack:
             return False
@@ -271,7 +281,8 @@ class LogFold:
             self._hit(site, line, rank)
         return True
 
-    def _hit(self, said: Said, line: LogLine, rank: int | None) -> None:
+    def _hit(self, said: Said, line: At, rank: int | None) -> None:
+        file, number, text, host, pid, dev, level, prefix_rank = line
         rule, message = said.rule, said.message
         found = self.found.get(rule.id)
         if found is None:
@@ -284,12 +295,10 @@ class LogFold:
             found.sites.setdefault(rank, self.site[rank])
         if rank is not None:
             found.ranks.add(rank)
-        elif line.nccl and len(found.keys) < 64:
-            found.keys.append(source_key(line))
-        if len(found.evidence) < MAX_EVIDENCE and all(
-            e.line != line.line or e.file != line.file for e in found.evidence
-        ):
-            found.evidence.append(Evidence(line.file, line.line, line.text[:500]))
+        elif level is not None and len(found.keys) < 64:
+            found.keys.append(key_of(file, host, pid, dev, prefix_rank))
+        if len(found.evidence) < MAX_EVIDENCE and all(e.line != number or e.file != file for e in found.evidence):
+            found.evidence.append(Evidence(file, number, text[:500]))
 
     def _torchrun(self, text: str) -> bool:
         """torchrun's ChildFailedError block: sections of ``[N]:`` entries with rank, host, exitcode, signal.

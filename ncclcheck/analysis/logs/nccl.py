@@ -69,11 +69,18 @@ class _Rank:
         )  # fmt: skip
 
 
-def source_key(line: LogLine) -> tuple[str, ...]:
+Key = tuple[str | int | None, ...]
+
+
+def source_key(line: LogLine) -> Key:
     """Which process (and device, for single-process multi-GPU) wrote the line."""
-    if line.host is not None:
-        return (line.host, line.pid or "", str(line.dev))
-    return (line.file, str(line.rank if line.rank is not None else ""), str(line.dev))
+    return key_of(line.file, line.host, line.pid, line.dev, line.rank)
+
+
+def key_of(file: str, host: str | None, pid: str | None, dev: int | None, rank: int | None) -> Key:
+    """``source_key`` of a line given in parts: its host, pid and device, or (no NCCL header) its file and the
+    rank its launcher prefix named."""
+    return (host, pid, dev) if host is not None else (file, rank, dev)
 
 
 # What one NCCL message does to its source's accumulator, as (field, value) steps: pure in the text, so a
@@ -162,7 +169,7 @@ class RankFold:
     """Folds NCCL lines into one accumulator per source; memory grows with processes, not with lines."""
 
     def __init__(self) -> None:
-        self._accs: dict[tuple[str, ...], _Rank] = {}
+        self._accs: dict[Key, _Rank] = {}
 
     def feed(self, line: LogLine) -> None:
         self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.rank)
@@ -171,9 +178,7 @@ class RankFold:
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None, rank: int | None
     ) -> None:
         """``feed`` of a line given in parts (the fast lane makes no LogLine)."""
-        key: tuple[str, ...] = (
-            (host, pid or "", str(dev)) if host is not None else (file, "" if rank is None else str(rank), str(dev))
-        )
+        key = (host, pid, dev) if host is not None else (file, rank, dev)  # key_of's, without a call
         acc = self._accs.get(key)
         if acc is None:
             acc = self._accs[key] = _Rank(file, number, host, pid, dev, rank=rank)
@@ -190,7 +195,7 @@ class RankFold:
             else:
                 _merge(mine, acc)
 
-    def rank_of(self, key: tuple[str, ...]) -> int | None:
+    def rank_of(self, key: Key) -> int | None:
         acc = self._accs.get(key)
         return acc.inferred_rank() if acc else None
 

@@ -50,7 +50,7 @@ class Recorder:
         if level is not None:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
-        if said.says_nothing(level):
+        if level in said.quiet:
             self._count += 1
             self._ranks.add(prefix_rank if prefix_rank is not None else said.text_rank)
             return

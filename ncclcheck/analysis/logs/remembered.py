@@ -7,21 +7,28 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 SIZE = 20_000  # texts remembered; forgotten all at once when full (memory stays bounded)
+CHARS = 4 << 20  # ... or when the texts remembered hold this many characters (a log of distinct 64 KiB lines)
 
 
 class Remembered(Generic[T]):
-    """``read(text)``, kept for the texts seen lately; ``known`` is the dict itself, for a loop that runs once per
+    """``read(text)``, kept for the texts seen lately (at most ``size`` texts, ``chars`` characters in all: a log
+    of distinct 64 KiB lines must not fill memory); ``known`` is the dict itself, for a loop that runs once per
     line to try before the call."""
 
-    def __init__(self, read: Callable[[str], T], size: int = SIZE) -> None:
+    def __init__(self, read: Callable[[str], T], size: int = SIZE, chars: int = CHARS) -> None:
         self.read = read
         self.size = size
+        self.chars = chars
+        self.held = 0  # characters in the texts remembered
         self.known: dict[str, T] = {}
 
     def __call__(self, text: str) -> T:
         found = self.known.get(text)
         if found is None:
-            if len(self.known) >= self.size:
+            found = self.read(text)
+            if len(self.known) >= self.size or self.held + len(text) > self.chars:
                 self.known.clear()
-            found = self.known[text] = self.read(text)
+                self.held = 0
+            self.known[text] = found
+            self.held += len(text)
         return found
