@@ -211,3 +211,69 @@ def test_directory_and_gzip_inputs(tmp_path: Path, capsys: pytest.CaptureFixture
     out = json.loads(capsys.readouterr().out)
     assert len(out["files"]) == 2
     assert {f["id"] for f in out["findings"]} >= {"ib-retry-exceeded", "collective-timeout"}
+
+
+# Lines the fast lanes take (NCCL headers, any line behind torchrun's prefix) mixed with what must leave them:
+# a line a terminal's width long (it may take the next one), its rest, ANSI residue and CR, empty rests, nested
+# prefixes, a line over MAX_LINE, errors and torchrun's summary.
+TRICKY = [
+    "[rank0]:node1:11:12 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "[rank1]:node1:13:14 [1] NCCL WARN Call to connect returned Connection refused, retrying",
+    "node2:21:22 [3] misc/socket.cc:484 NCCL WARN socketProgress: Connection closed by remote peer",
+    "node2:21:22 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.2<0>",
+    "[rank2]:Traceback (most recent call last):",
+    '[rank2]:  File "/work/train.py", line 41, in <module>',
+    "[rank2]:RuntimeError: NCCL communicator was aborted on rank 2.",
+    "[rank3]:",
+    "[rank3]:   ",
+    "[default4]:[rank4]:torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970",
+    "[rank5]:\x1b[31mValueError: boom\x1b[0m",
+    "[rank5]:node3:31:32 [0] NCCL INFO Using network IB\x1b[0m",
+    "[rank5]:node3:31:32 [0] NCCL INFO Using network [0mSocket",
+    "[rank6]:step 12 | loss 2.31\r",
+    "[rank6]:node3:33:34 [1] NCCL INFO comm 0x55 rank 6 nranks 8 cudaDev 1 busId 1c000 commId 0x9 - Init START\r",
+    "[rank7]:" + "w" * 72,  # 80 long: a terminal may have wrapped it
+    "[rank7]:node4:41:42 [2] NCCL INFO " + "x" * (120 - 33),  # 120 long
+    "ERROR: trailing rest of a wrapped line",
+    # an NCCL line a 120-column terminal wrapped inside its message: only rejoined does it say "closed by remote peer"
+    "[rank7]:node4.cluster.example.com:41:42 [2] misc/socket.cc:484 NCCL WARN socketProgress: Connection closed by"
+    " remote pee\nr node5.cluster.example.com<45678>",
+    "\n".join(  # torchrun's summary, a block of lines no other line interrupts
+        [
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2024-01-01_00:00:00",
+            "  host      : node4",
+            "  rank      : 7 (local_rank: 2)",
+            "  exitcode  : -6 (pid: 4242)",
+            "=" * 60,
+        ]
+    ),
+    "[rank1]:[1,4]<stdout>:node5:51:52 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+    "[1,2]<stdout>:node5:53:54 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+    "[rank0]:" + "y" * 70_000,
+    "plain training output with nothing in it",
+    "",
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fast_lanes_frame_every_line_as_the_line_by_line_reader_does(
+    tmp_path: Path, seed: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import random
+
+    pick = random.Random(seed)
+    lines = "\n".join(pick.choice(TRICKY) for _ in range(3000)).split("\n")
+    text = "\n".join(lines) + ("\n" if seed % 2 else "")
+    log = tmp_path / "mixed.log"
+    log.write_text(text, encoding="utf-8")
+    for size in (1 << 20, 4096):
+        fold = LogFold()
+        lines_read = fold_chunks(chunks(LogSource(log.name, str(log)), size), log.name, quiet, fold)
+        fast, slow = fold.result(), analyse(frame_all(text.splitlines(keepends=True), log.name))
+        assert fast.findings == slow.findings and fast.root_cause == slow.root_cause, size
+        assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, size
+        assert lines_read == len(lines) - (seed % 2 == 0 and lines[-1] == ""), size  # what the report says it read
+    assert main(["logs", "--json", str(log)]) in (1, 4)
+    assert json.loads(capsys.readouterr().out)["lines"] == len(lines) - (seed % 2 == 0 and lines[-1] == "")

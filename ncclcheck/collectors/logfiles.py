@@ -168,15 +168,24 @@ def chunks(source: LogSource, size: int = CHUNK, reading: Reading | None = None)
 
 
 def _up_to_the_cut(source: LogSource, skip: int) -> Iterator[str]:
+    """What follows the first ``skip`` characters, read in small steps up to where it breaks off, yielded at
+    line ends as ``chunks`` yields (a line longer than MAX_LINE in MAX_LINE pieces)."""
     text = _text(source)
+    pending = ""
     with text:
         try:
             while skip > 0 and (gone := text.read(min(skip, CHUNK))):
                 skip -= len(gone)
             while block := text.read(SMALL):
-                yield block
+                pending += block
+                cut = pending.rfind("\n") + 1 or (len(pending) if len(pending) >= MAX_LINE else 0)
+                if cut:
+                    yield pending[:cut]
+                    pending = pending[cut:]
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error):
-            return
+            pass
+    if pending:
+        yield pending
 
 
 SMALL = 4096

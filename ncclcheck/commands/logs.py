@@ -59,12 +59,13 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
     reading = reading or Reading()
     fold = LogFold()
     parts = plan(found, cores)
+    lines = 0  # every line read, as ``wc -l`` counts them (blank ones too): what the report says it read
     with done_in_order([p for i in sorted(parts) for p in parts[i]], cores) as done:
         for i, source in enumerate(found):
             if source.kind != "log":
                 continue
             if i not in parts:
-                fold_chunks(chunks(source, reading=reading), source.name, quiet, fold)
+                lines += fold_chunks(chunks(source, reading=reading), source.name, quiet, fold)
                 continue
             offset = 0
             for part in itertools.islice(done, len(parts[i])):
@@ -72,7 +73,8 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
                 offset += part.recording.lines
                 reading.notes.extend(part.notes)
                 reading.incomplete = reading.incomplete or part.incomplete
-    report = dataclasses.replace(fold.result(), notes=tuple(reading.notes), incomplete=reading.incomplete)
+            lines += offset
+    report = dataclasses.replace(fold.result(), lines=lines, notes=tuple(reading.notes), incomplete=reading.incomplete)
     dumps = [load(s.path) for s in found if s.kind == "flight"]
     if dumps:
         read = [d for d in dumps if isinstance(d, FrDump)]

@@ -139,7 +139,6 @@ class Facts:
         object.__setattr__(self, "quiet", frozenset(quiet))
 
 
-
 def _read(text: str) -> Facts:
     said = [
         _said(rule, match)

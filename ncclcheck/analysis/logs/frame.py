@@ -211,31 +211,55 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
     says holds nothing of interest is only counted (``sink.skip``): a multi-GB log of training output costs a
     scan. Physical lines are numbered as ``wc -l`` counts them (only \\n ends a line); one longer than MAX_LINE
     is handed on in MAX_LINE pieces under its own number. A chunk may end inside a line (no newline for
-    megabytes): the line's rest opens the next chunk and is numbered as its own line. Returns how many
-    physical lines there were."""
+    megabytes): the line's rest opens the next chunk, under the same number. Returns how many physical lines
+    there were."""
     join = _Rejoin()
 
     def let_go(done: tuple[int, str] | None) -> None:
         if done is not None and done[1].strip():
             sink.take(file, done[0], *parts(done[1]))
 
-    number = 0
+    number, broken = 0, False
     for chunk in chunks:
+        if broken:  # the chunk before ended inside a line: this one goes on with it
+            number -= 1
         for piece, is_quiet in _pieces(chunk, quiet):
             if is_quiet:
                 number = _quiet(piece, number, join, let_go, sink)
             else:
                 number = _busy(piece, number, file, join, let_go, sink)
+        broken = not chunk.endswith("\n")
     let_go(join.flush())
     return number
 
 
 # FAST over a whole piece, anchored on the newline before each line (the regex engine then tries only where a
-# newline is; the piece is read with one put before it). FAST_CLEAN takes the message as ``.*``: the same lines
-# in a piece that holds no CR and no ESC (checked once a piece), and a third faster.
-_FAST_NL = "\n" + FAST.pattern.replace(r"\s?", r"[^\S\n]?")
-FAST_LINES = re.compile(_FAST_NL.replace(r"[^\r\x1b]*", r"[^\r\x1b\n]*") + "$", re.M)
+# newline is; the piece is read with one put before it), in two groups: the header (launcher prefix, host, pid,
+# device, NCCL level), parsed by FAST once per distinct header (a process prints thousands of lines under one),
+# and the message. Or else any line behind torchrun's rank prefix: its rank, and the rest (framed once per
+# distinct rest by ``parts``). FAST_CLEAN takes the message and the rest as ``.*``: the same lines in a piece
+# that holds no CR and no ESC (checked once a piece), and faster.
+_FAST_NL = (
+    "\n(?:("
+    + re.sub(r"\(\?P<(?!msg)\w+>", "(?:", FAST.pattern)
+    .replace(r"\s?", r"[^\S\n]?")
+    .replace(" ?(?P<msg>", " ?)(?P<msg>")
+    + r"|\[(?:default)?rank(\d+)\]:[^\S\n]?(?P<rest>[^\r\x1b]*))"
+)
+FAST_LINES = re.compile(_FAST_NL.replace(r"[^\r\x1b]*", r"[^\r\x1b\n]*$"), re.M)
 FAST_CLEAN = re.compile(_FAST_NL.replace(r"[^\r\x1b]*", ".*"))
+
+
+def _header(head: str) -> tuple[int | None, str, str, int, str | None, str]:
+    """A FAST line's header as its rank (the launcher prefix's), host, pid, device, source location and level."""
+    match = FAST.match(head)
+    assert match is not None  # FAST_LINES matched it
+    rank, host, pid, dev, src, level = match.group("rank", "host", "pid", "dev", "src", "lvl")
+    return (int(rank) if rank else None), host, pid, int(dev), src, level
+
+
+_headers = Remembered(_header)
+_HEADERS = _headers.known
 
 
 def _busy(
@@ -251,15 +275,20 @@ def _busy(
             number = _framed(text[pos : start + 1], number, join, let_go)
         number += 1
         pos = end + 1
-        rank, host, pid, dev, src, level, msg = fast.groups()
-        if end - start - 1 in widths or end - start > MAX_LINE or "[0m" in msg:
+        head, msg, outer, rest = fast.groups()
+        if end - start - 1 in widths or end - start > MAX_LINE or (head and "[0m" in msg):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):
                 let_go(join.push(number, line[at : at + MAX_LINE]))
             continue
-        if join.held is not None:
+        if join.held is not None:  # a line of these two kinds is never a wrapped line's rest
             let_go(join.flush())
-        take(file, number, f"{src} {msg}" if src else msg, host, pid, int(dev), level, int(rank) if rank else None)
+        if head:
+            rank, host, pid, dev, src, level = _HEADERS.get(head) or _headers(head)
+            take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, rank)
+        else:
+            inner = _RESTS.get(rest) or _rests(rest)
+            take(file, number, inner[0], inner[1], inner[2], inner[3], inner[4], int(outer))
     if pos < len(text):
         number = _framed(text[pos:], number, join, let_go)
     return number
@@ -289,8 +318,25 @@ def _quiet(piece: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, 
     let_go(join.flush())  # a break: nothing rejoins across the skipped lines
     rest = piece[head:]
     count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
-    sink.skip(count - rest.count("\n\n"), ranks_in(piece, head))
+    sink.skip(count - _blank(rest), ranks_in(piece, head))
     return number + count
+
+
+BLANK = re.compile(r"\n[^\S\n]*(?=\n)")  # a line of nothing but whitespace, after the newline before it
+
+
+def _blank(text: str) -> int:
+    """How many lines of ``text`` hold nothing but whitespace: lines the fold never counts (``let_go``)."""
+    if not text:
+        return 0
+    blank = len(BLANK.findall(text))  # each line after the first, ended by a newline (as fast as counting)
+    first = text.find("\n")
+    if not text[: first if first >= 0 else len(text)].strip():
+        blank += 1
+    last = text.rfind("\n") + 1
+    if 0 < last < len(text) and not text[last:].strip():
+        blank += 1
+    return blank
 
 
 # A line that starts with torchrun's or Open MPI's rank prefix (after a newline, so the regex engine looks only
