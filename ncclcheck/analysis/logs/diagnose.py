@@ -289,7 +289,8 @@ class LogFold:
         elif message != found.message and message not in found.others and len(found.others) < MAX_EVIDENCE:
             found.others.append(message)
         found.count += 1
-        found.named.update(r for r in said.named if len(found.named) < 64)
+        if said.named and len(found.named) < 64:
+            found.named.update(said.named)
         if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
             found.sites.setdefault(rank, self.site[rank])
         if rank is not None:

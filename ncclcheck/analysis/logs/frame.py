@@ -197,13 +197,13 @@ class Sink(Protocol):
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None: ...
 
 
-# The commonest line of a large job's logs, framed by one match: an NCCL header (after torchrun's rank prefix at
-# most) that ``strip_prefixes`` would leave alone (a host starting with a letter, no ANSI, no CR) and that is
-# never glued to the line before (it starts a line) nor given the next (not a terminal's width).
-FAST = re.compile(
-    r"(?:\[(?:default)?rank(?P<rank>\d+)\]:\s?)?(?P<host>[A-Za-z_][\w.-]*):(?P<pid>\w+)(?::\w+)? \[(?P<dev>\d+)\] "
-    r"(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>[^\r\x1b]*)"
+# The header of the commonest line of a large job's logs (after torchrun's rank prefix at most), one that
+# ``strip_prefixes`` would leave alone (a host starting with a letter, no ANSI, no CR): the fast lane below.
+_HEADER = (
+    r"(?P<host>[A-Za-z_][\w.-]*):(?P<pid>\w+)(?::\w+)? \[(?P<dev>\d+)\] "
+    r"(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?"
 )
+FAST_HEADER = re.compile(_HEADER)
 
 
 def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], sink: Sink) -> int:
@@ -233,29 +233,27 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
     return number
 
 
-# FAST over a whole piece, anchored on the newline before each line (the regex engine then tries only where a
-# newline is; the piece is read with one put before it), in two groups: the header (launcher prefix, host, pid,
-# device, NCCL level), parsed by FAST once per distinct header (a process prints thousands of lines under one),
-# and the message. Or else any line behind torchrun's rank prefix: its rank, and the rest (framed once per
-# distinct rest by ``parts``). FAST_CLEAN takes the message and the rest as ``.*``: the same lines in a piece
-# that holds no CR and no ESC (checked once a piece), and faster.
+# The fast lane: the lines framed by one match each, over a whole piece, anchored on the newline before each line
+# (the regex engine then tries only where a newline is; the piece is read with one put before it). A line never
+# glued to the line before (it starts a line) nor given the next (not a terminal's width): torchrun's rank
+# prefix, if any, then an NCCL header (parsed by FAST_HEADER once per distinct header: a process prints
+# thousands of lines under one) and the message; or the rank prefix and whatever follows it (framed once per
+# distinct text by ``parts``). FAST_CLEAN takes the message as ``.*``: the same lines in a piece that holds no
+# CR and no ESC (checked once a piece), and faster.
+_UNNAMED_HEADER = "(" + re.sub(r"\(\?P<\w+>", "(?:", _HEADER) + ")"
 _FAST_NL = (
-    "\n(?:("
-    + re.sub(r"\(\?P<(?!msg)\w+>", "(?:", FAST.pattern)
-    .replace(r"\s?", r"[^\S\n]?")
-    .replace(" ?(?P<msg>", " ?)(?P<msg>")
-    + r"|\[(?:default)?rank(\d+)\]:[^\S\n]?(?P<rest>[^\r\x1b]*))"
+    r"\n(?:\[(?:default)?rank(\d+)\]:[^\S\n]?(?:" + _UNNAMED_HEADER + "|)|" + _UNNAMED_HEADER + ")(MESSAGE)"
 )
-FAST_LINES = re.compile(_FAST_NL.replace(r"[^\r\x1b]*", r"[^\r\x1b\n]*$"), re.M)
-FAST_CLEAN = re.compile(_FAST_NL.replace(r"[^\r\x1b]*", ".*"))
+FAST_LINES = re.compile(_FAST_NL.replace("(MESSAGE)", r"([^\r\x1b\n]*)$"), re.M)
+FAST_CLEAN = re.compile(_FAST_NL.replace("(MESSAGE)", "(.*)"))
 
 
-def _header(head: str) -> tuple[int | None, str, str, int, str | None, str]:
-    """A FAST line's header as its rank (the launcher prefix's), host, pid, device, source location and level."""
-    match = FAST.match(head)
+def _header(head: str) -> tuple[str, str, int, str | None, str]:
+    """An NCCL header as its host, pid, device, source location and level."""
+    match = FAST_HEADER.fullmatch(head)
     assert match is not None  # FAST_LINES matched it
-    rank, host, pid, dev, src, level = match.group("rank", "host", "pid", "dev", "src", "lvl")
-    return (int(rank) if rank else None), host, pid, int(dev), src, level
+    host, pid, dev, src, level = match.group("host", "pid", "dev", "src", "lvl")
+    return host, pid, int(dev), src, level
 
 
 _headers = Remembered(_header)
@@ -265,7 +263,7 @@ _HEADERS = _headers.known
 def _busy(
     piece: str, number: int, file: str, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink
 ) -> int:
-    """The lines of a piece that may matter: FAST ones handed to ``sink.take`` as parts, the others framed."""
+    """The lines of a piece that may matter: the fast lane's handed to ``sink.take`` as parts, the others framed."""
     lines = FAST_LINES if "\r" in piece or "\x1b" in piece else FAST_CLEAN
     text = "\n" + piece
     pos, take, widths = 1, sink.take, WRAP_WIDTHS  # pos: where the text not yet framed starts
@@ -275,7 +273,8 @@ def _busy(
             number = _framed(text[pos : start + 1], number, join, let_go)
         number += 1
         pos = end + 1
-        head, msg, outer, rest = fast.groups()
+        rank, head, bare, msg = fast.groups()  # bare: a header without the rank prefix
+        head = head or bare
         if end - start - 1 in widths or end - start > MAX_LINE or (head and "[0m" in msg):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):
@@ -284,11 +283,11 @@ def _busy(
         if join.held is not None:  # a line of these two kinds is never a wrapped line's rest
             let_go(join.flush())
         if head:
-            rank, host, pid, dev, src, level = _HEADERS.get(head) or _headers(head)
-            take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, rank)
-        else:
-            inner = _RESTS.get(rest) or _rests(rest)
-            take(file, number, inner[0], inner[1], inner[2], inner[3], inner[4], int(outer))
+            host, pid, dev, src, level = _HEADERS.get(head) or _headers(head)
+            take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, int(rank) if rank else None)
+        else:  # behind the rank prefix, no NCCL header
+            inner = _RESTS.get(msg) or _rests(msg)
+            take(file, number, inner[0], inner[1], inner[2], inner[3], inner[4], int(rank))
     if pos < len(text):
         number = _framed(text[pos:], number, join, let_go)
     return number

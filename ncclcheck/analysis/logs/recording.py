@@ -42,6 +42,10 @@ class Recorder:
         self.events: list[Line | Run | Skipped] = []
         self._count = 0
         self._ranks: set[int | None] = set()
+        # one object for equal texts and rank sets: pickle sends a repeated object as a reference, and the parent
+        # unpickles (and hashes) each once
+        self._texts: dict[str, str] = {}
+        self._sets: dict[frozenset[int | None], frozenset[int | None]] = {}
 
     def take(
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
@@ -55,6 +59,7 @@ class Recorder:
             self._ranks.add(prefix_rank if prefix_rank is not None else said.text_rank)
             return
         self._close_run()
+        text = self._texts.setdefault(text, text)
         self.events.append((file, number, text, host, pid, dev, level, prefix_rank))
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
@@ -63,7 +68,8 @@ class Recorder:
 
     def _close_run(self) -> None:
         if self._count:
-            self.events.append((self._count, frozenset(self._ranks)))
+            ranks = frozenset(self._ranks)
+            self.events.append((self._count, self._sets.setdefault(ranks, ranks)))
             self._count, self._ranks = 0, set()
 
     def result(self, lines: int) -> Recording:
