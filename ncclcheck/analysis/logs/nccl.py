@@ -95,7 +95,8 @@ def _parse(text: str) -> tuple[Op, ...]:
             ("started", m.group(7) == "START"), ("complete", m.group(7) == "COMPLETE"),
         )  # fmt: skip
     if (m := CONNECTION.search(text)) is not None:
-        return (("conn", Connection(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(5), m.group(4) or "")),)
+        conn = Connection(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(5), m.group(4) or "")
+        return (("conn", ((conn.channel, conn.src, conn.dst, conn.direction), conn)),)
     if (m := NET_IB.search(text)) is not None:
         return (
             ("devices", tuple(DEVICE.findall(m.group(2)))), ("network?", "IB" if m.group(1) == "IB" else m.group(1)),
@@ -122,12 +123,12 @@ ops = Remembered(_parse)  # the steps one NCCL message makes, parsed once per di
 _memo = ops.known
 
 
-def read_line(acc: _Rank, text: str) -> None:
-    """Fold one NCCL message into the accumulator."""
-    for name, value in ops(text):
+def read_line(acc: _Rank, text: str, steps: tuple[Op, ...] | None = None) -> None:
+    """Fold one NCCL message (its ``steps``, when known) into the accumulator."""
+    for name, value in ops(text) if steps is None else steps:
         if name == "conn":
-            conn: Connection = value  # type: ignore[assignment]
-            acc.connections.setdefault((conn.channel, conn.src, conn.dst, conn.direction), conn)
+            keyed: tuple[tuple[int, int, int, str], Connection] = value  # type: ignore[assignment]
+            acc.connections.setdefault(*keyed)  # a connection and its key: the first one of a key is kept
         elif name in ("started", "complete"):
             setattr(acc, name, getattr(acc, name) or value)
         elif name.endswith("?"):
@@ -184,7 +185,7 @@ class RankFold:
             acc = self._accs[key] = _Rank(file, number, host, pid, dev, rank=rank)
         steps = _memo.get(text)
         if steps is None or steps:  # most lines of a large log change nothing: no call for them
-            read_line(acc, text)
+            read_line(acc, text, steps)
 
     def merge(self, later: RankFold, offset: int) -> None:
         """Add a fold of the lines that follow (their numbers counted from ``offset``), as if fed here."""
