@@ -287,3 +287,27 @@ def test_a_rank_whose_lines_are_only_counted_is_still_present() -> None:
     fold_chunks(chunks, "job.log", quiet, cut)
     (timeout,) = [f for f in cut.result().findings if f.id == "collective-timeout"]
     assert timeout.culprits == (2,), timeout
+
+
+def test_a_recorded_part_replayed_ends_a_flight_recorder_stack_as_one_pass_does() -> None:
+    """A plain line ends the Flight Recorder stack its rank (or a line naming no rank) opened: replayed from a
+    part, where plain lines come back only as a count and their ranks, the frame after it is not the failed
+    collective's site either."""
+    from ncclcheck.analysis.logs.recording import Recorder, replay
+
+    for prefix in ("", "[rank3]:"):
+        text = (
+            f"{prefix}[E ProcessGroupNCCL.cpp:1234] Stack trace of the failed collective: \n"
+            f"{prefix}step 5 done\n"
+            f"{prefix}#0 all_reduce from /work/train.py:41\n"
+            "[rank5]:Stack trace of the failed collective: \n"
+            "[rank5]:#0 broadcast from /work/train.py:77\n"
+        )
+        one_pass, recorder = LogFold(), Recorder()
+        lines = fold_chunks([text], "x.log", quiet, one_pass)
+        fold_chunks([text], "x.log", quiet, recorder)
+        replayed = LogFold()
+        replay(replayed, recorder.result(lines), 0)
+        assert replayed.result() == one_pass.result(), prefix
+        (site,) = [f for f in one_pass.result().findings if f.id == "failed-collective-site"]
+        assert site.ranks == (5,) and "train.py:77" in site.message  # rank 5's stack, never the ended one

@@ -223,13 +223,16 @@ class LogFold:
     def feed(self, line: LogLine) -> None:
         self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.level, line.rank)
 
-    def run(self, count: int, ranks: Iterable[int | None]) -> None:
-        """``count`` lines whose text says nothing (``Facts.plain``, no alarm), from these ranks, folded elsewhere."""
+    def run(self, count: int, ranks: frozenset[int], anonymous: bool = False) -> None:
+        """``count`` lines whose text says nothing (``Facts.quiet``), folded elsewhere, from these ranks (and from
+        none, if ``anonymous``)."""
         self.lines += count
-        for rank in ranks:
-            if rank is not None and len(self.seen) < MAX_TIMEOUTS:
-                self.seen.add(rank)
-            self._fr_stack.discard(rank)  # a line of that rank's own, not a frame: its stack has ended
+        if len(self.seen) < MAX_TIMEOUTS:
+            self.seen |= ranks
+        if self._fr_stack:  # a line of that rank's own, not a frame: its stack has ended
+            self._fr_stack -= ranks
+            if anonymous:
+                self._fr_stack.discard(None)
 
     def take(
         self, file: str, number: int, text: str, host: str | None = None, pid: str | None = None,

@@ -241,9 +241,7 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
 # distinct text by ``parts``). FAST_CLEAN takes the message as ``.*``: the same lines in a piece that holds no
 # CR and no ESC (checked once a piece), and faster.
 _UNNAMED_HEADER = "(" + re.sub(r"\(\?P<\w+>", "(?:", _HEADER) + ")"
-_FAST_NL = (
-    r"\n(?:\[(?:default)?rank(\d+)\]:[^\S\n]?(?:" + _UNNAMED_HEADER + "|)|" + _UNNAMED_HEADER + ")(MESSAGE)"
-)
+_FAST_NL = r"\n(?:\[(?:default)?rank(\d+)\]:[^\S\n]?(?:" + _UNNAMED_HEADER + "|)|" + _UNNAMED_HEADER + ")(MESSAGE)"
 FAST_LINES = re.compile(_FAST_NL.replace("(MESSAGE)", r"([^\r\x1b\n]*)$"), re.M)
 FAST_CLEAN = re.compile(_FAST_NL.replace("(MESSAGE)", "(.*)"))
 

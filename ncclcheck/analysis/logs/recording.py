@@ -15,12 +15,12 @@ from ncclcheck.analysis.logs.diagnose import FACTS, LogFold, facts
 from ncclcheck.analysis.logs.nccl import RankFold
 
 # The events of a part, as plain tuples (a NamedTuple pickles as its class and costs the parent, which unpickles
-# every part, three times as much), told apart by their length:
+# every part, three times as much), told apart by their length and last item:
 Line = tuple[str, int, str, str | None, str | None, int | None, str | None, int | None]
 """A line that says something, as ``LogFold.take`` gets it: file, number (counted within the part), text, host,
 pid, dev, level, rank."""
-Run = tuple[int, frozenset[int | None]]
-"""Plain lines in a row: how many, and the ranks that wrote them (None: a line naming none)."""
+Run = tuple[int, frozenset[int], bool]
+"""Plain lines in a row: how many, the ranks that wrote them, and whether one of them names none."""
 Skipped = tuple[int, frozenset[int], None]
 """A quiet stretch: lines counted, not read, and the ranks their prefixes name (``LogFold.skip``)."""
 
@@ -41,11 +41,12 @@ class Recorder:
         self.nccl = RankFold()
         self.events: list[Line | Run | Skipped] = []
         self._count = 0
-        self._ranks: set[int | None] = set()
+        self._ranks: set[int] = set()
+        self._anonymous = False
         # one object for equal texts and rank sets: pickle sends a repeated object as a reference, and the parent
         # unpickles (and hashes) each once
         self._texts: dict[str, str] = {}
-        self._sets: dict[frozenset[int | None], frozenset[int | None]] = {}
+        self._sets: dict[frozenset[int], frozenset[int]] = {}
 
     def take(
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
@@ -56,7 +57,11 @@ class Recorder:
         said = FACTS.get(text) or facts(text)
         if level in said.quiet:
             self._count += 1
-            self._ranks.add(prefix_rank if prefix_rank is not None else said.text_rank)
+            rank = prefix_rank if prefix_rank is not None else said.text_rank
+            if rank is None:
+                self._anonymous = True
+            else:
+                self._ranks.add(rank)
             return
         self._close_run()
         text = self._texts.setdefault(text, text)
@@ -69,8 +74,8 @@ class Recorder:
     def _close_run(self) -> None:
         if self._count:
             ranks = frozenset(self._ranks)
-            self.events.append((self._count, self._sets.setdefault(ranks, ranks)))
-            self._count, self._ranks = 0, set()
+            self.events.append((self._count, self._sets.setdefault(ranks, ranks), self._anonymous))
+            self._count, self._ranks, self._anonymous = 0, set(), False
 
     def result(self, lines: int) -> Recording:
         self._close_run()
@@ -83,8 +88,8 @@ def replay(fold: LogFold, part: Recording, offset: int) -> None:
         if len(event) == 8:
             file, number, text, host, pid, dev, level, rank = event
             fold.take(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
-        elif len(event) == 2:
-            fold.run(*event)
-        else:
+        elif event[2] is None:
             fold.skip(event[0], event[1])
+        else:
+            fold.run(event[0], event[1], event[2])
     fold.nccl.merge(part.nccl, offset)
