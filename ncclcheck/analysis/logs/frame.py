@@ -201,7 +201,7 @@ class Sink(Protocol):
 # ``strip_prefixes`` would leave alone (a host starting with a letter, no ANSI, no CR): the fast lane below.
 _HEADER = (
     r"(?P<host>[A-Za-z_][\w.-]*):(?P<pid>\w+)(?::\w+)? \[(?P<dev>\d+)\] "
-    r"(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?"
+    r"(?:NCCL |(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? NCCL )(?P<lvl>INFO|WARN|TRACE|ABORT) ?"  # commonest first
 )
 FAST_HEADER = re.compile(_HEADER)
 
@@ -258,34 +258,39 @@ _headers = Remembered(_header)
 _HEADERS = _headers.known
 
 
+_WRAP_SPANS = frozenset(w + 1 for w in WRAP_WIDTHS)  # a match's span (the newline before it too) of such a line
+_RANKS = {str(r): r for r in range(1 << 13)}  # int() of a rank prefix's number, a lookup (0 is int()'s anyway)
+
+
 def _busy(
     piece: str, number: int, file: str, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink
 ) -> int:
     """The lines of a piece that may matter: the fast lane's handed to ``sink.take`` as parts, the others framed."""
     lines = FAST_LINES if "\r" in piece or "\x1b" in piece else FAST_CLEAN
     text = "\n" + piece
-    pos, take, widths = 1, sink.take, WRAP_WIDTHS  # pos: where the text not yet framed starts
+    pos, take, spans, ranks = 1, sink.take, _WRAP_SPANS, _RANKS  # pos: where the text not yet framed starts
     for fast in lines.finditer(text):
         start, end = fast.span()  # start: the newline before the line
         if start >= pos:
             number = _framed(text[pos : start + 1], number, join, let_go)
         number += 1
         pos = end + 1
-        rank, head, bare, msg = fast.groups()  # bare: a header without the rank prefix
+        prefix, head, bare, msg = fast.groups()  # the rank prefix's rank; bare: a header without the prefix
         head = head or bare
-        if end - start - 1 in widths or end - start > MAX_LINE or (head and "[0m" in msg):
+        if end - start in spans or end - start > MAX_LINE or (head and "[0m" in msg):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):
                 let_go(join.push(number, line[at : at + MAX_LINE]))
             continue
         if join.held is not None:  # a line of these two kinds is never a wrapped line's rest
             let_go(join.flush())
+        rank = None if prefix is None else ranks.get(prefix) or int(prefix)
         if head:
             host, pid, dev, src, level = _HEADERS.get(head) or _headers(head)
-            take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, int(rank) if rank else None)
+            take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, rank)
         else:  # behind the rank prefix, no NCCL header
             inner = _RESTS.get(msg) or _rests(msg)
-            take(file, number, inner[0], inner[1], inner[2], inner[3], inner[4], int(rank))
+            take(file, number, inner[0], inner[1], inner[2], inner[3], inner[4], rank)
     if pos < len(text):
         number = _framed(text[pos:], number, join, let_go)
     return number
