@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.report import LogReport
+from ncclcheck.cli import main
 
 # PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp, torch >= 2.3 wording)
 TORCH_OOM = (
@@ -279,3 +282,19 @@ def test_a_ras_row_with_errors_is_not_all_ok() -> None:
         row = f"    0         1         4       7-8        32        32   RUNNING  {errors}"
         assert "ras-all-ok" not in {f.id for f in report(row).findings}, errors
     assert report("    0         1         4         8        32        32      INIT      OK").findings == ()
+
+
+def test_a_cause_over_many_ranks_names_them_as_ranges(tmp_path: Path) -> None:
+    """120 of 128 ranks report a timeout: the header names the 8 suspects as one range, not 8 numbers (nor 120)."""
+    lines = [
+        f"node{r // 8}:{1000 + r}:{1000 + r} [{r % 8}] NCCL INFO comm 0x{r:x} rank {r} nranks 128 cudaDev {r % 8}"
+        f" busId {r:x}000 commId 0x1 - Init COMPLETE"
+        for r in range(128)
+    ] + [TIMEOUT.replace("[rank0]:", f"[rank{r}]:").replace("Rank 0]", f"Rank {r}]") for r in range(8, 128)]
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["logs", str(log)]) == 1
+    header = out.getvalue().splitlines()[0]
+    assert header.startswith("✗ root cause (rank 0-7): collective ALLREDUCE (SeqNum 12) timed out"), header

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ncclcheck.analysis.logs.report import LogReport
+from ncclcheck.analysis.ranks import span
 from ncclcheck.views.flight_report import flight_json, render_flight
 from ncclcheck.views.transports import render_transports, transports_json
 
@@ -41,7 +42,7 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
 def render(report: LogReport, files: list[str], console: Console) -> None:
     cause = report.root_cause
     if cause:
-        who = f" (rank {', '.join(map(str, cause.blamed))})" if cause.blamed else ""
+        who = f" (rank {span(cause.blamed)})" if cause.blamed else ""
         console.print(Text(f"✗ root cause{who}: {cause.message}", style="bold red"))
         console.print(Text(f"  fix: {cause.fix}"))
     elif report.unrecognised:
@@ -60,7 +61,7 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
     for finding in report.findings:
         if finding is cause:
             continue
-        ranks = f" [ranks {','.join(map(str, finding.blamed))}]" if finding.blamed else ""
+        ranks = f" [ranks {span(finding.blamed)}]" if finding.blamed else ""
         console.print(Text(f"{finding.severity} {finding.id}{ranks}: {finding.message}", style=STYLE[finding.severity]))
         console.print(Text(f"  fix: {finding.fix}", style="dim"))
         for ev in finding.evidence[:2]:

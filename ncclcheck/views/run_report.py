@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ncclcheck.analysis.logs.report import LogReport
+from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import EnvSetting, HangRecord, RunVerdict
 from ncclcheck.views.logs_report import to_json as logs_json
@@ -76,11 +77,11 @@ def to_json(
 def render(verdict: RunVerdict, findings: tuple[Finding, ...], exit_code: int, run_dir: str, console: Console) -> None:
     for f in findings:
         if f.severity in ("error", "warning"):
-            who = f" (rank {', '.join(map(str, f.blamed))})" if f.blamed else ""
+            who = f" (rank {span(f.blamed)})" if f.blamed else ""
             console.print(Text(f"{'✗' if f.severity == 'error' else '!'} {f.id}{who}: {f.message}",
                                style="red" if f.severity == "error" else "yellow"))  # fmt: skip
             if f.fix:
                 console.print(Text(f"  fix: {f.fix}", style="dim"))
-    who = f" (rank {', '.join(map(str, verdict.ranks))})" if verdict.ranks else ""
+    who = f" (rank {span(verdict.ranks)})" if verdict.ranks else ""
     console.print(Text(f"{MARK[verdict.status]} {verdict.status}{who}: {verdict.message}", style=STYLE[verdict.status]))
     console.print(Text(f"exit code {exit_code}; report: {run_dir}/report.json", style="dim"))
