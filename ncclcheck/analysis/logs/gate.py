@@ -34,10 +34,11 @@ class Gate:
 
     @classmethod
     def of(cls, literals: Iterable[str]) -> Gate:
-        """Keep only literals no other one is inside of (finding the inner one is enough)."""
+        """Keep only literals no other one is inside of (finding the inner one is enough), the shortest first:
+        the commonest ("NCCL" in a block of NCCL lines) are short, and a hit ends the search."""
         found = set(literals)
-        kept = tuple(sorted(t for t in found if t and not any(o != t and o in t for o in found)))
-        return cls(kept)
+        kept = (t for t in found if t and not any(o != t and o in t for o in found))
+        return cls(tuple(sorted(kept, key=lambda t: (len(t), t))))
 
     def hit(self, block: str) -> bool:
         if len(block) < SMALL:
