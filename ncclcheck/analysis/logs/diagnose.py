@@ -120,9 +120,8 @@ class Facts:
     summary: bool  # would change the summary block it is in (an entry's start, its end, a field of the entry)
     alarm: bool  # says ERROR/Exception/... (the safety net reads it when no rule does)
     unrecognised: Said | None  # the safety net's finding, if the line is not mere context
-    plain: bool = field(init=False)  # nothing in it for the fold but its rank and NCCL view
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
-    # view (``LogFold.run`` takes such lines by count): plain, and no alarm the safety net would answer
+    # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
 
     def alarmed(self, level: str | None) -> bool:
@@ -133,8 +132,7 @@ class Facts:
         busy = (
             self.said or self.watchdog or self.site or self.fr_start or self.fr_frame or self.torchrun or self.summary
         )
-        object.__setattr__(self, "plain", not busy)
-        levels = LEVELS if self.plain else ()
+        levels = () if busy else LEVELS
         quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
         object.__setattr__(self, "quiet", frozenset(quiet))
 
@@ -238,7 +236,7 @@ class LogFold:
         self, file: str, number: int, text: str, host: str | None = None, pid: str | None = None,
         dev: int | None = None, level: str | None = None, prefix_rank: int | None = None, nccl: bool = True,
     ) -> None:  # fmt: skip
-        """One framed line given as its parts (a LogLine's fields): a LogLine is made only for evidence.
+        """One framed line given as its parts (a LogLine's fields; no LogLine is made: evidence keeps the text).
         ``nccl=False``: its NCCL view was folded elsewhere (``RankFold.merge``)."""
         self.lines += 1
         if level is not None and nccl:

@@ -128,7 +128,7 @@ def _parts(text: str, rounds: int) -> Parts:
     return body, None, None, None, None, rank
 
 
-TORCHRUN_PREFIX = re.compile(dict(PREFIXES)["torchrun"].pattern)
+TORCHRUN_PREFIX = dict(PREFIXES)["torchrun"]
 _rests = Remembered(lambda rest: _parts(rest, 7))  # a text behind torchrun's prefix: one round of 8 is taken
 _RESTS = _rests.known
 

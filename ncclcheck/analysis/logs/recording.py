@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ncclcheck.analysis.logs.diagnose import FACTS, LogFold, facts
+from ncclcheck.analysis.logs.diagnose import FACTS, At, LogFold, facts
 from ncclcheck.analysis.logs.nccl import RankFold
 
 # The events of a part, as plain tuples (a NamedTuple pickles as its class and costs the parent, which unpickles
 # every part, three times as much), told apart by their length and last item:
-Line = tuple[str, int, str, str | None, str | None, int | None, str | None, int | None]
-"""A line that says something, as ``LogFold.take`` gets it: file, number (counted within the part), text, host,
-pid, dev, level, rank."""
+Line = At
+"""A line that says something, as ``LogFold.take`` gets it (its number counted within the part)."""
 Run = tuple[int, frozenset[int], bool]
 """Plain lines in a row: how many, the ranks that wrote them, and whether one of them names none."""
 Skipped = tuple[int, frozenset[int], None]
