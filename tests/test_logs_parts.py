@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ncclcheck.analysis.logs import recording
 from ncclcheck.analysis.logs.diagnose import LogFold, quiet
 from ncclcheck.analysis.logs.frame import WRAP_WIDTHS, cut_after, fold_chunks, frame_all
 from ncclcheck.analysis.logs.nccl import RankFold
@@ -311,3 +312,21 @@ def test_a_recorded_part_replayed_ends_a_flight_recorder_stack_as_one_pass_does(
         assert replayed.result() == one_pass.result(), prefix
         (site,) = [f for f in one_pass.result().findings if f.id == "failed-collective-site"]
         assert site.ranks == (5,) and "train.py:77" in site.message  # rank 5's stack, never the ended one
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_a_recorder_that_forgets_its_headers_records_what_one_pass_reads(
+    monkeypatch: pytest.MonkeyPatch, heads: int
+) -> None:
+    """A part's Recorder remembers each NCCL header's source; forgetting them (bounded memory) must not make a
+    second source of one process, or change anything else."""
+    text = _job_text()
+    whole = LogFold()
+    fold_chunks([text], "job.log", quiet, whole)
+    monkeypatch.setattr(recording, "MAX_HEADS", heads)
+    recorder = recording.Recorder()
+    lines = fold_chunks([text], "job.log", quiet, recorder)
+    replayed = LogFold()
+    recording.replay(replayed, recorder.result(lines), 0)
+    assert replayed.result() == whole.result()
+    assert len(whole.result().ranks) > 10

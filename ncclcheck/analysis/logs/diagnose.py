@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ncclcheck.analysis.deaths import signal_of
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
+from ncclcheck.analysis.logs.frame import header, rest_parts
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
 from ncclcheck.analysis.logs.remembered import Remembered
@@ -137,7 +138,8 @@ class Facts:
         object.__setattr__(self, "quiet", frozenset(quiet))
 
 
-def _read(text: str) -> Facts:
+def facts_of(text: str) -> Facts:
+    """What a line's text says (``facts`` remembers it per text)."""
     said = [
         _said(rule, match)
         for rule in (RULES if ANY_LITERAL.search(text) else ())
@@ -171,7 +173,7 @@ def _read(text: str) -> Facts:
     )  # fmt: skip
 
 
-facts = Remembered(_read)  # what a text says, read once per distinct text
+facts = Remembered(facts_of)  # what a text says, read once per distinct text
 FACTS = facts.known
 
 
@@ -267,6 +269,15 @@ class LogFold:
             matched = True
         if not matched and alarm and said.unrecognised is not None:
             self._hit(said.unrecognised, line, rank)
+
+    def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
+        """``take`` of a line whose NCCL header is given as printed (``frame.header``)."""
+        host, pid, dev, src, level = header(head)
+        self.take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, prefix_rank)
+
+    def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
+        """``take`` of a line's text behind torchrun's rank prefix (``frame.rest_parts``)."""
+        self.take(file, number, *rest_parts(rest)[:5], prefix_rank)
 
     def _fr_frame(self, said: Facts, line: At, rank: int | None) -> bool:
         """A frame of a Flight Recorder stack: the first in the user's code is the failed collective's site."""

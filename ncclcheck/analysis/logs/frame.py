@@ -128,6 +128,11 @@ def _parts(text: str, rounds: int) -> Parts:
     return body, None, None, None, None, rank
 
 
+def rest_parts(rest: str) -> Parts:
+    """``parts`` of the text behind torchrun's rank prefix (one round of prefixes of 8 is taken), remembered."""
+    return _RESTS.get(rest) or _rests(rest)
+
+
 TORCHRUN_PREFIX = dict(PREFIXES)["torchrun"]
 _rests = Remembered(lambda rest: _parts(rest, 7))  # a text behind torchrun's prefix: one round of 8 is taken
 _RESTS = _rests.known
@@ -194,6 +199,12 @@ class Sink(Protocol):
         level: str | None, prefix_rank: int | None,
     ) -> None: ...  # fmt: skip
 
+    # ``take`` of a line of the fast lane: its NCCL header as printed (``header`` parses it) and its message
+    def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None: ...
+
+    # ``take`` of a line of the fast lane with no NCCL header: its text behind torchrun's prefix (``rest_parts``)
+    def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None: ...
+
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None: ...
 
 
@@ -238,7 +249,8 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
 # glued to the line before (it starts a line) nor given the next (not a terminal's width): torchrun's rank
 # prefix, if any, then an NCCL header (parsed by FAST_HEADER once per distinct header: a process prints
 # thousands of lines under one) and the message; or the rank prefix and whatever follows it (framed once per
-# distinct text by ``parts``). FAST_CLEAN takes the message as ``.*``: the same lines in a piece that holds no
+# distinct text by ``rest_parts``). The sink is handed both unparsed, so that it can remember more per header
+# or text than their parts (``recording.Recorder``). FAST_CLEAN takes the message as ``.*``: the same lines in a piece that holds no
 # CR and no ESC (checked once a piece), and faster.
 _UNNAMED_HEADER = "(" + re.sub(r"\(\?P<\w+>", "(?:", _HEADER) + ")"
 _FAST_NL = r"\n(?:\[(?:default)?rank(\d+)\]:[^\S\n]?(?:" + _UNNAMED_HEADER + "|)|" + _UNNAMED_HEADER + ")(MESSAGE)"
@@ -258,6 +270,11 @@ _headers = Remembered(_header)
 _HEADERS = _headers.known
 
 
+def header(head: str) -> tuple[str, str, int, str | None, str]:
+    """An NCCL header of the fast lane (FAST_HEADER's text) as its host, pid, device, source location and level."""
+    return _HEADERS.get(head) or _headers(head)
+
+
 _WRAP_SPANS = frozenset(w + 1 for w in WRAP_WIDTHS)  # a match's span (the newline before it too) of such a line
 _RANKS = {str(r): r for r in range(1 << 13)}  # int() of a rank prefix's number, a lookup (0 is int()'s anyway)
 
@@ -265,10 +282,12 @@ _RANKS = {str(r): r for r in range(1 << 13)}  # int() of a rank prefix's number,
 def _busy(
     piece: str, number: int, file: str, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink
 ) -> int:
-    """The lines of a piece that may matter: the fast lane's handed to ``sink.take`` as parts, the others framed."""
+    """The lines of a piece that may matter: the fast lane's handed to ``sink.take_header`` or ``sink.take_rest``
+    unframed (the sink reads a header or a text behind torchrun's prefix once), the others framed."""
     lines = FAST_LINES if "\r" in piece or "\x1b" in piece else FAST_CLEAN
     text = "\n" + piece
-    pos, take, spans, ranks = 1, sink.take, _WRAP_SPANS, _RANKS  # pos: where the text not yet framed starts
+    pos, take_rest, take_header = 1, sink.take_rest, sink.take_header  # pos: where the text not yet framed starts
+    spans, ranks = _WRAP_SPANS, _RANKS
     for fast in lines.finditer(text):
         start, end = fast.span()  # start: the newline before the line
         if start >= pos:
@@ -286,11 +305,9 @@ def _busy(
             let_go(join.flush())
         rank = None if prefix is None else ranks.get(prefix) or int(prefix)
         if head:
-            host, pid, dev, src, level = _HEADERS.get(head) or _headers(head)
-            take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, rank)
+            take_header(file, number, head, msg, rank)
         else:  # behind the rank prefix, no NCCL header
-            inner = _RESTS.get(msg) or _rests(msg)
-            take(file, number, inner[0], inner[1], inner[2], inner[3], inner[4], rank)
+            take_rest(file, number, msg, rank)  # type: ignore[arg-type]  # the prefix's rank
     if pos < len(text):
         number = _framed(text[pos:], number, join, let_go)
     return number

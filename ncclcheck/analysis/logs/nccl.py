@@ -31,7 +31,7 @@ CONNECTION = re.compile(
 
 
 @dataclass
-class _Rank:
+class Accumulator:
     """Mutable accumulator for one log source; frozen into a RankLog at the end."""
 
     file: str
@@ -88,7 +88,8 @@ def key_of(file: str, host: str | None, pid: str | None, dev: int | None, rank: 
 Op = tuple[str, object]
 
 
-def _parse(text: str) -> tuple[Op, ...]:
+def steps_of(text: str) -> tuple[Op, ...]:
+    """The steps one NCCL message makes (``ops`` remembers them per message)."""
     if (m := INIT.search(text)) is not None:
         return (
             ("rank", int(m.group(2))), ("nranks", int(m.group(3))), ("bus_id", m.group(5)),
@@ -119,15 +120,27 @@ def _parse(text: str) -> tuple[Op, ...]:
     return tuple(steps)
 
 
-ops = Remembered(_parse)  # the steps one NCCL message makes, parsed once per distinct message
+ops = Remembered(steps_of)  # the steps one NCCL message makes, parsed once per distinct message
 _memo = ops.known
 
 
-def read_line(acc: _Rank, text: str, steps: tuple[Op, ...] | None = None) -> None:
+Keyed = tuple[tuple[int, int, int, str], Connection]  # a connection and its key in ``Accumulator.connections``
+
+
+def only_connection(steps: tuple[Op, ...]) -> Keyed | None:
+    """The connection a message's steps add, when that is all they do (the commonest NCCL line of a large job's
+    logs): the caller adds it with no call to ``read_line``."""
+    if len(steps) == 1 and steps[0][0] == "conn":
+        keyed: Keyed = steps[0][1]  # type: ignore[assignment]
+        return keyed
+    return None
+
+
+def read_line(acc: Accumulator, text: str, steps: tuple[Op, ...] | None = None) -> None:
     """Fold one NCCL message (its ``steps``, when known) into the accumulator."""
     for name, value in ops(text) if steps is None else steps:
         if name == "conn":
-            keyed: tuple[tuple[int, int, int, str], Connection] = value  # type: ignore[assignment]
+            keyed: Keyed = value  # type: ignore[assignment]
             acc.connections.setdefault(*keyed)  # a connection and its key: the first one of a key is kept
         elif name in ("started", "complete"):
             setattr(acc, name, getattr(acc, name) or value)
@@ -145,7 +158,7 @@ def read_line(acc: _Rank, text: str, steps: tuple[Op, ...] | None = None) -> Non
             acc.touched.add(name)
 
 
-def _merge(acc: _Rank, later: _Rank) -> None:
+def _merge(acc: Accumulator, later: Accumulator) -> None:
     """Fold ``later`` (the same source's lines further on, folded on their own) into ``acc``: as if its lines
     had been read into ``acc`` one by one."""
     for name in later.touched:  # set outright: the later value wins
@@ -170,7 +183,7 @@ class RankFold:
     """Folds NCCL lines into one accumulator per source; memory grows with processes, not with lines."""
 
     def __init__(self) -> None:
-        self._accs: dict[Key, _Rank] = {}
+        self._accs: dict[Key, Accumulator] = {}
 
     def feed(self, line: LogLine) -> None:
         self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.rank)
@@ -182,10 +195,17 @@ class RankFold:
         key = (host, pid, dev) if host is not None else (file, rank, dev)  # key_of's, without a call
         acc = self._accs.get(key)
         if acc is None:
-            acc = self._accs[key] = _Rank(file, number, host, pid, dev, rank=rank)
+            acc = self._accs[key] = Accumulator(file, number, host, pid, dev, rank=rank)
         steps = _memo.get(text)
         if steps is None or steps:  # most lines of a large log change nothing: no call for them
             read_line(acc, text, steps)
+
+    def source(self, file: str, number: int, host: str, pid: str, dev: int, rank: int | None) -> Accumulator:
+        """The accumulator of the process (and device) an NCCL header names, made at its first line."""
+        acc = self._accs.get((host, pid, dev))
+        if acc is None:
+            acc = self._accs[(host, pid, dev)] = Accumulator(file, number, host, pid, dev, rank=rank)
+        return acc
 
     def merge(self, later: RankFold, offset: int) -> None:
         """Add a fold of the lines that follow (their numbers counted from ``offset``), as if fed here."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ncclcheck.analysis.logs.diagnose import FACTS, At, LogFold, facts
-from ncclcheck.analysis.logs.nccl import RankFold
+from ncclcheck.analysis.logs.diagnose import FACTS, At, Facts, LogFold, facts, facts_of
+from ncclcheck.analysis.logs.frame import header, rest_parts
+from ncclcheck.analysis.logs.nccl import Accumulator, Keyed, Op, RankFold, only_connection, read_line, steps_of
+from ncclcheck.analysis.logs.remembered import Remembered
 
 # The events of a part, as plain tuples (a NamedTuple pickles as its class and costs the parent, which unpickles
 # every part, three times as much), told apart by their length and last item:
@@ -22,6 +24,22 @@ Run = tuple[int, frozenset[int], bool]
 """Plain lines in a row: how many, the ranks that wrote them, and whether one of them names none."""
 Skipped = tuple[int, frozenset[int], None]
 """A quiet stretch: lines counted, not read, and the ranks their prefixes name (``LogFold.skip``)."""
+
+
+def _message(text: str) -> tuple[tuple[Op, ...], Facts, Keyed | None]:
+    """An NCCL message's steps (none when it only adds a connection), what it says, and that connection."""
+    steps = steps_of(text)
+    conn = only_connection(steps)
+    return (() if conn else steps), facts_of(text), conn
+
+
+# An NCCL message's steps for its source's NCCL view and what it says, read once per distinct message: one lookup
+# a line of the fast lane.
+_messages = Remembered(_message)
+_MESSAGES = _messages.known
+_rests = Remembered(lambda rest: ((parts := rest_parts(rest)), facts_of(parts[0])))  # ... and a rest's parts
+_RESTS = _rests.known
+MAX_HEADS = 20_000  # the headers a part's Recorder remembers (forgotten all at once when full)
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,50 @@ class Recorder:
         # unpickles (and hashes) each once
         self._texts: dict[str, str] = {}
         self._sets: dict[frozenset[int], frozenset[int]] = {}
+        # each NCCL header (as printed) of the fast lane: its source's accumulator, source location and level
+        self._heads: dict[str, tuple[Accumulator, str | None, str]] = {}
+
+    def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
+        known = self._heads.get(head)
+        if known is None:
+            known = self._head(file, number, head, prefix_rank)
+        acc, src, level = known
+        text = f"{src} {msg}" if src else msg
+        steps, said, conn = _MESSAGES.get(text) or _messages(text)
+        if conn is not None:  # read_line's step, without the call
+            acc.connections.setdefault(*conn)
+        elif steps:
+            read_line(acc, text, steps)
+        if level in said.quiet:
+            self._count += 1
+            rank = prefix_rank if prefix_rank is not None else said.text_rank
+            if rank is None:
+                self._anonymous = True
+            else:
+                self._ranks.add(rank)
+            return
+        self._close_run()
+        text = self._texts.setdefault(text, text)
+        self.events.append((file, number, text, acc.host, acc.pid, acc.dev, level, prefix_rank))
+
+    def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
+        (text, host, pid, dev, level, _), said = _RESTS.get(rest) or _rests(rest)
+        if level is not None:
+            self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
+        if level in said.quiet:
+            self._count += 1
+            self._ranks.add(prefix_rank)
+            return
+        self._close_run()
+        text = self._texts.setdefault(text, text)
+        self.events.append((file, number, text, host, pid, dev, level, prefix_rank))
+
+    def _head(self, file: str, number: int, head: str, prefix_rank: int | None) -> tuple[Accumulator, str | None, str]:
+        host, pid, dev, src, level = header(head)
+        if len(self._heads) >= MAX_HEADS:
+            self._heads.clear()
+        known = self._heads[head] = (self.nccl.source(file, number, host, pid, dev, prefix_rank), src, level)
+        return known
 
     def take(
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
