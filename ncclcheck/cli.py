@@ -29,11 +29,16 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def build_parser() -> Parser:
+def build_parser(chosen: str | None = None) -> Parser:
+    """The parser; with a command ``chosen``, only that command's module is imported (the others are named, with
+    no help: none is shown when a command is given), so that ``ncclcheck logs`` starts as fast as it can."""
     parser = Parser(prog="ncclcheck", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"ncclcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name, module_name in COMMANDS.items():
+        if chosen is not None and name != chosen:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(f"ncclcheck.commands.{module_name}")
         doc = (module.__doc__ or "").strip()
         command = sub.add_parser(
@@ -47,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ncclcheck with ``argv``; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()
+        chosen = next((a for a in args_list if not a.startswith("-")), None)
+        parser = build_parser(chosen if chosen in COMMANDS else None)
         args, extra = parser.parse_known_args(args_list)
         if extra:
             prog = f"ncclcheck {args.command}" if args.command else "ncclcheck"

@@ -28,6 +28,25 @@ def test_help_version_and_env_never_import_torch(argv: list[str]) -> None:
     assert done.stdout.strip().endswith("NO_TORCH"), done.stdout + done.stderr
 
 
+def test_a_chosen_command_imports_no_other_command(tmp_path: Path) -> None:
+    """``ncclcheck logs`` starts without importing env, smoke, watch and run (a third of a second); ``--help``
+    still lists every command."""
+    log = tmp_path / "a.log"
+    log.write_text("step 1\n")
+    script = NO_TORCH.replace(
+        "'TORCH_IMPORTED' if 'torch' in sys.modules else 'NO_TORCH'",
+        "sorted(m for m in sys.modules if m.startswith('ncclcheck.commands.'))",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "logs", "--json", str(log)], capture_output=True, text=True, timeout=60
+    )
+    report, modules = done.stdout.rstrip().rsplit("\n", 1)  # the report, then the modules imported
+    assert json.loads(report)["schema"].startswith("ncclcheck.logs/")
+    assert modules == "['ncclcheck.commands.logs']", done.stdout + done.stderr
+    listed = subprocess.run([sys.executable, "-m", "ncclcheck", "--help"], capture_output=True, text=True, timeout=60)
+    assert all(f"    {name} " in listed.stdout for name in ("env", "smoke", "logs", "watch", "run")), listed.stdout
+
+
 def test_version() -> None:
     done = subprocess.run([sys.executable, "-m", "ncclcheck", "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"ncclcheck {__version__}"
