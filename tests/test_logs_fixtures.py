@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.diagnose import LogFold, analyse, quiet
 from ncclcheck.analysis.logs.frame import fold_chunks, frame_all
+from ncclcheck.analysis.logs.recording import fold_stream
 from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.cli import main
 from ncclcheck.collectors.logfiles import LogSource, chunks
@@ -99,17 +102,24 @@ def test_fixture_findings(number: str, cause: str | None, ids: set[str]) -> None
         assert finding.fix and (finding.evidence or finding.id == "child-failed"), finding
 
 
+def _fold(text: Iterable[str], name: str, stream: bool) -> tuple[LogFold, int]:
+    """A fold of chunks, into a LogFold directly or (as the command reads in one process) through a Recorder."""
+    fold = LogFold()
+    lines = fold_stream(text, name, fold) if stream else fold_chunks(text, name, quiet, fold)
+    return fold, lines
+
+
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("size", [256, 4096])
-def test_quiet_chunks_skipped_change_nothing(size: int) -> None:
+def test_quiet_chunks_skipped_change_nothing(size: int, stream: bool) -> None:
     """The command's fast path (quiet chunks only counted) finds what the line-by-line fold finds, in the same lines."""
     for number, _, _ in EXPECTED:
         path = fixture(number)
-        fold = LogFold()
-        fold_chunks(chunks(LogSource(path.name, str(path)), size), path.name, quiet, fold)
+        fold, _ = _fold(chunks(LogSource(path.name, str(path)), size), path.name, stream)
         fast, slow = fold.result(), report(number)
         assert fast.findings == slow.findings, number
         assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, number
-        assert fast.root_cause == slow.root_cause, number
+        assert fast.root_cause == slow.root_cause and fast.lines == slow.lines, number
 
 
 def test_fixtures_inside_megabytes_of_training_output_give_the_same_report(tmp_path: Path) -> None:
@@ -121,8 +131,7 @@ def test_fixtures_inside_megabytes_of_training_output_give_the_same_report(tmp_p
         text = steps + fixture(number).read_text(encoding="utf-8", errors="replace") + "\n" + steps
         log = tmp_path / f"{number}.log"
         log.write_text(text, encoding="utf-8")
-        fold = LogFold()
-        fold_chunks(chunks(LogSource(log.name, str(log)), 1 << 20), log.name, quiet, fold)
+        fold, _ = _fold(chunks(LogSource(log.name, str(log)), 1 << 20), log.name, stream=True)
         fast, slow = fold.result(), analyse(frame_all(text.splitlines(keepends=True), log.name))
         assert fast.findings == slow.findings and fast.root_cause == slow.root_cause, number
         assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, number
@@ -268,12 +277,13 @@ def test_the_fast_lanes_frame_every_line_as_the_line_by_line_reader_does(
     text = "\n".join(lines) + ("\n" if seed % 2 else "")
     log = tmp_path / "mixed.log"
     log.write_text(text, encoding="utf-8")
-    for size in (1 << 20, 4096):
-        fold = LogFold()
-        lines_read = fold_chunks(chunks(LogSource(log.name, str(log)), size), log.name, quiet, fold)
+    for size, stream in itertools.product((1 << 20, 4096), (False, True)):
+        fold, lines_read = _fold(chunks(LogSource(log.name, str(log)), size), log.name, stream)
         fast, slow = fold.result(), analyse(frame_all(text.splitlines(keepends=True), log.name))
         assert fast.findings == slow.findings and fast.root_cause == slow.root_cause, size
         assert fast.ranks == slow.ranks and fast.timeouts == slow.timeouts and fast.failures == slow.failures, size
+        if stream:  # every line folded as the LogFold folds them: the last run of plain lines too
+            assert fast == _fold(chunks(LogSource(log.name, str(log)), size), log.name, False)[0].result(), size
         assert lines_read == len(lines) - (seed % 2 == 0 and lines[-1] == ""), size  # what the report says it read
     assert main(["logs", "--json", str(log)]) in (1, 4)
     assert json.loads(capsys.readouterr().out)["lines"] == len(lines) - (seed % 2 == 0 and lines[-1] == "")

@@ -25,9 +25,8 @@ import signal
 import sys
 
 from ncclcheck.analysis import flight
-from ncclcheck.analysis.logs.diagnose import LogFold, quiet
-from ncclcheck.analysis.logs.frame import fold_chunks
-from ncclcheck.analysis.logs.recording import replay
+from ncclcheck.analysis.logs.diagnose import LogFold
+from ncclcheck.analysis.logs.recording import fold_stream, replay
 from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.verdict import with_flight, with_hangs
 from ncclcheck.collectors import hang_records
@@ -65,7 +64,7 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
             if source.kind != "log":
                 continue
             if i not in parts:
-                lines += fold_chunks(chunks(source, reading=reading), source.name, quiet, fold)
+                lines += fold_stream(chunks(source, reading=reading), source.name, fold)
                 continue
             offset = 0
             for part in itertools.islice(done, len(parts[i])):

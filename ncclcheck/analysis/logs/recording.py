@@ -9,10 +9,11 @@ in order gives the report one pass over the whole would give (tests/test_logs_pa
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ncclcheck.analysis.logs.diagnose import FACTS, At, Facts, LogFold, facts, facts_of
-from ncclcheck.analysis.logs.frame import header, rest_parts
+from ncclcheck.analysis.logs.diagnose import FACTS, At, Facts, LogFold, facts, facts_of, quiet
+from ncclcheck.analysis.logs.frame import fold_chunks, header, rest_parts
 from ncclcheck.analysis.logs.nccl import Accumulator, Keyed, Op, RankFold, only_connection, read_line, steps_of
 from ncclcheck.analysis.logs.remembered import Remembered
 
@@ -54,8 +55,8 @@ class Recording:
 class Recorder:
     """A ``fold_chunks`` sink that keeps what a LogFold needs from a part, in order."""
 
-    def __init__(self) -> None:
-        self.nccl = RankFold()
+    def __init__(self, nccl: RankFold | None = None) -> None:
+        self.nccl = RankFold() if nccl is None else nccl
         self.events: list[Line | Run | Skipped] = []
         self._count = 0
         self._ranks: set[int] = set()
@@ -138,6 +139,16 @@ class Recorder:
             self.events.append((self._count, self._sets.setdefault(ranks, ranks), self._anonymous))
             self._count, self._ranks, self._anonymous = 0, set(), False
 
+    def hand_over(self, fold: LogFold, last: bool = False) -> None:
+        """Replay the events so far into ``fold`` (whose NCCL view this Recorder's is) and forget them; a run of
+        plain lines still going on is kept, unless this is the ``last`` hand-over."""
+        if last:
+            self._close_run()
+        _replay(fold, self.events, 0)
+        self.events.clear()
+        self._texts.clear()
+        self._sets.clear()
+
     def result(self, lines: int) -> Recording:
         self._close_run()
         return Recording(tuple(self.events), self.nccl, lines)
@@ -145,7 +156,12 @@ class Recorder:
 
 def replay(fold: LogFold, part: Recording, offset: int) -> None:
     """Fold a recorded part into ``fold``, its lines numbered after ``offset`` lines of the same file."""
-    for event in part.events:
+    _replay(fold, part.events, offset)
+    fold.nccl.merge(part.nccl, offset)
+
+
+def _replay(fold: LogFold, events: Iterable[Line | Run | Skipped], offset: int) -> None:
+    for event in events:
         if len(event) == 8:
             file, number, text, host, pid, dev, level, rank = event
             fold.take(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
@@ -153,4 +169,19 @@ def replay(fold: LogFold, part: Recording, offset: int) -> None:
             fold.skip(event[0], event[1])
         else:
             fold.run(event[0], event[1], event[2])
-    fold.nccl.merge(part.nccl, offset)
+
+
+def fold_stream(chunks: Iterable[str], file: str, fold: LogFold) -> int:
+    """``fold_chunks`` of one source into ``fold`` in this process, through a Recorder that shares its NCCL view
+    and hands its events over after every chunk (the Recorder reads the fast lane's lines faster than a
+    LogFold; memory stays that of one chunk's events). Returns how many physical lines there were."""
+    recorder = Recorder(fold.nccl)
+
+    def handed_over() -> Iterator[str]:
+        for chunk in chunks:
+            yield chunk  # fold_chunks asks for the next one when every line of this one is in the Recorder
+            recorder.hand_over(fold)
+
+    lines = fold_chunks(handed_over(), file, quiet, recorder)
+    recorder.hand_over(fold, last=True)
+    return lines
