@@ -79,17 +79,15 @@ class Recorder:
             acc.connections.setdefault(*conn)
         elif steps:
             read_line(acc, text, steps)
-        if level in said.quiet:
+        if level in said.quiet:  # ``_plain``'s, without the call: most lines of a large job's logs
             self._count += 1
             rank = prefix_rank if prefix_rank is not None else said.text_rank
             if rank is None:
                 self._anonymous = True
             else:
                 self._ranks.add(rank)
-            return
-        self._close_run()
-        text = self._texts.setdefault(text, text)
-        self.events.append((file, number, text, acc.host, acc.pid, acc.dev, level, prefix_rank))
+        else:
+            self._said(file, number, text, acc.host, acc.pid, acc.dev, level, prefix_rank)
 
     def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
         (text, host, pid, dev, level, _), said = _RESTS.get(rest) or _rests(rest)
@@ -98,10 +96,8 @@ class Recorder:
         if level in said.quiet:
             self._count += 1
             self._ranks.add(prefix_rank)
-            return
-        self._close_run()
-        text = self._texts.setdefault(text, text)
-        self.events.append((file, number, text, host, pid, dev, level, prefix_rank))
+        else:
+            self._said(file, number, text, host, pid, dev, level, prefix_rank)
 
     def _head(self, file: str, number: int, head: str, prefix_rank: int | None) -> tuple[Accumulator, str | None, str]:
         host, pid, dev, src, level = header(head)
@@ -118,16 +114,25 @@ class Recorder:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
         if level in said.quiet:
-            self._count += 1
-            rank = prefix_rank if prefix_rank is not None else said.text_rank
-            if rank is None:
-                self._anonymous = True
-            else:
-                self._ranks.add(rank)
-            return
+            self._plain(prefix_rank if prefix_rank is not None else said.text_rank)
+        else:
+            self._said(file, number, text, host, pid, dev, level, prefix_rank)
+
+    def _plain(self, rank: int | None) -> None:
+        """A line that says nothing (``Facts.quiet``), from this rank (or none): counted in the run going on."""
+        self._count += 1
+        if rank is None:
+            self._anonymous = True
+        else:
+            self._ranks.add(rank)
+
+    def _said(
+        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
+        level: str | None, prefix_rank: int | None,
+    ) -> None:  # fmt: skip
+        """A line that says something: recorded as it is, after the run of plain lines before it."""
         self._close_run()
-        text = self._texts.setdefault(text, text)
-        self.events.append((file, number, text, host, pid, dev, level, prefix_rank))
+        self.events.append((file, number, self._texts.setdefault(text, text), host, pid, dev, level, prefix_rank))
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
         self._close_run()
