@@ -17,7 +17,15 @@ import pytest
 
 from ncclcheck.analysis.logs import recording
 from ncclcheck.analysis.logs.diagnose import LogFold, quiet
-from ncclcheck.analysis.logs.frame import WRAP_WIDTHS, cut_after, fold_chunks, frame_all
+from ncclcheck.analysis.logs.frame import (
+    RANK_BEHIND,
+    WRAP_WIDTHS,
+    cut_after,
+    fold_chunks,
+    frame_all,
+    ranks_in,
+    strip_prefixes,
+)
 from ncclcheck.analysis.logs.nccl import RankFold
 from ncclcheck.collectors.logfiles import LogSource, sources, spans
 from ncclcheck.commands.logs import diagnose
@@ -330,3 +338,52 @@ def test_a_recorder_that_forgets_its_headers_records_what_one_pass_reads(
     recording.replay(replayed, recorder.result(lines), 0)
     assert replayed.result() == whole.result()
     assert len(whole.result().ranks) > 10
+
+
+LEADS = [
+    "node1: ",  # pdsh, clush
+    "3: ",  # srun --label
+    "node1: 3: ",
+    "trainer-1  | ",  # docker compose
+    "[pod/trainer-0/pytorch] ",  # kubectl logs --prefix
+    "2024-07-26T10:59:45.123456Z ",  # kubectl --timestamps
+    "Nov 21 10:00:01 node3 train[42]: ",  # syslog, journald
+    "trainer-0 pytorch ",  # stern
+    "[rank4]:",  # nested: the outer prefix is the rank
+    "Epoch: ",  # not a prefix (a word without a digit): no rank
+    "Step 12: ",  # not a prefix (capitalised): no rank
+    "\tat ",
+]
+
+
+@pytest.mark.parametrize("lead", LEADS)
+def test_a_counted_line_names_the_rank_a_read_line_would(lead: str) -> None:
+    """A line only counted names the rank that framing it would give (``strip_prefixes``): behind pdsh's or
+    srun's prefix as at the start, never a rank behind a word that is no prefix."""
+    lines = [f"{lead}[rank{r}]:step {r} | loss 2.31" for r in (2, 5)] + [f"{lead}[0,7]<stdout>:step 3"]
+    read = {strip_prefixes(line)[1] for line in lines} - {None}
+    for text in ("\n".join(lines) + "\n", "plain\n" + "\n".join(lines)):
+        assert ranks_in(text, 0) == read, (lead, text)
+    expected = {"[rank4]:": {4}, "Epoch: ": set(), "Step 12: ": set(), "\tat ": set(), "trainer-0 pytorch ": {2, 5}}
+    assert read == expected.get(lead, {2, 5, 7}), lead  # stern's prefix is taken off only before torchrun's
+    assert ranks_in(f"{lead}x\n" * 3, 0) == ({4} if "[rank" in lead else set())  # nor one that is not there
+
+
+def test_a_prefix_before_a_rank_prefix_is_looked_for_within_its_line() -> None:
+    """A timestamp alone on its line is not a prefix of the next line's rank prefix (the regex runs over a
+    whole piece: a prefix's whitespace must not match a newline)."""
+    assert RANK_BEHIND.match("\n2024-07-26T10:59:45Z\n[rank3]:x") is None
+    assert RANK_BEHIND.match("\n2024-07-26T10:59:45Z [rank3]:x") is not None
+
+
+def test_a_rank_behind_pdshs_prefix_in_a_counted_stretch_is_still_present() -> None:
+    """``node1: [rank2]:step``: rank 2 logs only training lines, all of them only counted; it did not report
+    the timeout ranks 0 and 1 did, so it is the suspect, as when its lines are read."""
+    first = SUMMARY.splitlines(keepends=True)[0]
+    timeouts = first.replace("rank1]", "rank0]") + first
+    training = "".join(f"node1: [rank{0 if i != 2500 else 2}]:step {i} | loss 2.31\n" for i in range(5000))
+    for chunks in ([timeouts, training, timeouts], [timeouts + training + timeouts]):
+        fold = LogFold()
+        fold_chunks(chunks, "job.log", quiet, fold)
+        (timeout,) = [f for f in fold.result().findings if f.id == "collective-timeout"]
+        assert timeout.culprits == (2,), timeout

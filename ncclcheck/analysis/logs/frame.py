@@ -337,7 +337,7 @@ def _quiet(piece: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, 
     let_go(join.flush())  # a break: nothing rejoins across the skipped lines
     rest = piece[head:]
     count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
-    sink.skip(count - _blank(rest), ranks_in(piece, head))
+    sink.skip(count - _blank(rest), ranks_in(piece, head, count))
     return number + count
 
 
@@ -360,17 +360,59 @@ def _blank(text: str) -> int:
 
 # A line that starts with torchrun's or Open MPI's rank prefix (after a newline, so the regex engine looks only
 # where a newline is: about 2 ms a MiB)
-RANK_LINE = re.compile(r"\n\[(?:(?:default)?rank(\d+)\]:|\d+,(\d+)\]<(?:stdout|stderr)>:)")
+_RANK_PREFIX = r"\[(?:(?:default)?rank(\d+)\]:|\d+,(\d+)\]<(?:stdout|stderr)>:)"
+RANK_LINE = re.compile(r"\n" + _RANK_PREFIX)
 
 
-def ranks_in(piece: str, start: int) -> frozenset[int]:
+def _within_a_line(pattern: str) -> str:
+    """A prefix's pattern that cannot run past the end of its line (``\\s`` outside a character class as
+    ``[^\\S\\n]``), for a regex over many lines."""
+    out, klass, i = [], False, 0
+    while i < len(pattern):
+        two = pattern[i : i + 2]
+        if two == "\\s" and not klass:
+            out.append("[^\\S\\n]")
+        elif two[:1] == "\\":
+            out.append(two)
+        else:
+            klass = (klass and two[:1] != "]") or (not klass and two[:1] == "[")
+            out.append(two[:1])
+            i += 1
+            continue
+        i += 2
+    return "".join(out)
+
+
+# ... or has one behind at most three prefixes that ``strip_prefixes`` takes off before it (pdsh's "host: ", srun's
+# "N: ", a timestamp, kubectl's pod, docker compose's service), none of them a rank prefix itself
+_LEAD = "|".join(
+    [re.sub(r"\(\?P<\w+>", "(?:", p.pattern[1:]) for name, p in PREFIXES if name not in RANK_PREFIXES]
+    + [WORD_PREFIX.pattern[1:]]
+)
+_NOT_RANK = r"(?!\[(?:default)?rank\d+\]:|\[\d+,\d+\]<(?:stdout|stderr)>:)"
+RANK_BEHIND = re.compile(r"\n(?:" + _NOT_RANK + "(?:" + _within_a_line(_LEAD) + ")){0,3}" + _RANK_PREFIX)
+RANK_SAID = ("[rank", "[defaultrank", "]<std")  # how each rank prefix starts or ends (one count each)
+
+
+def ranks_in(piece: str, start: int, lines: int | None = None) -> frozenset[int]:
     """The ranks the launcher prefixes of skipped lines name: a rank that logs is present, whether its lines
     fall in a piece that is read or in one that is only counted (which ranks are present decides who is a
-    suspect of a timeout, so it must not depend on where a chunk ends)."""
-    found = {int(a or b) for a, b in set(RANK_LINE.findall(piece, max(start - 1, 0)))}  # distinct first
-    if start == 0 and (first := RANK_LINE.match("\n" + piece[:40])) is not None:
-        found.add(int(first.group(1) or first.group(2)))
-    return frozenset(found)
+    suspect of a timeout, so it must not depend on where a chunk ends). A prefix behind others (pdsh's
+    "host: [rank2]:") counts as ``strip_prefixes`` reads it; the slower regex that finds those runs only on a
+    piece that holds more rank prefixes than lines starting with one (of its ``lines`` from ``start``, when
+    known: a piece whose every line starts with one is not searched again)."""
+    at = max(start - 1, 0)
+    found = RANK_LINE.findall(piece, at)
+    first = RANK_LINE.match("\n" + piece[:40]) if start == 0 else None
+    starting = len(found) + (first is not None)
+    if starting != lines and starting < sum(piece.count(s, at) for s in RANK_SAID):
+        found = RANK_BEHIND.findall(piece, at)
+        if start == 0:
+            first = RANK_BEHIND.match("\n" + piece[: piece.find("\n") % (len(piece) + 1)])
+    ranks = {int(a or b) for a, b in set(found)}  # distinct first
+    if first is not None:
+        ranks.add(int(first.group(1) or first.group(2)))
+    return frozenset(ranks)
 
 
 def _pieces(chunk: str, quiet: Callable[[str], bool]) -> Iterator[tuple[str, bool]]:
