@@ -298,3 +298,36 @@ def test_a_cause_over_many_ranks_names_them_as_ranges(tmp_path: Path) -> None:
         assert main(["logs", str(log)]) == 1
     header = out.getvalue().splitlines()[0]
     assert header.startswith("✗ root cause (rank 0-7): collective ALLREDUCE (SeqNum 12) timed out"), header
+
+
+def _init(rank: int, nranks: int, comm: str, pid: int = 100, dev: int = 5) -> tuple[str, ...]:
+    """NCCL 2.2x's Init lines of one communicator of one process (init.cc, ncclCommInitRank)."""
+    head = f"node1:{pid}:{pid} [{dev}] NCCL INFO ncclCommInitRank comm 0x{comm} rank {rank} nranks {nranks} cudaDev"
+    tail = f" {dev} nvmlDev {dev} busId 90000 commId 0x{comm}77aa"
+    return (
+        f"{head}{tail} - Init START",
+        f"node1:{pid}:{pid} [{dev}] NCCL INFO comm 0x{comm} rank {rank} nRanks {nranks} nNodes 1 localRanks"
+        f" {nranks} localRank {rank} MNNVL 0",
+        f"{head}{tail} localSize {nranks} - Init COMPLETE",
+    )
+
+
+CONNECT = (
+    "node1:100:100 [5] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.1<43123> failed :"
+    " Software caused connection abort"
+)
+
+
+def test_a_process_with_a_subgroup_is_named_by_its_global_rank() -> None:
+    """Global rank 5 of 8 also sets up a 2-rank subgroup (tensor parallel), where it is rank 1: its error is rank
+    5's, whichever communicator came first; its prefix's rank, when a launcher gave one, is the global rank."""
+    world, pair = _init(5, 8, "a1"), _init(1, 2, "b2")
+    for lines in ((*world, *pair, CONNECT), (*pair, *world, CONNECT)):
+        got = report(*lines)
+        assert [(r.rank, r.nranks) for r in got.ranks] == [(5, 8)]
+        assert got.root_cause is not None and got.root_cause.ranks == (5,), got.root_cause
+    alone = report(*_init(3, 8, "a1", dev=3), CONNECT.replace("[5]", "[3]"))  # one communicator: its rank
+    assert [(r.rank, r.nranks) for r in alone.ranks] == [(3, 8)] and alone.root_cause
+    assert alone.root_cause.ranks == (3,)
+    prefixed = report(*(f"[rank5]:{line}" for line in (*pair, CONNECT)))  # only the subgroup's Init is here
+    assert [r.rank for r in prefixed.ranks] == [5] and prefixed.root_cause and prefixed.root_cause.ranks == (5,)

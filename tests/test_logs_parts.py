@@ -63,6 +63,34 @@ def test_a_later_half_merged_is_the_whole_fold() -> None:
             assert first.result() == whole.result(), (path.name, cut)
 
 
+def test_a_subgroups_rank_merged_from_a_later_part_keeps_the_largest_communicators() -> None:
+    """A process's rank is its largest communicator's (NCCL's Init and topology lines): cut anywhere, the merged
+    halves keep it, whichever communicator came first; and the first line's prefix rank stays."""
+
+    def init(rank: int, nranks: int, comm: str) -> list[str]:
+        return [
+            f"node1:100:100 [5] NCCL INFO ncclCommInitRank comm 0x{comm} rank {rank} nranks {nranks} cudaDev 5"
+            f" nvmlDev 5 busId 90000 commId 0x{comm}7 - Init START",
+            f"node1:100:100 [5] NCCL INFO comm 0x{comm} rank {rank} nRanks {nranks} nNodes 1 localRanks 8",
+        ]
+
+    for text in (init(5, 8, "a") + init(1, 2, "b"), init(1, 2, "b") + init(5, 8, "a") + init(0, 2, "c")):
+        for prefix in ("", "[rank5]:"):
+            lines = [x for x in frame_all([prefix + t for t in text], "x.log") if x.nccl]
+            whole = RankFold()
+            for line in lines:
+                whole.feed(line)
+            assert [(r.rank, r.nranks) for r in whole.result()] == [(5, 8)]
+            for cut in range(len(lines) + 1):
+                first, later = RankFold(), RankFold()
+                for line in lines[:cut]:
+                    first.feed(line)
+                for line in lines[cut:]:
+                    later.feed(line)
+                first.merge(later, 0)
+                assert first.result() == whole.result(), (text, prefix, cut)
+
+
 @pytest.fixture
 def tiny_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parts of a few KiB: hundreds of cuts through the fixtures' blocks, tracebacks and summaries."""

@@ -39,7 +39,8 @@ class Accumulator:
     host: str | None
     pid: str | None
     dev: int | None
-    rank: int | None = None
+    prefix_rank: int | None = None  # the rank a launcher's prefix of its first line named (torchrun's, MPI's)
+    rank: int | None = None  # the rank and size of the largest communicator it set up (its world, not a subgroup)
     nranks: int | None = None
     bus_id: str | None = None
     version: str | None = None
@@ -55,7 +56,10 @@ class Accumulator:
     touched: set[str] = field(default_factory=set)  # the fields a line set outright (not only if unset)
 
     def inferred_rank(self) -> int | None:
-        """The Init line's rank, else the end of its connection lines that is this process (most common)."""
+        """The global rank: its launcher prefix's, else its largest communicator's (NCCL's Init line: a subgroup's
+        rank is not the global one), else the end of its connection lines that is this process (most common)."""
+        if self.prefix_rank is not None:
+            return self.prefix_rank
         if self.rank is not None:
             return self.rank
         votes = Counter(c.dst if c.direction == "receive" else c.src for c in self.connections.values())
@@ -92,7 +96,7 @@ def steps_of(text: str) -> tuple[Op, ...]:
     """The steps one NCCL message makes (``ops`` remembers them per message)."""
     if (m := INIT.search(text)) is not None:
         return (
-            ("rank", int(m.group(2))), ("nranks", int(m.group(3))), ("bus_id", m.group(5)),
+            ("comm", (int(m.group(2)), int(m.group(3)))), ("bus_id", m.group(5)),
             ("started", m.group(7) == "START"), ("complete", m.group(7) == "COMPLETE"),
         )  # fmt: skip
     if (m := CONNECTION.search(text)) is not None:
@@ -113,7 +117,7 @@ def steps_of(text: str) -> tuple[Op, ...]:
     elif (m := VERSION.search(text)) is not None:
         steps.append(("version?", m.group(1)))
     elif (m := TOPO.search(text)) is not None:
-        steps += [("rank", int(m.group(1))), ("nranks", int(m.group(2)))]
+        steps.append(("comm", (int(m.group(1)), int(m.group(2)))))
     elif (m := GDR_OFF.search(text)) is not None:
         steps.append(("gdr", m.group(0)))
     steps += [("env", (name, value.rstrip("."))) for name, value in ENV.findall(text)]
@@ -142,6 +146,10 @@ def read_line(acc: Accumulator, text: str, steps: tuple[Op, ...] | None = None) 
         if name == "conn":
             keyed: Keyed = value  # type: ignore[assignment]
             acc.connections.setdefault(*keyed)  # a connection and its key: the first one of a key is kept
+        elif name == "comm":  # a communicator's rank and size: the largest one's are kept (ties: the latest)
+            comm: tuple[int, int] = value  # type: ignore[assignment]
+            if acc.nranks is None or comm[1] >= acc.nranks:
+                acc.rank, acc.nranks = comm
         elif name in ("started", "complete"):
             setattr(acc, name, getattr(acc, name) or value)
         elif name.endswith("?"):
@@ -167,6 +175,8 @@ def _merge(acc: Accumulator, later: Accumulator) -> None:
         if name not in later.touched and not getattr(acc, name):
             setattr(acc, name, getattr(later, name))
     acc.touched |= later.touched
+    if later.nranks is not None and (acc.nranks is None or later.nranks >= acc.nranks):
+        acc.rank, acc.nranks = later.rank, later.nranks
     acc.started, acc.complete = acc.started or later.started, acc.complete or later.complete
     for item in later.gdr_off:
         if len(acc.gdr_off) < MAX_GDR_OFF and item not in acc.gdr_off:
@@ -195,7 +205,7 @@ class RankFold:
         key = (host, pid, dev) if host is not None else (file, rank, dev)  # key_of's, without a call
         acc = self._accs.get(key)
         if acc is None:
-            acc = self._accs[key] = Accumulator(file, number, host, pid, dev, rank=rank)
+            acc = self._accs[key] = Accumulator(file, number, host, pid, dev, prefix_rank=rank)
         steps = _memo.get(text)
         if steps is None or steps:  # most lines of a large log change nothing: no call for them
             read_line(acc, text, steps)
@@ -204,7 +214,7 @@ class RankFold:
         """The accumulator of the process (and device) an NCCL header names, made at its first line."""
         acc = self._accs.get((host, pid, dev))
         if acc is None:
-            acc = self._accs[(host, pid, dev)] = Accumulator(file, number, host, pid, dev, rank=rank)
+            acc = self._accs[(host, pid, dev)] = Accumulator(file, number, host, pid, dev, prefix_rank=rank)
         return acc
 
     def merge(self, later: RankFold, offset: int) -> None:
