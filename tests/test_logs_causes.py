@@ -113,6 +113,7 @@ def test_nccl_timeouts_from_a_partial_log_invent_no_culprit() -> None:
         and found.culprits == ()
         and "rank(s) 0-4 did not report it (no line of theirs" in found.message
     )
+    assert found.blamed == ()  # the verdict's header names no rank: the one that timed out only waited
 
 
 def test_a_detail_mismatch_is_one_finding_with_both_call_sites() -> None:
@@ -331,3 +332,61 @@ def test_a_process_with_a_subgroup_is_named_by_its_global_rank() -> None:
     assert alone.root_cause.ranks == (3,)
     prefixed = report(*(f"[rank5]:{line}" for line in (*pair, CONNECT)))  # only the subgroup's Init is here
     assert [r.rank for r in prefixed.ranks] == [5] and prefixed.root_cause and prefixed.root_cause.ranks == (5,)
+
+
+def _job(tmp: Path, name: str, comm: str, nranks: int, timed_out: range, version: str, per_rank: bool) -> None:
+    """A job's NCCL_DEBUG=INFO logs: every rank sets up the world communicator (and a 2-rank subgroup); the ranks
+    in ``timed_out`` report the watchdog's timeout. One file per rank, or one for the whole job."""
+    files: dict[str, list[str]] = {}
+    for r in range(nranks):
+        head = f"[rank{r}]:{name}{r // 8}:{1000 + r}:{1000 + r} [{r % 8}] NCCL INFO"
+        files.setdefault(f"{name}-rank{r}.log" if per_rank else f"{name}.log", []).extend(
+            [
+                f"{head} NCCL version {version}+cuda12.4",
+                f"{head} ncclCommInitRank comm 0x{r:x} rank {r} nranks {nranks} cudaDev {r % 8} busId {r:x}000"
+                f" commId 0x{comm} - Init COMPLETE",
+                f"{head} ncclCommInitRank comm 0x{r:x}f rank {r % 2} nranks 2 cudaDev {r % 8} busId {r:x}000"
+                f" commId 0x{comm}{r // 2}f - Init COMPLETE",
+                f"[rank{r}]:step 100 | loss 2.31",
+            ]
+            + [TIMEOUT.replace("[rank0]:", f"[rank{r}]:").replace("Rank 0]", f"Rank {r}]")] * (r in timed_out)
+        )
+    for file, lines in files.items():
+        (tmp / file).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _diagnosed(path: Path) -> LogReport:
+    from ncclcheck.collectors.logfiles import sources
+    from ncclcheck.commands.logs import diagnose
+
+    return diagnose(sources([str(path)]), cores=1)
+
+
+def test_two_jobs_in_one_directory_are_not_compared_rank_by_rank(tmp_path: Path) -> None:
+    """Job a (4 ranks, rank 3 silent) timed out; job b (8 ranks, another NCCL) is healthy. Its ranks 4-7 are not
+    suspects of job a's timeout, nor is their NCCL a version mismatch: the logs are said to hold two jobs."""
+    _job(tmp_path, "a", "a1", 4, range(3), "2.21.5", per_rank=True)
+    _job(tmp_path, "b", "b2", 8, range(0), "2.20.3", per_rank=False)
+    got = _diagnosed(tmp_path)
+    ids = {f.id for f in got.findings}
+    assert "several-jobs" in ids and "version-mismatch" not in ids, ids
+    (timeout,) = [f for f in got.findings if f.id == "collective-timeout"]
+    assert timeout.culprits == () and "cannot be told across them" in timeout.message, timeout
+    several = next(f for f in got.findings if f.id == "several-jobs")
+    assert "2 different jobs" in several.message and "a-rank0.log" in several.message and "b.log" in several.message
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["logs", str(tmp_path)]) == 1
+    assert out.getvalue().startswith("✗ root cause: collective ALLREDUCE (SeqNum 12) timed out"), out.getvalue()
+
+
+def test_one_jobs_files_with_subgroups_are_one_job(tmp_path: Path) -> None:
+    """Every rank in its own file, each also in its own 2-rank subgroup: one job (the world communicator's id
+    is in every file); rank 3 is the suspect, as before. Its torchrun console, with no commId, changes nothing."""
+    _job(tmp_path, "a", "a1", 4, range(3), "2.21.5", per_rank=True)
+    (tmp_path / "console.log").write_text("[rank3]:step 101 | loss 2.30\n", encoding="utf-8")
+    got = _diagnosed(tmp_path)
+    assert "several-jobs" not in {f.id for f in got.findings}
+    (timeout,) = [f for f in got.findings if f.id == "collective-timeout"]
+    assert timeout.culprits == (3,), timeout
+    assert got.root_cause is not None and got.root_cause.id == "collective-timeout"

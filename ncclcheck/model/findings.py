@@ -17,6 +17,9 @@ class Evidence:
     text: str
 
 
+WAITED = frozenset({"collective-timeout", "gloo-timeout"})  # findings whose ranks are the ones that waited
+
+
 @dataclass(frozen=True)
 class Finding:
     """What is wrong, on which ranks, how we know, and what to do about it."""
@@ -31,8 +34,9 @@ class Finding:
 
     @property
     def blamed(self) -> tuple[int, ...]:
-        """The ranks a reader should look at first: the culprits, else every rank involved."""
-        return self.culprits or self.ranks
+        """The ranks a reader should look at first: the culprits, else every rank involved; but the ranks of a
+        timeout waited on another: none of them is to blame unless the evidence singled it out."""
+        return self.culprits or (() if self.id in WAITED else self.ranks)
 
     def to_json(self) -> dict[str, Any]:
         return {

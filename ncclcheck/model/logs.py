@@ -62,6 +62,7 @@ class RankLog:
     connections: tuple[Connection, ...]
     first_line: int
     file: str
+    comm_ids: tuple[str, ...] = ()  # the NCCL communicators it set up (commId): the ranks of one job share one
 
     @property
     def name(self) -> str:

@@ -21,9 +21,50 @@ def cross_checks(
     ranks: tuple[RankLog, ...], timeouts: tuple[Timeout, ...], failures: tuple[ChildFailure, ...]
 ) -> list[Finding]:
     """Findings that need more than one line: versions, link layers, interfaces, timeouts, torchrun summary."""
-    out = _version_findings(ranks) + _interface_findings(ranks) + _link_layer_findings(ranks) + _loopback_net(ranks)
+    jobs = jobs_of(ranks)
+    versions = [f for job in jobs for f in _version_findings(job)] if len(jobs) > 1 else _version_findings(ranks)
+    out = (
+        _several_jobs(jobs) + versions + _interface_findings(ranks) + _link_layer_findings(ranks) + _loopback_net(ranks)
+    )
     out += _timeout_mismatch(timeouts) + _child_findings(failures)
     return out
+
+
+def jobs_of(ranks: tuple[RankLog, ...]) -> list[tuple[RankLog, ...]]:
+    """The processes grouped by the files they share a communicator through (NCCL's commId: every rank of a job
+    sets up its world communicator, no rank of another job has its id); processes that printed no commId are
+    in no group. One group, or none, when the logs say nothing of several jobs."""
+    parent: dict[str, str] = {}
+
+    def root(file: str) -> str:
+        while parent.setdefault(file, file) != file:
+            file = parent[file]
+        return file
+
+    owner: dict[str, str] = {}  # commId -> a file that holds it
+    for r in ranks:
+        for comm_id in r.comm_ids:
+            parent[root(owner.setdefault(comm_id, r.file))] = root(r.file)
+    groups: dict[str, list[RankLog]] = {}
+    for r in ranks:
+        if r.comm_ids:
+            groups.setdefault(root(r.file), []).append(r)
+    return [tuple(g) for g in groups.values()]
+
+
+def _several_jobs(jobs: list[tuple[RankLog, ...]]) -> list[Finding]:
+    if len(jobs) < 2:
+        return []
+    files = "; ".join(", ".join(dict.fromkeys(r.file for r in job[:3])) + ("…" if len(job) > 3 else "") for job in jobs)
+    return [
+        Finding(
+            "several-jobs", "warning",
+            f"these logs may hold {len(jobs)} different jobs: their files share no NCCL communicator (commId): {files};"
+            " a rank's lines in one job say nothing of another's, so ranks are not compared across them",
+            "read one job's logs at a time (ncclcheck logs with that job's files or directory only)",
+            (), tuple(Evidence(job[0].file, job[0].first_line, f"commId {job[0].comm_ids[0]}") for job in jobs),
+        )
+    ]  # fmt: skip
 
 
 def _version_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
@@ -193,6 +234,7 @@ def annotate_timeouts(
     """
     nccl = sorted({t.rank for t in timeouts if t.rank is not None})
     gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
+    several = len(jobs_of(ranks)) > 1
     implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [0])
     out = []
     for f in findings:
@@ -201,7 +243,11 @@ def annotate_timeouts(
                 f, message=f.message + RAS_BESIDE_TIMEOUT.format(seqs=span(sorted({t.seq for t in timeouts})))
             )
         reporters = nccl if f.id == "collective-timeout" else gloo if f.id == "gloo-timeout" else []
-        if reporters:
+        if reporters and several:
+            note = (f"; reported by rank(s) {span(reporters)}; these logs may hold more than one job (several-jobs):"
+                    " which rank they waited on cannot be told across them")  # fmt: skip
+            f = Finding(f.id, f.severity, f.message + note, f.fix, tuple(reporters), f.evidence, ())
+        elif reporters:
             exist = set(range(max(implied, max(reporters) + 1))) | seen
             suspects = sorted((seen - set(reporters)) & exist)
             unseen = sorted(exist - seen - set(reporters))

@@ -53,6 +53,7 @@ class Accumulator:
     complete: bool = False
     env: dict[str, str] = field(default_factory=dict)
     connections: dict[tuple[int, int, int, str], Connection] = field(default_factory=dict)
+    comm_ids: dict[str, None] = field(default_factory=dict)  # in order, at most MAX_COMMS
     touched: set[str] = field(default_factory=set)  # the fields a line set outright (not only if unset)
 
     def inferred_rank(self) -> int | None:
@@ -70,6 +71,7 @@ class Accumulator:
             self.host, self.pid, self.dev, self.inferred_rank(), self.nranks, self.bus_id, self.version, self.network,
             self.devices, self.sockets, self.bootstrap, tuple(self.gdr_off), self.started, self.complete,
             tuple(sorted(self.env.items())), tuple(self.connections.values()), self.first_line, self.file,
+            tuple(sorted(self.comm_ids)),
         )  # fmt: skip
 
 
@@ -95,9 +97,10 @@ Op = tuple[str, object]
 def steps_of(text: str) -> tuple[Op, ...]:
     """The steps one NCCL message makes (``ops`` remembers them per message)."""
     if (m := INIT.search(text)) is not None:
+        comm_id = (("comm_id", m.group(6)),) if m.group(6) else ()
         return (
             ("comm", (int(m.group(2)), int(m.group(3)))), ("bus_id", m.group(5)),
-            ("started", m.group(7) == "START"), ("complete", m.group(7) == "COMPLETE"),
+            ("started", m.group(7) == "START"), ("complete", m.group(7) == "COMPLETE"), *comm_id,
         )  # fmt: skip
     if (m := CONNECTION.search(text)) is not None:
         conn = Connection(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(5), m.group(4) or "")
@@ -152,6 +155,9 @@ def read_line(acc: Accumulator, text: str, steps: tuple[Op, ...] | None = None) 
                 acc.rank, acc.nranks = comm
         elif name in ("started", "complete"):
             setattr(acc, name, getattr(acc, name) or value)
+        elif name == "comm_id":
+            if len(acc.comm_ids) < MAX_COMMS:
+                acc.comm_ids[value] = None  # type: ignore[index]
         elif name.endswith("?"):
             if not getattr(acc, name[:-1]):
                 setattr(acc, name[:-1], value)
@@ -182,11 +188,15 @@ def _merge(acc: Accumulator, later: Accumulator) -> None:
         if len(acc.gdr_off) < MAX_GDR_OFF and item not in acc.gdr_off:
             acc.gdr_off.append(item)
     acc.env.update(later.env)
+    for comm_id in later.comm_ids:
+        if len(acc.comm_ids) < MAX_COMMS:
+            acc.comm_ids[comm_id] = None
     for key, conn in later.connections.items():
         acc.connections.setdefault(key, conn)
 
 
 MAX_GDR_OFF = 32
+MAX_COMMS = 64
 
 
 class RankFold:
