@@ -29,6 +29,7 @@ from ncclcheck.analysis.logs.frame import (
 from ncclcheck.analysis.logs.nccl import RankFold
 from ncclcheck.collectors.logfiles import LogSource, sources, spans
 from ncclcheck.commands.logs import diagnose
+from ncclcheck.model.logs import LogLine, RankLog
 from ncclcheck.sources import log_parts
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -50,17 +51,23 @@ def test_a_later_half_merged_is_the_whole_fold() -> None:
     """RankFold.merge: a source's lines folded in two pieces, cut anywhere, give what one fold gives."""
     for path in sorted((FIXTURES / "nccl_logs").glob("*.log"))[:20]:
         lines = [x for x in frame_all(path.read_text(errors="replace").splitlines(), path.name) if x.nccl]
-        whole = RankFold()
-        for line in lines:
-            whole.feed(line)
-        for cut in range(0, len(lines) + 1, max(1, len(lines) // 9)):
-            first, later = RankFold(), RankFold()
-            for line in lines[:cut]:
-                first.feed(line)
-            for line in lines[cut:]:
-                later.feed(line)
-            first.merge(later, 0)
-            assert first.result() == whole.result(), (path.name, cut)
+        _merged_anywhere(lines, max(1, len(lines) // 9))
+
+
+def _merged_anywhere(lines: list[LogLine], step: int = 1) -> tuple[RankLog, ...]:
+    """The fold of ``lines``, checked to be what folding them in two halves and merging gives, cut anywhere."""
+    whole = RankFold()
+    for line in lines:
+        whole.feed(line)
+    for cut in range(0, len(lines) + 1, step):
+        first, later = RankFold(), RankFold()
+        for line in lines[:cut]:
+            first.feed(line)
+        for line in lines[cut:]:
+            later.feed(line)
+        first.merge(later, 0)
+        assert first.result() == whole.result(), (lines[0].file, cut)
+    return whole.result()
 
 
 def test_a_subgroups_rank_merged_from_a_later_part_keeps_the_largest_communicators() -> None:
@@ -77,18 +84,7 @@ def test_a_subgroups_rank_merged_from_a_later_part_keeps_the_largest_communicato
     for text in (init(5, 8, "a") + init(1, 2, "b"), init(1, 2, "b") + init(5, 8, "a") + init(0, 2, "c")):
         for prefix in ("", "[rank5]:"):
             lines = [x for x in frame_all([prefix + t for t in text], "x.log") if x.nccl]
-            whole = RankFold()
-            for line in lines:
-                whole.feed(line)
-            assert [(r.rank, r.nranks) for r in whole.result()] == [(5, 8)]
-            for cut in range(len(lines) + 1):
-                first, later = RankFold(), RankFold()
-                for line in lines[:cut]:
-                    first.feed(line)
-                for line in lines[cut:]:
-                    later.feed(line)
-                first.merge(later, 0)
-                assert first.result() == whole.result(), (text, prefix, cut)
+            assert [(r.rank, r.nranks) for r in _merged_anywhere(lines)] == [(5, 8)], (text, prefix)
 
 
 @pytest.fixture
