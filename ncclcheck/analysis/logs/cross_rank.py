@@ -234,7 +234,7 @@ def annotate_timeouts(
     """
     nccl = sorted({t.rank for t in timeouts if t.rank is not None})
     gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
-    several = len(jobs_of(ranks)) > 1
+    several = any(f.id == "several-jobs" for f in findings)  # cross_checks' jobs_of: ranks not compared across
     implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [0])
     out = []
     for f in findings:

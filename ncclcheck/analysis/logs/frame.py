@@ -107,8 +107,7 @@ def parts(text: str) -> Parts:
     Behind torchrun's rank prefix, the rest is framed once per distinct text: every rank prints the same
     traceback, warning and NCCL message."""
     if text[:1] == "[" and (outer := TORCHRUN_PREFIX.match(text)) is not None:
-        rest = text[outer.end() : MAX_LINE]
-        inner = _RESTS.get(rest) or _rests(rest)
+        inner = rest_parts(text[outer.end() : MAX_LINE])
         return inner[0], inner[1], inner[2], inner[3], inner[4], int(outer.group(1))
     return _parts(text, 8)
 
@@ -408,7 +407,8 @@ def ranks_in(piece: str, start: int, lines: int | None = None) -> frozenset[int]
     if starting != lines and starting < sum(piece.count(s, at) for s in RANK_SAID):
         found = RANK_BEHIND.findall(piece, at)
         if start == 0:
-            first = RANK_BEHIND.match("\n" + piece[: piece.find("\n") % (len(piece) + 1)])
+            end = piece.find("\n")
+            first = RANK_BEHIND.match("\n" + (piece if end < 0 else piece[:end]))
     ranks = {int(a or b) for a, b in set(found)}  # distinct first
     if first is not None:
         ranks.add(int(first.group(1) or first.group(2)))

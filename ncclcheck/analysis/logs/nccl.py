@@ -212,19 +212,19 @@ class RankFold:
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None, rank: int | None
     ) -> None:
         """``feed`` of a line given in parts (the fast lane makes no LogLine)."""
-        key = (host, pid, dev) if host is not None else (file, rank, dev)  # key_of's, without a call
-        acc = self._accs.get(key)
-        if acc is None:
-            acc = self._accs[key] = Accumulator(file, number, host, pid, dev, prefix_rank=rank)
+        acc = self.source(file, number, host, pid, dev, rank)
         steps = _memo.get(text)
         if steps is None or steps:  # most lines of a large log change nothing: no call for them
             read_line(acc, text, steps)
 
-    def source(self, file: str, number: int, host: str, pid: str, dev: int, rank: int | None) -> Accumulator:
-        """The accumulator of the process (and device) an NCCL header names, made at its first line."""
-        acc = self._accs.get((host, pid, dev))
+    def source(
+        self, file: str, number: int, host: str | None, pid: str | None, dev: int | None, rank: int | None
+    ) -> Accumulator:
+        """The accumulator of the source of a line (``key_of``), made at its first line."""
+        key = (host, pid, dev) if host is not None else (file, rank, dev)  # key_of's, without a call
+        acc = self._accs.get(key)
         if acc is None:
-            acc = self._accs[(host, pid, dev)] = Accumulator(file, number, host, pid, dev, prefix_rank=rank)
+            acc = self._accs[key] = Accumulator(file, number, host, pid, dev, prefix_rank=rank)
         return acc
 
     def merge(self, later: RankFold, offset: int) -> None:

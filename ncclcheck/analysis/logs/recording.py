@@ -38,8 +38,8 @@ def _message(text: str) -> tuple[tuple[Op, ...], Facts, Keyed | None]:
 # a line of the fast lane.
 _messages = Remembered(_message)
 _MESSAGES = _messages.known
-_rests = Remembered(lambda rest: ((parts := rest_parts(rest)), facts_of(parts[0])))  # ... and a rest's parts
-_RESTS = _rests.known
+_rest_messages = Remembered(lambda rest: ((parts := rest_parts(rest)), facts_of(parts[0])))  # ... and a rest's parts
+_REST_MESSAGES = _rest_messages.known
 MAX_HEADS = 20_000  # the headers a part's Recorder remembers (forgotten all at once when full)
 
 
@@ -90,7 +90,7 @@ class Recorder:
             self._said(file, number, text, acc.host, acc.pid, acc.dev, level, prefix_rank)
 
     def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
-        (text, host, pid, dev, level, _), said = _RESTS.get(rest) or _rests(rest)
+        (text, host, pid, dev, level, _), said = _REST_MESSAGES.get(rest) or _rest_messages(rest)
         if level is not None:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
         if level in said.quiet:
