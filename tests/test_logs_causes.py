@@ -390,3 +390,16 @@ def test_one_jobs_files_with_subgroups_are_one_job(tmp_path: Path) -> None:
     (timeout,) = [f for f in got.findings if f.id == "collective-timeout"]
     assert timeout.culprits == (3,), timeout
     assert got.root_cause is not None and got.root_cause.id == "collective-timeout"
+
+
+def test_two_healthy_jobs_read_together_pass_with_the_warning(tmp_path: Path) -> None:
+    """Two jobs that both finished: told apart (a warning), never an error; the versions of two jobs' NCCL
+    builds are not a mismatch."""
+    _job(tmp_path, "a", "a1", 4, range(0), "2.21.5", per_rank=True)
+    _job(tmp_path, "b", "b2", 8, range(0), "2.20.3", per_rank=False)
+    got = _diagnosed(tmp_path)
+    assert got.root_cause is None and {f.id for f in got.findings} == {"several-jobs"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["logs", str(tmp_path)]) == 0
+    assert out.getvalue().startswith("! no error, but warnings below"), out.getvalue()
