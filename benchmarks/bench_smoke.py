@@ -17,7 +17,7 @@ import tempfile
 
 from _timing import wall  # benchmarks/ is on sys.path when run as a script
 
-from ncclcheck.smoke.plan import OPS, parse_sizes
+from ncclcheck.analysis.smoke.plan import OPS, parse_sizes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from watch_states import all_in, job, sample, stack
 
-from ncclcheck.analysis.watch import Judging, track
+from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.model.watch import Snapshot, WatchState
 from ncclcheck.tui.app import RankTable, WatchApp, plain_row
 

@@ -30,10 +30,10 @@ from bench_watch import Frozen
 from test_watch_real import stop_tree
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.analysis.watch import Judging
-from ncclcheck.analysis.watch_nodes import merge
+from ncclcheck.analysis.watch.judge import Judging
+from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
-from ncclcheck.model.smoke import Frame
+from ncclcheck.model.stacks import Frame
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.views.watch_agent import agent_line
 

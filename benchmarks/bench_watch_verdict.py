@@ -29,10 +29,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_watch_real import stop_tree
 
-from ncclcheck.analysis.watch import next_delay
+from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.probes.host import find_py_spy
-from ncclcheck.sources.watch_source import LiveSource
+from ncclcheck.sources.watch import LiveSource
 
 WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "watch_job.py"
 STUCK_FOR_S = 5.0  # how long each job has been stuck before the watcher starts

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
-from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.cli import main
+from ncclcheck.model.log_report import LogReport
 
 # PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp, torch >= 2.3 wording)
 TORCH_OOM = (
@@ -357,7 +357,7 @@ def _job(tmp: Path, name: str, comm: str, nranks: int, timed_out: range, version
 
 def _diagnosed(path: Path) -> LogReport:
     from ncclcheck.collectors.logfiles import sources
-    from ncclcheck.commands.logs import diagnose
+    from ncclcheck.sources.logs import diagnose
 
     return diagnose(sources([str(path)]), cores=1)
 

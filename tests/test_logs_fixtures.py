@@ -13,9 +13,9 @@ from conftest import FIXTURES
 from ncclcheck.analysis.logs.diagnose import LogFold, analyse, quiet
 from ncclcheck.analysis.logs.frame import fold_chunks, frame_all
 from ncclcheck.analysis.logs.recording import fold_stream
-from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.cli import main
 from ncclcheck.collectors.logfiles import LogSource, chunks
+from ncclcheck.model.log_report import LogReport
 
 LOGS = FIXTURES / "nccl_logs"
 # (file number, root cause id or None for a healthy log, every finding id expected)

@@ -28,9 +28,9 @@ from ncclcheck.analysis.logs.frame import (
 )
 from ncclcheck.analysis.logs.nccl import RankFold
 from ncclcheck.collectors.logfiles import LogSource, sources, spans
-from ncclcheck.commands.logs import diagnose
 from ncclcheck.model.logs import LogLine, RankLog
 from ncclcheck.sources import log_parts
+from ncclcheck.sources.logs import diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGS = sorted((FIXTURES / "nccl_logs").glob("*.log")) + sorted((FIXTURES / "torchrun").glob("*.log"))

@@ -6,8 +6,8 @@ import pytest
 from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.frame import frame, frame_all
-from ncclcheck.analysis.logs.nccl import peer_map, ranks
-from ncclcheck.model.logs import RankLog
+from ncclcheck.analysis.logs.nccl import ranks
+from ncclcheck.model.logs import RankLog, peer_map
 
 LOGS = FIXTURES / "nccl_logs"
 

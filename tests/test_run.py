@@ -161,9 +161,9 @@ def test_bad_usage_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_hard_error_in_the_logs_stays_the_cause_over_a_hang_record() -> None:
-    from ncclcheck.analysis.logs.report import LogReport
     from ncclcheck.analysis.logs.verdict import with_hangs
     from ncclcheck.model.findings import Finding
+    from ncclcheck.model.log_report import LogReport
     from ncclcheck.model.run import HangRecord
 
     hang = HangRecord("h.json", 1.0, ("straggler",), (0, 1), (1,), "rank 1 is not in any collective", "node0")
@@ -190,7 +190,7 @@ def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) ->
 def test_a_dump_is_asked_through_each_rank_s_pipe_and_a_pipe_nobody_reads_is_counted(tmp_path: Path) -> None:
     """NCCL's watchdog makes <stem><rank>.pipe and reads it; a write asks for a dump. Here a reader stands in for
     rank 0's watchdog; rank 1's pipe has no reader (gloo, or the rank is gone): ENXIO, nothing written."""
-    from ncclcheck.collectors.fr_pipe import ask_for_dumps
+    from ncclcheck.collectors.dump_request import ask_for_dumps
 
     stem = str(tmp_path / "pipe_")
     for rank in (0, 1):
@@ -254,7 +254,7 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
 
 
 def test_both_flight_recorder_names_are_set_for_a_torch_older_than_2_8_and_the_user_s_are_kept() -> None:
-    from ncclcheck.analysis.run_env import evidence_env, job_env
+    from ncclcheck.analysis.run.env import evidence_env, job_env
 
     old = job_env({}, evidence_env({}, "/r", False, "2.5.1+cu124"))
     assert old["TORCH_FR_BUFFER_SIZE"] == old["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"

@@ -16,9 +16,9 @@ from typing import Any
 import psutil
 import pytest
 
+from ncclcheck.analysis.smoke.plan import OPS
 from ncclcheck.cli import main
 from ncclcheck.collectors.progress import read_progress
-from ncclcheck.smoke.plan import OPS
 
 QUICK = ["--backend", "gloo", "--sizes", "8:2K", "--iters", "2", "--warmup", "0"]
 
@@ -136,7 +136,7 @@ def test_help_shows_every_default() -> None:
 
 
 def test_sizes_reach_the_max_asked_for_and_warmup_zero_is_none() -> None:
-    from ncclcheck.smoke.plan import parse_sizes
+    from ncclcheck.analysis.smoke.plan import parse_sizes
 
     assert parse_sizes("8:16M")[-1] == 16 << 20 and parse_sizes("8:16M")[:3] == (8, 32, 128)
     assert parse_sizes("8:32") == (8, 32) and parse_sizes("4K") == (4096,)
@@ -245,7 +245,7 @@ def test_slurm_variables_give_the_node_shape(
     ("nodelist", "first"), [("gpu-[07-08]", "gpu-07"), ("a1,a2", "a1"), ("n[1,3-4]", "n1"), ("solo", "solo")]
 )
 def test_slurm_master_is_the_first_node(nodelist: str, first: str) -> None:
-    from ncclcheck.smoke.settings import slurm_master
+    from ncclcheck.commands.smoke.settings import slurm_master
 
     assert slurm_master(nodelist) == first
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.analysis.deaths import hint, signal_of
-from ncclcheck.analysis.fingerprint import differences
-from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.smoke import first_failure, local_results, merge, rank_died, stalled_ranks
-from ncclcheck.analysis.smoke_summary import torchrun_report
+from ncclcheck.analysis.rank_exits import hint, signal_of
+from ncclcheck.analysis.smoke.fingerprint import differences
+from ncclcheck.analysis.smoke.progress import first_failure, local_results, merge, rank_died, stalled_ranks
+from ncclcheck.analysis.smoke.summary import torchrun_report
 from ncclcheck.collectors.launch import torchrun_log
 from ncclcheck.model.logs import ChildFailure
+from ncclcheck.model.ranks import span
 from ncclcheck.model.smoke import Fingerprint, Hang, RankProgress, RankState, Timing
 
 
@@ -161,7 +161,7 @@ def test_rank_died_says_how_where_and_what() -> None:
 
 
 def test_a_taken_store_port_in_torchruns_log_is_why_the_ranks_never_started() -> None:
-    from ncclcheck.analysis.smoke_summary import never_started
+    from ncclcheck.analysis.smoke.summary import never_started
     from ncclcheck.model.smoke import Launch
 
     log = Path(__file__).parent / "fixtures" / "torchrun" / "store_port_in_use.log"

@@ -16,12 +16,12 @@ import psutil
 from test_watch_real import stop_tree
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.analysis.watch import Judging
-from ncclcheck.analysis.watch_nodes import merge
+from ncclcheck.analysis.watch.judge import Judging
+from ncclcheck.analysis.watch.nodes import merge
+from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command
 from ncclcheck.collectors.agent_streams import Streams
-from ncclcheck.model.smoke import Frame
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RendezvousEndpoint, RendezvousMap, RendezvousNode, WatchState
-from ncclcheck.sources.nodes_source import agent_command, fanout_command, slurm_command
 from ncclcheck.views.watch_agent import agent_line
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"

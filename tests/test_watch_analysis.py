@@ -6,8 +6,8 @@ import dataclasses
 
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.analysis.watch import Judging, decided, next_delay, rejudge, track
-from ncclcheck.model.smoke import Frame
+from ncclcheck.analysis.watch.judge import Judging, decided, next_delay, rejudge, track
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot, WatchState
 
 

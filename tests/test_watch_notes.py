@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ncclcheck.analysis.watch_notes import (
+from ncclcheck.analysis.watch.notes import (
     GUESSED_NOTE,
     NODES_NOTE,
     PTRACE_FIX,

@@ -22,7 +22,7 @@ from ncclcheck.cli import main
 from ncclcheck.collectors import sampler
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.pyspy import dump_all
-from ncclcheck.sources.watch_source import LauncherSource, LiveSource
+from ncclcheck.sources.watch import LauncherSource, LiveSource
 from ncclcheck.tui.app import RankTable, WatchApp
 
 WORKERS = Path(__file__).parent / "workers"
@@ -452,7 +452,7 @@ def test_a_rank_that_crashed_is_not_taken_for_a_restart(monkeypatch: pytest.Monk
     from watch_states import job as hand_job
     from watch_states import sample, stack, states
 
-    from ncclcheck.sources import watch_source
+    from ncclcheck.sources import watch as watch_source
 
     before = dataclasses.replace(hand_job(2), launcher_pid=os.getpid())  # a launcher that lives
     source = LiveSource(before, 10.0)

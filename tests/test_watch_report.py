@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.views.watch_report import CULPRIT, UNDECIDED, render
+from ncclcheck.views.watch import CULPRIT, UNDECIDED, render
 
 
 def rendered(state: object) -> list[str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ncclcheck.analysis.watch import Judging, track
-from ncclcheck.model.smoke import Frame
+from ncclcheck.analysis.watch.judge import Judging, track
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot, WatchState
 
 C10D = "/env/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"

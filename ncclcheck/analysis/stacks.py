@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ncclcheck.model.smoke import Frame
+from ncclcheck.model.stacks import Frame
 
 COLLECTIVES = (
     "all_reduce",

@@ -9,7 +9,7 @@ import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from ncclcheck.model.smoke import Frame
+from ncclcheck.model.stacks import Frame
 from ncclcheck.probes.host import find_py_spy
 
 DUMP_TIMEOUT_S = 10.0

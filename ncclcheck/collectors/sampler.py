@@ -26,7 +26,7 @@ from ncclcheck.collectors.processes import (
 )
 from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
-from ncclcheck.model.smoke import Frame
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
 REFRESH = 4

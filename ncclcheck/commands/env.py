@@ -21,7 +21,7 @@ from ncclcheck.analysis.env import analyze
 from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
 from ncclcheck.model.env import EnvOptions
 from ncclcheck.probes._sysfs import SavedTreeError, parse_int
-from ncclcheck.views.env_report import render, to_json
+from ncclcheck.views.env import render, to_json
 
 
 def _positive(text: str) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ncclcheck.model.findings import Finding
+
 
 @dataclass(frozen=True)
 class FrEntry:
@@ -88,3 +90,15 @@ class DumpInfo:
     rank: int
     version: str
     entries: int
+
+
+@dataclass(frozen=True)
+class FlightReport:
+    """What the dumps say: which were read, which ranks are missing, per-group progress, and findings."""
+
+    dumps: tuple[DumpInfo, ...]
+    unreadable: tuple[Unreadable, ...]
+    world_size: int
+    missing_ranks: tuple[int, ...]
+    groups: tuple[GroupReport, ...]
+    findings: tuple[Finding, ...]

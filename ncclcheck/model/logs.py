@@ -97,3 +97,13 @@ class ChildFailure:
     exitcode: int | None
     signal: str | None
     root_cause: bool
+
+
+def peer_map(log: RankLog) -> dict[int, tuple[str, ...]]:
+    """peer rank -> the transports this rank's connections to (or from) it use."""
+    out: dict[int, set[str]] = {}
+    for c in log.connections:
+        me = log.rank
+        peer = c.dst if c.src == me else c.src if c.dst == me else c.dst
+        out.setdefault(peer, set()).add(c.transport)
+    return {peer: tuple(sorted(t)) for peer, t in sorted(out.items())}

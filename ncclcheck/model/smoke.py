@@ -6,16 +6,7 @@ from dataclasses import dataclass
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import RankLog
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One frame of a py-spy dump, innermost first: Python, or C/C++ (``native``, from ``--native``)."""
-
-    function: str
-    filename: str
-    line: int
-    native: bool = False
+from ncclcheck.model.stacks import Frame
 
 
 @dataclass(frozen=True)

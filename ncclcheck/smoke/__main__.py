@@ -8,7 +8,7 @@ import sys
 import traceback
 import warnings
 
-from ncclcheck.smoke.plan import (
+from ncclcheck.analysis.smoke.plan import (
     DEFAULT_ITERS,
     DEFAULT_SIZES,
     DEFAULT_WARMUP,
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(1)
     if os.environ.get("RANK") == "0" and "NCCLCHECK_LOG_DIR" not in os.environ:
         # Under the user's own torchrun there is no ncclcheck launcher to report: rank 0 does.
-        from ncclcheck.smoke.rank_report import rank_report
+        from ncclcheck.commands.smoke.rank_report import rank_report
 
         return rank_report(plan.log_dir, plan.backend) or code
     return code

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import socket
 
-from ncclcheck.analysis.fingerprint import ib_port_names, settings, socket_interface
 from ncclcheck.analysis.nccl_rules import Version
+from ncclcheck.analysis.smoke.fingerprint import ib_port_names, settings, socket_interface
 from ncclcheck.model.smoke import SET_BY_SMOKE, Fingerprint
 from ncclcheck.probes import host, ib, net
 

@@ -24,9 +24,9 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from ncclcheck.analysis.smoke import summarize
+from ncclcheck.analysis.smoke.plan import Drill, elements
+from ncclcheck.analysis.smoke.progress import summarize
 from ncclcheck.smoke import fingerprint as fingerprints
-from ncclcheck.smoke.plan import Drill, elements
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ncclcheck.analysis.watch import next_delay
+from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.model.watch import Job, RankView, WatchState
-from ncclcheck.outputs import new_json
-from ncclcheck.views.watch_report import (
+from ncclcheck.report_files import new_json
+from ncclcheck.views.watch import (
     CULPRIT,
     STYLE,
     UNDECIDED,

@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ncclcheck.analysis.logs.nccl import peer_map
-from ncclcheck.model.logs import RankLog
+from ncclcheck.model.logs import RankLog, peer_map
 
 
 def transports_json(logs: Sequence[RankLog]) -> list[dict[str, Any]]:

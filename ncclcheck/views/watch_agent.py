@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ncclcheck.model.smoke import Frame
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import AGENT_SCHEMA, RendezvousEndpoint, WatchState
 
 

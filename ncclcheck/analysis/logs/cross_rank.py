@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ncclcheck.analysis.deaths import hint, how, killed
 from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE
-from ncclcheck.analysis.ranks import span
+from ncclcheck.analysis.rank_exits import hint, how, killed
 from ncclcheck.model.findings import Evidence, Finding
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
+from ncclcheck.model.ranks import span
 
 P2P_OFF = {("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")}
 LOOPBACK_IF = re.compile(r"^lo\b")

@@ -10,16 +10,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ncclcheck.analysis.deaths import signal_of
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
 from ncclcheck.analysis.logs.frame import header, rest_parts
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
 from ncclcheck.analysis.logs.remembered import Remembered
-from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.rules import RULES, Rule
 from ncclcheck.analysis.logs.verdict import root_cause
+from ncclcheck.analysis.rank_exits import signal_of
 from ncclcheck.model.findings import Evidence, Finding, by_severity
+from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure, LogLine, Timeout
 from ncclcheck.probes._sysfs import parse_int
 

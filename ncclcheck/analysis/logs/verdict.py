@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from ncclcheck.analysis.deaths import killed
-from ncclcheck.analysis.flight import FlightReport
-from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS
+from ncclcheck.analysis.rank_exits import killed
 from ncclcheck.model.findings import Finding, by_severity
+from ncclcheck.model.flight import FlightReport
+from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.run import HangRecord
 

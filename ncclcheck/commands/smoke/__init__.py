@@ -21,17 +21,17 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Optional, Union
 
-from ncclcheck.analysis.smoke_summary import summarise
+from ncclcheck.analysis.smoke.plan import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, OPS
+from ncclcheck.analysis.smoke.summary import summarise
 from ncclcheck.collectors import launch as launcher
-from ncclcheck.ending import Ended, raise_ended
+from ncclcheck.commands.smoke.settings import DEFAULT_MULTINODE_PORT, Usage, settings
+from ncclcheck.commands.smoke.supervise import interrupted, supervise, with_tui
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import Launch, SmokeSummary
-from ncclcheck.outputs import replace_json, unwritable
-from ncclcheck.smoke.plan import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, OPS
-from ncclcheck.smoke.settings import DEFAULT_MULTINODE_PORT, Usage, settings
-from ncclcheck.smoke.supervise import interrupted, supervise, with_tui
+from ncclcheck.report_files import replace_json, unwritable
+from ncclcheck.signals import Ended, raise_ended
 from ncclcheck.views.console import make_console
-from ncclcheck.views.smoke_report import render, to_json
+from ncclcheck.views.smoke import render, to_json
 
 EXIT_LAUNCH = 3
 Handler = Union[Callable[[int, Optional[FrameType]], Any], int, None]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import chain
 
-from ncclcheck.analysis.fingerprint import differences
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.nccl import ranks as nccl_ranks
-from ncclcheck.analysis.logs.report import LogReport
-from ncclcheck.analysis.smoke import first_failure, rank_died
+from ncclcheck.analysis.smoke.fingerprint import differences
+from ncclcheck.analysis.smoke.progress import first_failure, rank_died
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure, RankLog
 from ncclcheck.model.smoke import CONCLUDED, Hang, Launch, OpResult, RankProgress, SmokeSummary
 

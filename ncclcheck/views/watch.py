@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.watch import short
+from ncclcheck.model.ranks import span
+from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, NodeStatus, RankView, WatchFinding, WatchState
 
 SCHEMA = "ncclcheck.watch/2"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.watch_findings import group, short
+from ncclcheck.analysis.watch.findings import group
+from ncclcheck.model.ranks import span
+from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView, Verdict, WatchFinding
 
 DEAD = frozenset({"gone", "zombie", "missing", "stopped"})

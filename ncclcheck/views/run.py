@@ -8,11 +8,11 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ncclcheck.analysis.logs.report import LogReport
-from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.log_report import LogReport
+from ncclcheck.model.ranks import span
 from ncclcheck.model.run import EnvSetting, HangRecord, RunVerdict
-from ncclcheck.views.logs_report import to_json as logs_json
+from ncclcheck.views.logs import to_json as logs_json
 
 SCHEMA = "ncclcheck.run/1"
 STYLE = {"pass": "bold green", "fail": "bold red", "hang": "bold red"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ncclcheck.analysis.logs.report import LogReport
-from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.log_report import LogReport
+from ncclcheck.model.ranks import span
 from ncclcheck.model.run import HangRecord, RunVerdict
 
 EARLY_S = 5.0  # a rank gone this long before the job ended, while the others ran on, left early

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ncclcheck.analysis.ranks import span
-from ncclcheck.analysis.watch import EXITED, Judging, judge
-from ncclcheck.analysis.watch_track import Tracked
-from ncclcheck.analysis.watch_verdict import summarise
+from ncclcheck.analysis.watch.judge import EXITED, Judging, judge
+from ncclcheck.analysis.watch.track import Tracked
+from ncclcheck.analysis.watch.verdict import summarise
+from ncclcheck.model.ranks import span
 from ncclcheck.model.watch import (
     AgentReport,
     Job,

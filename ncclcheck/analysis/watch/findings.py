@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ncclcheck.analysis.ranks import span
 from ncclcheck.analysis.stacks import P2P
+from ncclcheck.model.ranks import span
+from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView, WatchFinding
 
 Places = dict[tuple[str, str], list[RankView]]
@@ -59,14 +59,6 @@ def group(views: Sequence[RankView]) -> Places:
     for v in sorted(views, key=lambda v: v.rank):
         places[place_key(v)].append(v)
     return dict(sorted(places.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank)))
-
-
-def short(site: str | None) -> str:
-    """``train.py:88`` from ``/home/u/train.py:88 (step)``."""
-    if not site:
-        return "an unknown place"
-    where = site.split(" (")[0]
-    return os.path.basename(where)
 
 
 def who(v: RankView, hosts: bool) -> str:

@@ -18,13 +18,14 @@ import sys
 import time
 from types import FrameType
 
-from ncclcheck.analysis.watch import decided, next_delay
-from ncclcheck.analysis.watch_nodes import SILENT_MIN_S
+from ncclcheck.analysis.watch.judge import decided, next_delay
+from ncclcheck.analysis.watch.nodes import SILENT_MIN_S
+from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command, slurm_nodes
 from ncclcheck.collectors.agent_streams import FanOut
 from ncclcheck.model.watch import WatchState
-from ncclcheck.sources.nodes_source import NodesSource, agent_command, fanout_command, slurm_command, slurm_nodes
+from ncclcheck.sources.watch_nodes import NodesSource
 from ncclcheck.views.console import make_console
-from ncclcheck.views.watch_report import render, to_json
+from ncclcheck.views.watch import render, to_json
 
 EXIT_USAGE, EXIT_NO_JOB, EXIT_UNDECIDED = 2, 3, 4
 

@@ -34,12 +34,12 @@ import math
 import sys
 import time
 
-from ncclcheck.analysis.watch import QUICK_S, Judging, decided, next_delay, rejudge
+from ncclcheck.analysis.watch.judge import QUICK_S, Judging, decided, next_delay, rejudge
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.model.watch import Job, WatchState
-from ncclcheck.sources.watch_source import LiveSource
+from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.console import make_console
-from ncclcheck.views.watch_report import jobs_json, jobs_lines, render, to_json
+from ncclcheck.views.watch import jobs_json, jobs_lines, render, to_json
 
 EXIT_USAGE, EXIT_NO_JOB, EXIT_UNDECIDED = 2, 3, 4
 
@@ -91,12 +91,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"ncclcheck watch: {problem}", file=sys.stderr)
         return EXIT_USAGE
     if args.agent:
-        from ncclcheck.commands import watch_agent
+        from ncclcheck.commands.watch import agent as watch_agent
 
         return watch_agent.run(args)
     live = not (args.once or args.json or not sys.stdout.isatty())
     if args.fanout or args.agents or args.slurm is not None:
-        from ncclcheck.commands import watch_nodes
+        from ncclcheck.commands.watch import nodes as watch_nodes
 
         return watch_nodes.run(args, live)
     jobs = discover(args.pid)

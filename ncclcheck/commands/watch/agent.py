@@ -21,11 +21,11 @@ import threading
 import time
 from typing import Any
 
-from ncclcheck.analysis.watch import next_delay
+from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
-from ncclcheck.model.smoke import Frame
-from ncclcheck.sources.watch_source import LiveSource
+from ncclcheck.model.stacks import Frame
+from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.watch_agent import agent_line
 
 EXIT_USAGE, EXIT_NO_JOB = 2, 3

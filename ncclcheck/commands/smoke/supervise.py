@@ -16,8 +16,8 @@ from contextlib import AbstractContextManager, nullcontext
 from rich.console import Console
 from rich.status import Status
 
-from ncclcheck.analysis.smoke import INIT_GRACE_S, job_results, local_results, stalled_ranks
-from ncclcheck.analysis.smoke_summary import (
+from ncclcheck.analysis.smoke.progress import INIT_GRACE_S, job_results, local_results, stalled_ranks
+from ncclcheck.analysis.smoke.summary import (
     failed_rows,
     never_started,
     rank_failed,
@@ -27,12 +27,12 @@ from ncclcheck.analysis.smoke_summary import (
 )
 from ncclcheck.collectors import launch as launcher
 from ncclcheck.collectors.progress import read_beats, read_progress
+from ncclcheck.commands.smoke import hang as hangs
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import INTERRUPTED, RUNNING, Hang, Launch, OpResult, RankProgress, SmokeSummary
-from ncclcheck.outputs import replace_json
-from ncclcheck.smoke import hang as hangs
+from ncclcheck.report_files import replace_json
 from ncclcheck.views.console import make_console
-from ncclcheck.views.smoke_report import op_line, status_line, to_json
+from ncclcheck.views.smoke import op_line, status_line, to_json
 
 POLL_S = 0.2
 
@@ -136,7 +136,7 @@ class Shown:
 
 def with_tui(proc: subprocess.Popen[bytes], launch: Launch, timeout_s: float, json_path: str | None) -> SmokeSummary:
     """The smoke test's own watchdog in a thread while the watch app shows its ranks; the app closes when done."""
-    from ncclcheck.sources.watch_source import LauncherSource
+    from ncclcheck.sources.watch import LauncherSource
     from ncclcheck.tui.app import WatchApp
 
     app = WatchApp(LauncherSource(proc.pid, launch.nproc, timeout_s), 1.0)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ncclcheck.analysis.flight import FlightReport
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.flight import FlightReport
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
 
 

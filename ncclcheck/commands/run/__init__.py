@@ -31,25 +31,18 @@ from types import FrameType
 from typing import Any
 
 from ncclcheck import __version__
-from ncclcheck.analysis.logs.report import LogReport
 from ncclcheck.analysis.logs.verdict import with_hangs
-from ncclcheck.analysis.run_env import backend_notes, evidence_env, job_env
-from ncclcheck.analysis.run_verdict import early_leavers, verdict
-from ncclcheck.analysis.watch import EXITED, next_delay
-from ncclcheck.collectors.fr_pipe import ask_for_dumps
-from ncclcheck.collectors.jobs import discover
+from ncclcheck.analysis.run.env import backend_notes, evidence_env, job_env
+from ncclcheck.analysis.run.verdict import early_leavers, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
-from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
-from ncclcheck.commands.logs import diagnose  # the same analysis `ncclcheck logs` makes
+from ncclcheck.commands.run.live import sample_live
+from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.run import HangRecord
-from ncclcheck.model.smoke import Frame
-from ncclcheck.outputs import replace_json
-from ncclcheck.sources.watch_source import LiveSource
+from ncclcheck.report_files import replace_json
+from ncclcheck.sources.logs import diagnose  # the same analysis `ncclcheck logs` makes
 from ncclcheck.views.console import make_console
-from ncclcheck.views.run_report import hang_line, render, start_lines, to_json
-from ncclcheck.views.watch_agent import agent_line
-from ncclcheck.views.watch_report import to_json as watch_json
+from ncclcheck.views.run import render, start_lines, to_json
 
 EXIT_USAGE, EXIT_NOT_FOUND = 2, 127
 STALL_S = 60.0
@@ -114,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         launched.signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)  # torchrun ends its workers
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    live = threading.Thread(target=_live, args=(launched, args, run_dir, console, hangs, gone, stop, end_now),
+    live = threading.Thread(target=sample_live, args=(launched, args, run_dir, console, hangs, gone, stop, end_now),
                             daemon=True)  # fmt: skip
     live.start()
     try:
@@ -155,68 +148,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(result, findings, exit_code, run_dir, console)
     return exit_code
-
-
-def _live(
-    launched: Launched, args: argparse.Namespace, run_dir: str, console: Any, hangs: list[HangRecord],
-    gone: dict[int, float], stop: threading.Event, end_now: threading.Event,
-) -> None:  # fmt: skip
-    """The watch sampler beside the job: a hang record when ranks stand still past --stall."""
-    source: LiveSource | None = None
-    last: tuple[Any, ...] | None = None
-    said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
-    sent: dict[int, tuple[Frame, ...]] = {}
-    host, seq, rendezvous = socket.gethostname(), 0, None
-    lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
-    try:
-        while not stop.is_set():
-            if source is None:
-                jobs = discover(launched.proc.pid)
-                if not jobs:
-                    stop.wait(args.interval)
-                    continue
-                source = LiveSource(jobs[0], args.stall)
-                rendezvous = launcher_endpoint(jobs[0].launcher_pid)
-            state = source.poll()
-            # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
-            # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
-            lines.write(
-                json.dumps(
-                    agent_line(state, host, sent, time.time(), seq, rendezvous=rendezvous, interval_s=args.interval)
-                )
-                + "\n"
-            )
-            lines.flush()
-            seq += 1
-            now = time.time()
-            for note in state.notes:
-                if note not in said:
-                    said.add(note)
-                    console.print(f"ncclcheck run: {note}", style="yellow")
-            for v in state.ranks:
-                if v.sample.status in EXITED:
-                    gone.setdefault(v.rank, now)
-            errors = [f for f in state.findings if f.severity == "error"]
-            key = tuple((f.kind, f.culprits) for f in errors)
-            if errors and key != last and not stop.is_set():
-                path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")
-                _write(run_dir, os.path.relpath(path, run_dir), watch_json(state, args.interval))
-                first = errors[0]
-                record = HangRecord(path, now, tuple(f.kind for f in errors), first.ranks, first.culprits,
-                                    first.message)  # fmt: skip
-                hangs.append(record)
-                hang_line(record, console)
-                asked, _ = ask_for_dumps(os.path.join(run_dir, "fr", "pipe_"))
-                if asked:
-                    console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
-                if args.on_hang == "exit":
-                    end_now.set()
-            last = key if errors else None
-            stop.wait(next_delay(state, args.interval))
-    except Exception as exc:  # the sampler failing must not take the job or the verdict with it
-        console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
-    finally:
-        lines.close()
 
 
 def _diagnose(run_dir: str) -> tuple[LogReport, list[str]]:

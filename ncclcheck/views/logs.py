@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ncclcheck.analysis.logs.report import LogReport
-from ncclcheck.analysis.ranks import span
-from ncclcheck.views.flight_report import flight_json, render_flight
+from ncclcheck.model.log_report import LogReport
+from ncclcheck.model.ranks import span
+from ncclcheck.views.logs_flight import flight_json, render_flight
 from ncclcheck.views.transports import render_transports, transports_json
 
 SCHEMA = "ncclcheck.logs/2"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from ncclcheck.analysis.watch import Judging, track
-from ncclcheck.analysis.watch_notes import watch_notes
+from ncclcheck.analysis.watch.judge import Judging, track
+from ncclcheck.analysis.watch.notes import watch_notes
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.sampler import Sampler

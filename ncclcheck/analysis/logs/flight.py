@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Evidence, Finding, by_severity
-from ncclcheck.model.flight import DumpInfo, FrDump, FrEntry, GroupReport, RankStep, Unreadable
+from ncclcheck.model.flight import DumpInfo, FlightReport, FrDump, FrEntry, GroupReport, RankStep, Unreadable
+from ncclcheck.model.ranks import span
 
 NOT_JOINED_FIX = (
     "find why those ranks never reached that call: a rank-dependent branch or early exit that skips a "
@@ -29,18 +28,6 @@ MISMATCH_FIX = (
     "on those ranks around the call sites shown; TORCH_DISTRIBUTED_DEBUG=DETAIL checks this on every call"
 )
 SIZE_FREE = frozenset({"all_to_all", "alltoall", "alltoall_base", "scatter", "gather"})
-
-
-@dataclass(frozen=True)
-class FlightReport:
-    """What the dumps say: which were read, which ranks are missing, per-group progress, and findings."""
-
-    dumps: tuple[DumpInfo, ...]
-    unreadable: tuple[Unreadable, ...]
-    world_size: int
-    missing_ranks: tuple[int, ...]
-    groups: tuple[GroupReport, ...]
-    findings: tuple[Finding, ...]
 
 
 def analyse(dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = ()) -> FlightReport:

@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ncclcheck.analysis import watch_findings as make
-from ncclcheck.analysis.watch_findings import group, short
-from ncclcheck.analysis.watch_track import Tracked, advance, doing
-from ncclcheck.analysis.watch_verdict import DEAD, summarise
+from ncclcheck.analysis.watch import findings as make
+from ncclcheck.analysis.watch.findings import group
+from ncclcheck.analysis.watch.track import Tracked, advance, doing
+from ncclcheck.analysis.watch.verdict import DEAD, summarise
+from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, RankView, Snapshot, WatchFinding, WatchState
 
 __all__ = ["QUICK_S", "Judging", "decided", "doing", "judge", "next_delay", "rejudge", "short", "track"]

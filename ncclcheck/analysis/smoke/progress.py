@@ -6,12 +6,12 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from ncclcheck.analysis.deaths import hint, how, killed
+from ncclcheck.analysis.rank_exits import hint, how, killed
+from ncclcheck.analysis.smoke.plan import bus_factor
 from ncclcheck.analysis.stacks import call_site, collective, render
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import Hang, HangSample, OpResult, RankProgress, RankState, Timing
-from ncclcheck.smoke.plan import bus_factor
 
 INIT_GRACE_S = 30.0
 BAD_PROCESS = {"gone": "dead", "zombie": "dead", "stopped": "stopped"}

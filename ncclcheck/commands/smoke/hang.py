@@ -11,12 +11,12 @@ from typing import Any
 
 from rich.console import Console
 
-from ncclcheck.analysis.smoke import diagnose, merge
+from ncclcheck.analysis.smoke.progress import diagnose, merge
 from ncclcheck.collectors import hang_exchange
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.model.smoke import Hang, HangSample, Launch, RankProgress
-from ncclcheck.views.smoke_report import hang_json
+from ncclcheck.views.smoke import hang_json
 
 GATHER_S = 8.0
 SEEN_S = 30.0  # py-spy's own timeout is 10 s a dump

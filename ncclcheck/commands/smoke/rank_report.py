@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 
-from ncclcheck.analysis.smoke import job_results
-from ncclcheck.analysis.smoke_summary import summarise
+from ncclcheck.analysis.smoke.progress import job_results
+from ncclcheck.analysis.smoke.summary import summarise
 from ncclcheck.collectors.progress import read_progress
 from ncclcheck.model.smoke import Launch
-from ncclcheck.outputs import replace_json
+from ncclcheck.report_files import replace_json
 from ncclcheck.views.console import make_console
-from ncclcheck.views.smoke_report import render, to_json
+from ncclcheck.views.smoke import render, to_json
 
 
 def rank_report(log_dir: str, backend: str) -> int:

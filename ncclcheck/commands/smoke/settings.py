@@ -8,9 +8,9 @@ import os
 import time
 from collections.abc import Mapping
 
+from ncclcheck.analysis.smoke.plan import PlanError, check_drills, parse_drill, parse_ops, parse_sizes
 from ncclcheck.model.smoke import Launch
 from ncclcheck.probes import gpu, versions
-from ncclcheck.smoke.plan import PlanError, check_drills, parse_drill, parse_ops, parse_sizes
 
 
 class Usage(Exception):

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ncclcheck.analysis.flight import FlightReport
-from ncclcheck.analysis.ranks import span
+from ncclcheck.model.flight import FlightReport
+from ncclcheck.model.ranks import span
 
 
 def flight_json(report: FlightReport) -> dict[str, Any]:

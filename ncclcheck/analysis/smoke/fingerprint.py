@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 
 from ncclcheck.analysis.nccl_rules import Version, ib_ports, nccl_gid_index, socket_interfaces
-from ncclcheck.analysis.ranks import span
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ranks import span
 from ncclcheck.model.smoke import Fingerprint
 from ncclcheck.probes.host import Hostname
 from ncclcheck.probes.ib import Hca

@@ -1,0 +1,47 @@
+"""The logs source: log files and Flight Recorder dumps collected and judged into one report, the one entry
+``ncclcheck logs`` and ``ncclcheck run`` share. Large inputs are read in worker processes (log_parts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from ncclcheck.analysis.logs import flight
+from ncclcheck.analysis.logs.diagnose import LogFold
+from ncclcheck.analysis.logs.recording import fold_stream, replay
+from ncclcheck.analysis.logs.verdict import with_flight
+from ncclcheck.collectors.flight import load
+from ncclcheck.collectors.logfiles import LogSource, Reading, chunks
+from ncclcheck.model.flight import FrDump, Unreadable
+from ncclcheck.model.log_report import LogReport
+from ncclcheck.sources.log_parts import done_in_order, plan
+
+
+def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores: int | None = None) -> LogReport:
+    """The logs and Flight Recorder dumps among ``found``, folded into one report (also `ncclcheck run`'s);
+    what could not be read whole is in the report's notes. Large inputs are read on ``cores`` cores (all
+    this process may use, by default): the report is the same."""
+    reading = reading or Reading()
+    fold = LogFold()
+    parts = plan(found, cores)
+    lines = 0  # every line read, as ``wc -l`` counts them (blank ones too): what the report says it read
+    with done_in_order([p for i in sorted(parts) for p in parts[i]], cores) as done:
+        for i, source in enumerate(found):
+            if source.kind != "log":
+                continue
+            if i not in parts:
+                lines += fold_stream(chunks(source, reading=reading), source.name, fold)
+                continue
+            offset = 0
+            for part in itertools.islice(done, len(parts[i])):
+                replay(fold, part.recording, offset)
+                offset += part.recording.lines
+                reading.notes.extend(part.notes)
+                reading.incomplete = reading.incomplete or part.incomplete
+            lines += offset
+    report = dataclasses.replace(fold.result(), lines=lines, notes=tuple(reading.notes), incomplete=reading.incomplete)
+    dumps = [load(s.path) for s in found if s.kind == "flight"]
+    if dumps:
+        read = [d for d in dumps if isinstance(d, FrDump)]
+        report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
+    return report
