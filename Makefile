@@ -3,7 +3,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ncclcheck-installed
 
-.PHONY: demo test install lint bench clean
+.PHONY: demo test test-fast install lint bench clean
+
+# The suite's two tiers: the pure one (no process, socket, namespace or terminal: tests/conftest.py holds it to
+# that) and the integration one (real torchrun, py-spy, network namespaces, SLURM, the TUI in a terminal).
+# `make test` runs both on TEST_JOBS workers (pytest-xdist); `make test-fast` the pure tier alone, in about 30 s.
+TEST_JOBS ?= 2
 
 # torch is installed only when none is importable, and then exactly 2.13.0 (a CPU wheel);
 # pip must never resolve the open `torch>=2.2` range into a fresh multi-GB CUDA install.
@@ -25,7 +30,10 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS)
+
+test-fast: lint
+	$(PY) -m pytest -m "not integration"
 
 bench: install
 	$(PY) benchmarks/bench_env.py

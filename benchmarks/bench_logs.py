@@ -95,8 +95,10 @@ def generate_info(path: Path, size_mb: int) -> None:
             block = []
             for _ in range(4096):
                 rank = i % 1024
-                block.append(f"node{rank // 8:04d}:{20000 + rank}:{20100 + rank} [{rank % 8}] NCCL INFO "
-                             f"{messages[i % len(messages)]}\n")  # fmt: skip
+                block.append(
+                    f"node{rank // 8:04d}:{20000 + rank}:{20100 + rank} [{rank % 8}] NCCL INFO "
+                    f"{messages[i % len(messages)]}\n"
+                )
                 i += 1
             chunk = "".join(block)
             out.write(chunk)

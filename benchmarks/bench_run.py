@@ -53,8 +53,10 @@ def main() -> int:
         time.sleep(1)
     b, r = statistics.median(bare), statistics.median(ran)
     print(f"bare torchrun: {b:.0f} steps/s (runs {', '.join(f'{x:.0f}' for x in bare)})")
-    print(f"under ncclcheck run: {r:.0f} steps/s (runs {', '.join(f'{x:.0f}' for x in ran)}); "
-          f"{100 * (r - b) / b:+.1f} % (goal: no more than 1 % slower)")  # fmt: skip
+    print(
+        f"under ncclcheck run: {r:.0f} steps/s (runs {', '.join(f'{x:.0f}' for x in ran)}); "
+        f"{100 * (r - b) / b:+.1f} % (goal: no more than 1 % slower)"
+    )
     print(f"ncclcheck run's own CPU: {statistics.median(cpu) / args.duration * 100:.1f} % of one core")
     return 0
 

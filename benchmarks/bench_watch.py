@@ -91,13 +91,24 @@ def step_rate(duration: float, watched: bool) -> tuple[float, float]:
         "--nproc-per-node=2",
         str(HERE / "steady_job.py"),
     ]
-    job_proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                env={**os.environ, "DURATION": str(duration)})  # fmt: skip
+    job_proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "DURATION": str(duration)}
+    )
     watcher, cpu = None, 0.0
     if watched:
         time.sleep(3)  # let the ranks start; the watcher then samples at the default interval until the end
-        watch = [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(job_proc.pid),
-                 "--settle", str(duration)]  # fmt: skip
+        watch = [
+            sys.executable,
+            "-m",
+            "ncclcheck",
+            "watch",
+            "--once",
+            "--json",
+            "--pid",
+            str(job_proc.pid),
+            "--settle",
+            str(duration),
+        ]
         watcher = subprocess.Popen(watch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out, _ = job_proc.communicate(timeout=duration + 120)
     if watcher:

@@ -95,19 +95,31 @@ def agent_cost(seconds: float) -> tuple[float, float, float]:
     log_path = Path(f"/tmp/ncclcheck-bench-nodes-{os.getpid()}.log")
     log = log_path.open("w")
     job_proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={PER_NODE}", "--master-port=29571",
-         str(WORKER)],
-        env={**os.environ, "MODE": "straggler", "STUCK_RANK": "7"}, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={PER_NODE}",
+            "--master-port=29571",
+            str(WORKER),
+        ],
+        env={**os.environ, "MODE": "straggler", "STUCK_RANK": "7"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 180
         while log_path.read_text(errors="replace").count("ready") < PER_NODE:
             if job_proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the {PER_NODE}-rank job did not get ready: see {log_path}")
             time.sleep(0.2)
-        agent = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(job_proc.pid)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(job_proc.pid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert agent.stdout is not None
         watcher = psutil.Process(agent.pid)
         sizes: list[int] = []

@@ -61,11 +61,19 @@ SCENARIOS = (
 
 def start(mode: str, nproc: int, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
     log = Path(f"/tmp/ncclcheck-bench-{os.getpid()}-{mode}.log")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "--monitor-interval=600", str(WORKER)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "--monitor-interval=600",
+        str(WORKER),
+    ]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "MODE": mode, **env})  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "MODE": mode, **env}
+        )
     deadline = time.monotonic() + 120
     while not all(f"ready {r}" in log.read_text(errors="replace") for r in range(nproc)):
         if time.monotonic() > deadline or proc.poll() is not None:
@@ -105,8 +113,12 @@ def time_to_verdict(s: Scenario) -> tuple[float, float, str, bool]:
             procs[-1].send_signal(s.signal_last)
         time.sleep(STUCK_FOR_S)
         begin = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(proc.pid)],
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(proc.pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         took = time.perf_counter() - begin
         if not done.stdout.strip():
             return took, 1.0, f"no report: {done.stderr.strip()[:120]}", False
@@ -131,7 +143,7 @@ def false_findings(seconds: float, interval: float = 1.5) -> tuple[int, int, int
             flagged += bool(state.findings)
             pending += state.verdict.status == "pending"
             if state.findings:
-                print(f"  false finding: {[(f.kind, f.message) for f in state.findings]}")
+                print(f"  false finding: {[(f.id, f.message) for f in state.findings]}")
             time.sleep(next_delay(state, interval))
         return samples, flagged, pending
     finally:
@@ -147,8 +159,10 @@ def main() -> int:
     for s in SCENARIOS:
         took, hand, found, right = time_to_verdict(s)
         wrong += not right
-        print(f"  {s.name:<46} {took:5.1f} s  ({took / hand:4.0f}x py-spy dump by hand, {hand * 1e3:4.0f} ms)"
-              f"  -> {found}{'' if right else '  WRONG'}")  # fmt: skip
+        print(
+            f"  {s.name:<46} {took:5.1f} s  ({took / hand:4.0f}x py-spy dump by hand, {hand * 1e3:4.0f} ms)"
+            f"  -> {found}{'' if right else '  WRONG'}"
+        )
     samples, flagged, pending = false_findings(args.healthy_s)
     print(
         f"healthy uneven job with chatty threads, {args.healthy_s:.0f} s at the live pace: {samples} samples, "

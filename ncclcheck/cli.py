@@ -5,21 +5,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ncclcheck import __version__
+from ncclcheck import __version__, exits
+from ncclcheck.exits import UsageError
+from ncclcheck.signals import Ended
 
-EXIT_USAGE = 2
-EXIT_PIPE = 141  # 128 + SIGPIPE: the reader of our output left (a shell reports the same for `cat big | head`)
 DESCRIPTION = "A doctor for PyTorch distributed jobs that hang or fail in NCCL or gloo."
 # Command name -> module in ncclcheck.commands; imported only when chosen, so --help stays fast.
 COMMANDS = {"env": "env", "smoke": "smoke", "logs": "logs", "watch": "watch", "run": "run"}
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,19 +57,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)")
         if not args.command:
             parser.print_help()
-            return EXIT_USAGE
+            return exits.USAGE
         module = importlib.import_module(f"ncclcheck.commands.{COMMANDS[args.command]}")
         code: int = module.run(args)
         return code
     except UsageError as exc:
         print(exc, file=sys.stderr)
-        return EXIT_USAGE
+        return exits.USAGE
     except KeyboardInterrupt:
         print("ncclcheck: interrupted", file=sys.stderr)
-        return 130
+        return exits.INTERRUPTED
+    except Ended as stop:  # SIGTERM or SIGHUP reached a command that had nothing left to end
+        print(f"ncclcheck: ended by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return exits.by_signal(stop.signum)
     except BrokenPipeError:  # `ncclcheck logs big/ | head`: the reader left; say nothing more, as `cat` would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_PIPE
+        return exits.PIPE
 
 
 def entry() -> NoReturn:

@@ -172,6 +172,8 @@ def _hostname(root: str) -> Hostname:
     name = socket.gethostname()
     addrs: list[HostAddr] = []
     error = None
+    if root != "/":  # a copied tree: this machine's name says nothing of that node's (host.hostname is live-only)
+        return Hostname(name, (), "not resolved for a copied tree", (), None)
     try:
         infos = socket.getaddrinfo(name, None, socket.AF_UNSPEC, socket.SOCK_STREAM)
     except OSError as exc:

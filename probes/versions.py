@@ -106,8 +106,13 @@ def collect(root: str = "/", try_import: bool = False) -> VersionFacts:
 
 def _start_import() -> subprocess.Popen[str] | None:
     try:
-        return subprocess.Popen([sys.executable, "-c", "import torch.distributed"], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-c", "import torch.distributed"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     except OSError:
         return None
 

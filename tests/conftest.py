@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +36,28 @@ def expected(name: str) -> dict[str, Any]:
     with open(scenario(name) / "expected.json", encoding="utf-8") as handle:
         data: dict[str, Any] = json.load(handle)
     return data
+
+
+class NotPure(AssertionError):
+    """A test of the pure tier started a process or used the network."""
+
+
+@pytest.fixture(autouse=True)
+def _pure_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pure tier (every test without the ``integration`` mark; ``make test-fast``) starts no process, forks
+    nothing, and opens no network connection: this holds it to that, so the tier cannot grow slow by accident.
+    A test that needs a real process, socket, namespace or terminal is marked ``integration``."""
+    if request.node.get_closest_marker("integration"):
+        return
+
+    def refuse(what: str) -> Any:
+        def refused(*args: object, **kwargs: object) -> None:
+            raise NotPure(f"a pure-tier test {what}: mark it @pytest.mark.integration")
+
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("started a process"))
+    monkeypatch.setattr(os, "fork", refuse("forked"))
+    monkeypatch.setattr(os, "posix_spawn", refuse("started a process"))
+    monkeypatch.setattr(socket.socket, "connect", refuse("opened a connection"))
+    monkeypatch.setattr(socket.socket, "bind", refuse("bound a socket"))

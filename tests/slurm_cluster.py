@@ -94,10 +94,20 @@ def slurm_cluster() -> Iterator[dict[str, str]]:
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
         munged = subprocess.run(
-            ["munged", "--force", f"--socket={base}/munge.sock", f"--key-file={key}", f"--log-file={base}/munged.log",
-             f"--pid-file={base}/munged.pid", f"--seed-file={base}/munged.seed"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            [
+                "munged",
+                "--force",
+                f"--socket={base}/munge.sock",
+                f"--key-file={key}",
+                f"--log-file={base}/munged.log",
+                f"--pid-file={base}/munged.pid",
+                f"--seed-file={base}/munged.seed",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         if munged.returncode != 0:
             pytest.skip(f"no SLURM here: munged would not start: {munged.stderr.strip()}")
         for daemon in (["slurmctld", "-c"], ["slurmd"]):

@@ -13,6 +13,8 @@ sys.path.insert(0, str(BENCH))
 import _timing  # noqa: E402
 import bench_logs  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 
 def test_logs_benchmark_without_fixtures_stops_instead_of_looping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

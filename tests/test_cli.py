@@ -22,12 +22,14 @@ NO_TORCH = (
 )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["env", "--help"], ["env", "--json", "--root", "/"]])
 def test_help_version_and_env_never_import_torch(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, "-c", NO_TORCH, *argv], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().endswith("NO_TORCH"), done.stdout + done.stderr
 
 
+@pytest.mark.integration
 def test_a_chosen_command_imports_no_other_command(tmp_path: Path) -> None:
     """``ncclcheck logs`` starts without importing env, smoke, watch and run (a third of a second); ``--help``
     still lists every command."""
@@ -47,11 +49,13 @@ def test_a_chosen_command_imports_no_other_command(tmp_path: Path) -> None:
     assert all(f"    {name} " in listed.stdout for name in ("env", "smoke", "logs", "watch", "run")), listed.stdout
 
 
+@pytest.mark.integration
 def test_version() -> None:
     done = subprocess.run([sys.executable, "-m", "ncclcheck", "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == f"ncclcheck {__version__}"
 
 
+@pytest.mark.integration
 def test_console_script_is_installed() -> None:
     script = Path(sys.executable).with_name("ncclcheck")
     done = subprocess.run([str(script), "env", "--help"], capture_output=True, text=True, timeout=60)
@@ -75,6 +79,7 @@ def test_usage_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]
     assert "Traceback" not in err
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("probe", ["ib", "net", "host", "gpu", "versions", "envvars", "rdzv"])
 def test_probes_run_alone_with_the_bare_stdlib(probe: str) -> None:
     """``python3 -S probes/NAME.py`` (no site-packages: stdlib only) prints JSON."""
@@ -88,6 +93,7 @@ def test_probes_run_alone_with_the_bare_stdlib(probe: str) -> None:
     assert isinstance(json.loads(done.stdout), dict)
 
 
+@pytest.mark.integration
 def test_ib_probe_json_matches_fixture() -> None:
     done = subprocess.run(
         [sys.executable, "-S", str(REPO / "probes" / "ib.py"), "--root", str(scenario(SCENARIOS[0]))],
@@ -100,6 +106,7 @@ def test_ib_probe_json_matches_fixture() -> None:
     assert facts["peermem"] == ["sys/module/nvidia_peermem/version"]
 
 
+@pytest.mark.integration
 def test_net_probe_saves_ifaddrs_in_the_root_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "probes" / "net.py"), "--ifaddrs"], capture_output=True, text=True, timeout=60

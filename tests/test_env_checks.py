@@ -206,8 +206,9 @@ def test_an_hca_asked_for_on_a_node_without_rdma_is_said() -> None:
 
 
 def _rdzv(addr: str, resolved: tuple[str, ...], error: str | None = None, port: int | None = None) -> RdzvFacts:
-    return RdzvFacts(addr, port, resolved, error, False, resolved[0] if resolved else None, False, None,
-                     "ok" if port else None)  # fmt: skip
+    return RdzvFacts(
+        addr, port, resolved, error, False, resolved[0] if resolved else None, False, None, "ok" if port else None
+    )
 
 
 def test_an_unresolvable_master_addr_is_a_failure_without_a_master_port() -> None:
@@ -231,8 +232,17 @@ def test_a_remote_master_without_a_port_is_not_called_unreachable() -> None:
 
 def test_a_torch_that_does_not_import_is_a_failure() -> None:
     torch = versions.Torch("2.4.0", "/env/torch", "12.1", None, True, True)
-    facts = versions.VersionFacts("3.11.7", "Linux", torch, None, None, (), None, None,
-                                  "ImportError: libcudart.so.12: cannot open shared object file")  # fmt: skip
+    facts = versions.VersionFacts(
+        "3.11.7",
+        "Linux",
+        torch,
+        None,
+        None,
+        (),
+        None,
+        None,
+        "ImportError: libcudart.so.12: cannot open shared object file",
+    )
     result = check(bare({}, versions=facts), "versions")
     assert result.status is Status.FAIL and "is installed but does not import here: ImportError" in result.summary
     imported = dataclasses.replace(facts, torch_import_error=None)
@@ -245,8 +255,10 @@ def test_env_and_logs_judge_interfaces_by_one_list(name: str) -> None:
     from ncclcheck.analysis.logs.diagnose import analyse
     from ncclcheck.analysis.logs.frame import frame_all
 
-    lines = [f"node1:1234:1234 [0] NCCL INFO Bootstrap : Using {name}:10.32.0.1<0>",
-             "node1:1234:1234 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE"]  # fmt: skip
+    lines = [
+        f"node1:1234:1234 [0] NCCL INFO Bootstrap : Using {name}:10.32.0.1<0>",
+        "node1:1234:1234 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE",
+    ]
     assert [f.id for f in analyse(frame_all(lines, "x.log")).findings] == ["suspicious-interface"]
     only = net.IfAddr(name, "AF_INET", "10.32.0.1", "255.255.0.0", ("UP", "BROADCAST", "RUNNING"))
     snapshot = dataclasses.replace(bare(), net=dataclasses.replace(bare().net, ifaddrs=(LO, only)))

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from netns import Namespace, namespaces
 
+pytestmark = pytest.mark.integration
+
 
 def env_json(ns: Namespace, *args: str, **env: str) -> dict[str, Any]:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "GLOO_", "MASTER_"))}

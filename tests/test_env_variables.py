@@ -194,8 +194,16 @@ def test_nccl_int_is_strtoll() -> None:
     from ncclcheck.analysis.nccl_rules import nccl_int
 
     assert [nccl_int(t).value for t in ("abc", "yes", "8k", "010", "0x1f", " 3", "-1", "08", "0x")] == [
-        0, 0, 8, 8, 31, 3, -1, 0, 0,
-    ]  # fmt: skip
+        0,
+        0,
+        8,
+        8,
+        31,
+        3,
+        -1,
+        0,
+        0,
+    ]
     assert [nccl_int(t).exact for t in ("010", "0x1f", " 3", "8k", "08", "")] == [True, True, True, False, False, False]
     assert nccl_int("99999999999999999999", default=18).value == 18
 

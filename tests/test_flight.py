@@ -28,8 +28,14 @@ WORKERS = Path(__file__).parent / "workers"
 def real_dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Per-rank dumps (pickle and JSON) written by a 2-rank gloo job whose groups diverge in 4 ways."""
     out = tmp_path_factory.mktemp("fr")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           str(WORKERS / "fr_diverge.py")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(WORKERS / "fr_diverge.py"),
+    ]
     run = subprocess.run(cmd, env={**os.environ, "FR_DIR": str(out)}, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     return out
@@ -57,8 +63,12 @@ def test_real_gloo_divergence_per_group(real_dumps: Path, capsys: pytest.Capture
     }
     groups = by_group(rep)
     assert {d: g["first_divergent_seq"] for d, g in groups.items()} == {
-        "healthy": None, "op": 2, "size": 1, "dtype": 1, "default_pg": 2,
-    }  # fmt: skip
+        "healthy": None,
+        "op": 2,
+        "size": 1,
+        "dtype": 1,
+        "default_pg": 2,
+    }
     assert groups["default_pg"]["pg_status"]["1"]["last_enqueued"] == 1  # rank 1 never issued #2
     assert groups["default_pg"]["pg_status"]["0"]["last_enqueued"] == 2
     assert rep["flight_recorder"]["missing_ranks"] == [] and rep["flight_recorder"]["world_size"] == 2
@@ -118,13 +128,26 @@ def test_a_pickle_that_names_code_is_refused_not_run(tmp_path: Path) -> None:
 def entry(seq: int, op: str = "all_reduce", state: str = "completed", **kw: Any) -> dict[str, Any]:
     """One entry in the layout torch writes (FlightRecorder.hpp key names)."""
     base = {
-        "record_id": seq, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
-        "p2p_seq_id": 0, "op_id": seq, "profiling_name": f"nccl:{op}", "input_sizes": [[1024]],
-        "input_dtypes": ["Float"], "output_sizes": [[1024]], "output_dtypes": ["Float"], "state": state,
-        "retired": state == "completed", "is_p2p": False, "timeout_ms": 600000,
-        "frames": [{"name": "all_reduce", "filename": "/x/torch/distributed/distributed_c10d.py", "line": 1},
-                   {"name": "step", "filename": "/job/train.py", "line": 88}],
-    }  # fmt: skip
+        "record_id": seq,
+        "pg_id": 0,
+        "process_group": ("0", "default_pg"),
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "op_id": seq,
+        "profiling_name": f"nccl:{op}",
+        "input_sizes": [[1024]],
+        "input_dtypes": ["Float"],
+        "output_sizes": [[1024]],
+        "output_dtypes": ["Float"],
+        "state": state,
+        "retired": state == "completed",
+        "is_p2p": False,
+        "timeout_ms": 600000,
+        "frames": [
+            {"name": "all_reduce", "filename": "/x/torch/distributed/distributed_c10d.py", "line": 1},
+            {"name": "step", "filename": "/job/train.py", "line": 88},
+        ],
+    }
     return {**base, **kw}
 
 
@@ -132,13 +155,24 @@ def write(tmp_path: Path, rank: int, entries: list[dict[str, Any]], world: int =
     path = tmp_path / f"nccl_trace_rank_{rank}"
     last = max((e["collective_seq_id"] for e in entries if not e["is_p2p"]), default=0)
     done = max((e["collective_seq_id"] for e in entries if e["state"] == "completed" and not e["is_p2p"]), default=-1)
-    path.write_bytes(pickle.dumps({
-        "version": "2.10", "comm_lib_version": "2.27.5", "nccl_comm_state": {},
-        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
-        "pg_status": {"0": {"last_enqueued_collective": last, "last_started_collective": last,
-                            "last_completed_collective": done}},
-        "entries": entries,
-    }))  # fmt: skip
+    path.write_bytes(
+        pickle.dumps(
+            {
+                "version": "2.10",
+                "comm_lib_version": "2.27.5",
+                "nccl_comm_state": {},
+                "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
+                "pg_status": {
+                    "0": {
+                        "last_enqueued_collective": last,
+                        "last_started_collective": last,
+                        "last_completed_collective": done,
+                    }
+                },
+                "entries": entries,
+            }
+        )
+    )
     dump = load(str(path))
     assert isinstance(dump, FrDump)
     return dump
@@ -165,8 +199,10 @@ def test_ring_buffer_overwrite_compares_only_the_common_window(tmp_path: Path) -
 
 
 def test_majority_names_the_odd_rank_out(tmp_path: Path) -> None:
-    dumps = [write(tmp_path, r, [entry(1), entry(2, "all_gather" if r == 2 else "all_reduce", "started")], world=4)
-             for r in range(4)]  # fmt: skip
+    dumps = [
+        write(tmp_path, r, [entry(1), entry(2, "all_gather" if r == 2 else "all_reduce", "started")], world=4)
+        for r in range(4)
+    ]
     rep = analyse(dumps)
     assert [(f.id, f.ranks, f.culprits) for f in rep.findings] == [("fr-op-mismatch", (0, 1, 2, 3), (2,))]
     assert "rank 0-1,3 called all_reduce at train.py:88 step" in rep.findings[0].message
@@ -176,8 +212,15 @@ def test_majority_names_the_odd_rank_out(tmp_path: Path) -> None:
 def test_two_against_two_is_a_tie_whichever_ranks_diverge(tmp_path: Path) -> None:
     for odd in ((0, 1), (2, 3), (0, 3)):
         (tmp_path / f"{odd[0]}{odd[1]}").mkdir()
-        dumps = [write(tmp_path / f"{odd[0]}{odd[1]}", r, [entry(1), entry(2, "broadcast" if r in odd else "all_reduce", "started")],
-                       world=4) for r in range(4)]  # fmt: skip
+        dumps = [
+            write(
+                tmp_path / f"{odd[0]}{odd[1]}",
+                r,
+                [entry(1), entry(2, "broadcast" if r in odd else "all_reduce", "started")],
+                world=4,
+            )
+            for r in range(4)
+        ]
         (finding,) = analyse(dumps).findings
         assert (finding.id, finding.ranks, finding.culprits) == ("fr-op-mismatch", (0, 1, 2, 3), ())
 

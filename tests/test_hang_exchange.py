@@ -11,6 +11,8 @@ import pytest
 
 from ncclcheck.collectors import hang_exchange
 
+pytestmark = pytest.mark.integration
+
 DIAGNOSIS = {"op": "all_reduce", "bytes": 8, "culprits": [3], "ranks": {"3": {"state": "not_in_collective"}}}
 
 

@@ -207,12 +207,21 @@ def test_newer_nccl_formats_and_retries() -> None:
         " with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129  localGid ::ffff:10.0.0.3 hca mlx5_0"
     )
     assert cause(ib) == "ib-retry-exceeded"
-    assert cause("node3:9:10 [2] misc/socket.cc:600 NCCL WARN ncclSocketConnect: connect to 10.0.0.2<12345> failed :"
-                 " Connection refused") == "connect-failed"  # fmt: skip
+    assert (
+        cause(
+            "node3:9:10 [2] misc/socket.cc:600 NCCL WARN ncclSocketConnect: connect to 10.0.0.2<12345> failed :"
+            " Connection refused"
+        )
+        == "connect-failed"
+    )
     assert cause("slurmstepd: error: Detected 2 oom-kill event(s) in StepId=12.0 cgroup.") == "host-oom-killed"
-    assert report("[rank0]:\t - [0, 1, 2] joined but didn't finish collective #3 (count from 1)").findings[0].culprits == (
-        0, 1, 2,
-    )  # fmt: skip
+    assert report("[rank0]:\t - [0, 1, 2] joined but didn't finish collective #3 (count from 1)").findings[
+        0
+    ].culprits == (
+        0,
+        1,
+        2,
+    )
     retry = (
         "node1:1:2 [0] NCCL INFO Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1, curr"
         " state INIT, next state RTR, local GID index 3, local GID ::ffff:10.0.0.1, remote GID ::ffff:10.0.0.2,"

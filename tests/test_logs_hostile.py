@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 NCCL_ERROR = (
     "node1:2211:2299 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer node2<47362>"
 )
@@ -20,8 +22,9 @@ TRAIN = "step {i} | loss 2.3142 | lr 3.00e-04 | grad_norm 0.731 | tokens/s 51234
 
 
 def logs(path: Path) -> tuple[int, dict[str, Any], str]:
-    done = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", "--json", str(path)], capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "logs", "--json", str(path)], capture_output=True, text=True, timeout=300
+    )
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
 
 
@@ -29,6 +32,7 @@ def ids(report: dict[str, Any]) -> set[str]:
     return {f["id"] for f in report["findings"]}
 
 
+@pytest.mark.integration
 def test_a_line_after_a_long_training_line_is_never_glued_to_it(tmp_path: Path) -> None:
     text = "".join(TRAIN.format(i=i) + "\n" for i in range(50)) + "step ok\nerror: the loader died\n" + NCCL_ERROR
     (tmp_path / "a.log").write_text(text + "\n")
@@ -39,6 +43,7 @@ def test_a_line_after_a_long_training_line_is_never_glued_to_it(tmp_path: Path) 
     assert not any("okstep" in t or "step okerror" in t for t in evidence)
 
 
+@pytest.mark.integration
 def test_an_error_after_a_thousand_training_lines_is_found_and_lines_are_counted(tmp_path: Path) -> None:
     text = "".join(TRAIN.format(i=i) + "\n" for i in range(1000)) + NCCL_ERROR + "\n"
     (tmp_path / "b.log").write_text(text)
@@ -46,12 +51,14 @@ def test_an_error_after_a_thousand_training_lines_is_found_and_lines_are_counted
     assert report["lines"] == 1001 and code == 1 and report["findings"]
 
 
+@pytest.mark.integration
 def test_an_error_at_the_end_of_a_line_longer_than_the_cap_is_found(tmp_path: Path) -> None:
     (tmp_path / "c.log").write_text("x" * 200_000 + " " + NCCL_ERROR.split(" ", 1)[1] + "\n")
     code, report, err = logs(tmp_path / "c.log")
     assert code == 1 and report["findings"] and "Traceback" not in err
 
 
+@pytest.mark.integration
 def test_no_newline_and_nul_runs_keep_memory_flat(tmp_path: Path) -> None:
     big = tmp_path / "d.log"
     with big.open("wb") as out:
@@ -66,6 +73,7 @@ def test_no_newline_and_nul_runs_keep_memory_flat(tmp_path: Path) -> None:
     assert peak_mib < 150 or before / 1024 >= 150, f"peak RSS {peak_mib:.0f} MiB on a 192 MiB line"
 
 
+@pytest.mark.integration
 def test_ten_thousand_small_files_and_a_megabyte_line(tmp_path: Path) -> None:
     job = tmp_path / "job"
     job.mkdir()

@@ -51,6 +51,7 @@ def test_a_cut_gz_without_an_error_is_never_pass(tmp_path: Path, capsys: pytest.
     assert "✓ no problem found in" not in out and "not everything could be" in " ".join(out.split())
 
 
+@pytest.mark.integration
 def test_a_fifo_and_a_process_substitution_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -85,6 +86,7 @@ def test_binary_files_in_a_job_directory_are_named_and_skipped(
     assert report["files"] == [str(tmp_path / "padded.log"), str(tmp_path / "rank0.log")]
 
 
+@pytest.mark.integration
 def test_an_unreadable_file_in_a_directory_is_a_note_and_the_rest_is_read() -> None:
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to read as another user")
@@ -104,8 +106,18 @@ def _read_as_nobody(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o755)
     job.chmod(0o755)
     (job / "rank0.log").chmod(0o644)
-    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-           sys.executable, "-m", "ncclcheck", "logs", "--json", str(job)]  # fmt: skip
+    cmd = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "logs",
+        "--json",
+        str(job),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd="/")
     if done.returncode not in (0, 1, 4) or not done.stdout.strip():
         pytest.skip(f"cannot run ncclcheck as nobody here: {done.stderr.strip()[-200:]}")
@@ -121,8 +133,10 @@ def test_the_watch_agent_stream_of_a_run_dir_is_not_read_as_a_log(
     the job's code, a note) where the job raised nothing: a healthy run must stay "pass"."""
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "launcher.log").write_text("".join(TRAIN.format(i=i) for i in range(3)))
-    state = {"ranks": [{"rank": 0, "stack": [{"function": "handle_Exception", "file": "train.py", "line": 3}]}],
-             "notes": ["py-spy: Error: Operation not permitted"]}  # fmt: skip
+    state = {
+        "ranks": [{"rank": 0, "stack": [{"function": "handle_Exception", "file": "train.py", "line": 3}]}],
+        "notes": ["py-spy: Error: Operation not permitted"],
+    }
     (tmp_path / "watch-agent.jsonl").write_text(json.dumps(state) + "\n")
     code, report = logs(capsys, str(tmp_path))
     assert (code, report["verdict"]["status"]) == (0, "pass"), report

@@ -95,6 +95,7 @@ def tiny_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(log_parts, "WORTH_IT", 1)
 
 
+@pytest.mark.integration
 def test_parts_give_the_report_one_pass_gives(tmp_path: Path, tiny_parts: None) -> None:
     log = tmp_path / "job.log"
     log.write_text(_job_text(), encoding="utf-8")
@@ -108,6 +109,7 @@ def test_parts_give_the_report_one_pass_gives(tmp_path: Path, tiny_parts: None) 
     assert one_pass.ranks and one_pass.timeouts and one_pass.failures
 
 
+@pytest.mark.integration
 def test_many_files_and_gzip_in_workers_give_the_same_report(tmp_path: Path, tiny_parts: None) -> None:
     for i, path in enumerate(LOGS[:30]):
         text = path.read_bytes()
@@ -156,6 +158,7 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return log
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL])
 def test_a_signal_ends_every_worker(big_log: Path, signum: int) -> None:
     log = big_log
@@ -184,6 +187,7 @@ def test_a_signal_ends_every_worker(big_log: Path, signum: int) -> None:
     assert not alive, alive
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to start workers")
 def test_the_command_reads_a_big_log_in_parts_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(log_parts, "PART", 1 << 20)  # the defaults scaled down 16x: 6 MiB stands for 96
@@ -196,6 +200,7 @@ def test_the_command_reads_a_big_log_in_parts_by_default(tmp_path: Path, monkeyp
     assert diagnose(found) == diagnose(found, cores=1)
 
 
+@pytest.mark.integration
 def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     """`ncclcheck logs job/ | head`: head leaves; ncclcheck ends quietly with 141, as `cat` would."""
     proc = subprocess.Popen(
@@ -218,6 +223,7 @@ def test_without_an_affinity_call_every_core_counts(monkeypatch: pytest.MonkeyPa
     assert log_parts.usable_cores() == 1
 
 
+@pytest.mark.integration
 def test_a_worker_killed_midway_has_its_part_read_here_and_nothing_hangs(big_log: Path) -> None:
     """The OOM killer ends one worker: its part is read by ncclcheck itself; the report is the one-pass one."""
     proc = subprocess.Popen(

@@ -47,6 +47,7 @@ def diagnose(log: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[s
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("worker", "cause", "also"),
     [
@@ -67,6 +68,7 @@ def test_real_gloo_failures(
         assert child["ranks"] == [1]
 
 
+@pytest.mark.integration
 def test_a_killed_rank_is_the_root_cause_not_its_peers_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -88,6 +90,7 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.integration
 def test_store_host_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An env:// job (no torchrun): SIGKILL rank 0, which hosts the TCPStore, while rank 1 waits on the store."""
     with socket.socket() as s:
@@ -98,8 +101,15 @@ def test_store_host_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     procs = []
     for rank, log in enumerate(logs):
         with log.open("wb") as out:
-            procs.append(subprocess.Popen([sys.executable, str(WORKERS / "store_host.py")], stdin=subprocess.PIPE,
-                                          stdout=out, stderr=subprocess.STDOUT, env={**env, "RANK": str(rank)}))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(WORKERS / "store_host.py")],
+                    stdin=subprocess.PIPE,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env={**env, "RANK": str(rank)},
+                )
+            )
     try:
         _wait_for(logs[1], "waiting on the store", procs[1])
         procs[0].send_signal(signal.SIGKILL)

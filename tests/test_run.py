@@ -12,18 +12,38 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
+
+pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-            "--monitor-interval=0.5"]  # fmt: skip
+TORCHRUN = [
+    sys.executable,
+    "-m",
+    "torch.distributed.run",
+    "--standalone",
+    "--nproc-per-node=2",
+    "--monitor-interval=0.5",
+]
 
 
-def run(tmp: Path, *extra: str, env: dict[str, str] | None = None, cmd: list[str] | None = None,
-        timeout: float = 180) -> tuple[int, str, str, dict[str, Any]]:  # fmt: skip
-    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp / "run"), *extra, "--",
-            *(cmd or [*TORCHRUN, str(WORKER)])]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout,
-                          check=False)  # fmt: skip
+def run(
+    tmp: Path, *extra: str, env: dict[str, str] | None = None, cmd: list[str] | None = None, timeout: float = 180
+) -> tuple[int, str, str, dict[str, Any]]:
+    argv = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "run",
+        "--dir",
+        str(tmp / "run"),
+        *extra,
+        "--",
+        *(cmd or [*TORCHRUN, str(WORKER)]),
+    ]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout, check=False
+    )
     return done.returncode, done.stdout, done.stderr, json.loads((tmp / "run" / "report.json").read_text())
 
 
@@ -47,18 +67,25 @@ def test_a_healthy_job_passes_and_its_output_is_passed_through(tmp_path: Path) -
     assert "set    TORCH_FR_BUFFER_SIZE=2000" in err  # torch 2.13 reads the new name: the old one would only warn
     assert "TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated" not in out + err
     complete(tmp_path / "run")
-    logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    logs = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert logs.returncode == 0 and json.loads(logs.stdout)["verdict"]["status"] == "pass", logs.stdout
     assert no_job_left()
 
 
 def test_the_user_s_own_settings_are_kept_and_the_rest_is_set(tmp_path: Path) -> None:
     probe = "import os; print(*(f'{k}={os.environ.get(k)}' for k in os.environ['KEYS'].split()))"
-    keys = ("TORCH_FR_BUFFER_SIZE TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_FR_DUMP_ON_TIMEOUT NCCL_DEBUG NCCL_DEBUG_FILE "
-            "PYTHONFAULTHANDLER TORCH_NCCL_ASYNC_ERROR_HANDLING TORCH_DISTRIBUTED_DEBUG")  # fmt: skip
-    code, out, _, report = run(tmp_path, env={"TORCH_FR_BUFFER_SIZE": "500", "KEYS": keys},
-                               cmd=[sys.executable, "-c", probe])  # fmt: skip
+    keys = (
+        "TORCH_FR_BUFFER_SIZE TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_FR_DUMP_ON_TIMEOUT NCCL_DEBUG NCCL_DEBUG_FILE "
+        "PYTHONFAULTHANDLER TORCH_NCCL_ASYNC_ERROR_HANDLING TORCH_DISTRIBUTED_DEBUG"
+    )
+    code, out, _, report = run(
+        tmp_path, env={"TORCH_FR_BUFFER_SIZE": "500", "KEYS": keys}, cmd=[sys.executable, "-c", probe]
+    )
     seen = dict(word.split("=", 1) for word in out.split())
     assert code == 0 and seen["TORCH_FR_BUFFER_SIZE"] == "500" and seen["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "None"
     assert (
@@ -89,8 +116,19 @@ def test_a_rank_that_leaves_early_while_the_others_fail_is_named(tmp_path: Path)
 
 
 def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--stall", "4", "--",
-            *TORCHRUN, str(WORKER)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "run",
+        "--dir",
+        str(tmp_path / "run"),
+        "--stall",
+        "4",
+        "--",
+        *TORCHRUN,
+        str(WORKER),
+    ]
     env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1"}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     hangs = tmp_path / "run" / "hangs"
@@ -110,8 +148,12 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
     assert all(r["stack"] for r in record["ranks"]), "every local rank's stack is in the record"
     complete(tmp_path / "run")
     # The run dir read back by `ncclcheck logs` (as for several nodes' dirs): the hang seen live is the cause.
-    logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    logs = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     verdict = json.loads(logs.stdout)["verdict"]
     assert logs.returncode == 1 and verdict["root_cause"] == "hang-recorded" and verdict["culprits"] == [1], verdict
     # The run's sampler is this node's agent: its lines (up to the hang record; ^C ended the ranks after it)
@@ -119,8 +161,23 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
     lines = (tmp_path / "run" / "watch-agent.jsonl").read_text().splitlines()
     until = [line for line in lines if json.loads(line)["time"] <= report["hangs"][0]["time"] + 0.5]
     (tmp_path / "until-hang.jsonl").write_text("\n".join(until) + "\n")
-    view = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--agents", str(tmp_path / "until-hang.jsonl"),
-                           "--once", "--json", "--stall", "4"], capture_output=True, text=True, check=False)  # fmt: skip
+    view = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ncclcheck",
+            "watch",
+            "--agents",
+            str(tmp_path / "until-hang.jsonl"),
+            "--once",
+            "--json",
+            "--stall",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     seen = json.loads(view.stdout)
     assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
     deadline = time.monotonic() + 30
@@ -131,8 +188,9 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
 
 def test_a_sigkilled_rank_is_named(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--", *TORCHRUN, str(WORKER)]
-    proc = subprocess.Popen(argv, env={**os.environ, "MODE": "wait"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        argv, env={**os.environ, "MODE": "wait"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
     victim = None
     while victim is None:
@@ -155,8 +213,12 @@ def test_a_sigkilled_rank_is_named(tmp_path: Path) -> None:
 def test_bad_usage_is_one_line(tmp_path: Path) -> None:
     none = subprocess.run([sys.executable, "-m", "ncclcheck", "run"], capture_output=True, text=True, check=False)
     assert none.returncode == 2 and none.stderr.count("\n") == 1 and "no command to run" in none.stderr
-    missing = subprocess.run([sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "r"), "--",
-                              "no-such-launcher"], capture_output=True, text=True, check=False)  # fmt: skip
+    missing = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "r"), "--", "no-such-launcher"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert missing.returncode == 127 and "no-such-launcher: command not found" in missing.stderr
 
 
@@ -178,8 +240,9 @@ def test_a_hard_error_in_the_logs_stays_the_cause_over_a_hang_record() -> None:
 
 
 def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) -> None:
-    code, _, err, report = run(tmp_path, "--stall", "4", "--interval", "1", "--on-hang", "exit",
-                               env={"MODE": "straggler", "STUCK_RANK": "1"})  # fmt: skip
+    code, _, err, report = run(
+        tmp_path, "--stall", "4", "--interval", "1", "--on-hang", "exit", env={"MODE": "straggler", "STUCK_RANK": "1"}
+    )
     assert code != 0 and report["verdict"]["status"] == "hang" and report["verdict"]["ranks"] == [1], err
     assert len(report["hangs"]) == 1 and Path(report["hangs"][0]["path"]).is_file()
     assert report["exit_code"] == code
@@ -213,11 +276,33 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
     with two_hosts("10.79.10") as hosts:
         procs = []
         for i, host in enumerate(hosts):
-            torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
-                        "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29591", "--rdzv-id=runs",
-                        *(["--rdzv-conf=is_host=1"] if i == 0 else []), "--monitor-interval=1", str(WORKER)]  # fmt: skip
-            argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / f"node{i}"), "--stall", "4",
-                    "--interval", "1", "--", *torchrun]  # fmt: skip
+            torchrun = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc-per-node=2",
+                "--rdzv-backend=c10d",
+                "--rdzv-endpoint=node0:29591",
+                "--rdzv-id=runs",
+                *(["--rdzv-conf=is_host=1"] if i == 0 else []),
+                "--monitor-interval=1",
+                str(WORKER),
+            ]
+            argv = [
+                sys.executable,
+                "-m",
+                "ncclcheck",
+                "run",
+                "--dir",
+                str(tmp_path / f"node{i}"),
+                "--stall",
+                "4",
+                "--interval",
+                "1",
+                "--",
+                *torchrun,
+            ]
             env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1", "GLOO_SOCKET_IFNAME": "eth0"}
             procs.append(host.popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         deadline = time.monotonic() + 150
@@ -225,8 +310,13 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
             assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "node0 recorded no hang"
             time.sleep(0.3)
         time.sleep(3)  # node1 has sampled its waiting ranks a few times
-        runs = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0] == sys.executable
-                and "run" in (p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+        runs = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if (p.info["cmdline"] or [""])[0] == sys.executable
+            and "run" in (p.info["cmdline"] or [])
+            and str(tmp_path) in " ".join(p.info["cmdline"] or [])
+        ]
         assert len(runs) == 2
         for p in runs:
             p.send_signal(signal.SIGINT)
@@ -235,18 +325,40 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
     reports = [json.loads((tmp_path / f"node{i}" / "report.json").read_text()) for i in (0, 1)]
     assert reports[0]["verdict"]["status"] == "hang" and reports[0]["verdict"]["ranks"] == [1], reports[0]["verdict"]
     assert reports[1]["hangs"] == [] and "stalled" not in json.dumps(reports[1]["findings"])  # never blames the network
-    logs = subprocess.run([sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "node0"), str(tmp_path / "node1"),
-                           "--json"], capture_output=True, text=True, check=False)  # fmt: skip
+    logs = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "node0"), str(tmp_path / "node1"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     verdict = json.loads(logs.stdout)["verdict"]
     assert verdict["root_cause"] == "hang-recorded" and verdict["culprits"] == [1], verdict
     lines = []
     for i in (0, 1):
         hang_time = reports[0]["hangs"][0]["time"]
-        lines += [line for line in (tmp_path / f"node{i}" / "watch-agent.jsonl").read_text().splitlines()
-                  if json.loads(line)["time"] <= hang_time + 1]  # fmt: skip
+        lines += [
+            line
+            for line in (tmp_path / f"node{i}" / "watch-agent.jsonl").read_text().splitlines()
+            if json.loads(line)["time"] <= hang_time + 1
+        ]
     (tmp_path / "both.jsonl").write_text("\n".join(lines) + "\n")
-    view = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--agents", str(tmp_path / "both.jsonl"),
-                           "--once", "--json", "--stall", "4"], capture_output=True, text=True, check=False)  # fmt: skip
+    view = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ncclcheck",
+            "watch",
+            "--agents",
+            str(tmp_path / "both.jsonl"),
+            "--once",
+            "--json",
+            "--stall",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     seen = json.loads(view.stdout)
     assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
     assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
@@ -263,8 +375,10 @@ def test_both_flight_recorder_names_are_set_for_a_torch_older_than_2_8_and_the_u
     assert unknown["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"  # torch not importable here: both names, to be safe
     new = job_env({}, evidence_env({}, "/r", False, "2.13.0"))
     assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in new and new["TORCH_FR_DUMP_ON_TIMEOUT"] == "1"
-    mine = job_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, evidence_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, "/r",
-                                                                         False, "2.5.1"))  # fmt: skip
+    mine = job_env(
+        {"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"},
+        evidence_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, "/r", False, "2.5.1"),
+    )
     assert mine["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "64" and "TORCH_FR_BUFFER_SIZE" not in mine
     # The old name set by the user on a new torch: still theirs, the new name is not set over it.
     aliased = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}

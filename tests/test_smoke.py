@@ -20,6 +20,8 @@ from ncclcheck.analysis.smoke.plan import OPS
 from ncclcheck.cli import main
 from ncclcheck.collectors.progress import read_progress
 
+pytestmark = pytest.mark.integration
+
 QUICK = ["--backend", "gloo", "--sizes", "8:2K", "--iters", "2", "--warmup", "0"]
 
 
@@ -30,7 +32,15 @@ def smoke(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 def no_orphans() -> None:
-    leftovers = [p for p in psutil.process_iter(["cmdline"]) if "ncclcheck.smoke" in " ".join(p.info["cmdline"] or [])]
+    # Under pytest-xdist another worker's smoke run may be alive: ours carry this worker's temp dir in their
+    # --log-dir (every test here gives one under tmp_path), theirs carry their own.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    mine = f"popen-{worker}{os.sep}" if worker else ""
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "ncclcheck.smoke" in " ".join(p.info["cmdline"] or []) and mine in " ".join(p.info["cmdline"] or [])
+    ]
     assert not leftovers, leftovers
 
 
@@ -130,8 +140,16 @@ def test_a_slurm_variable_that_is_not_a_number_is_a_usage_error(
 def test_help_shows_every_default() -> None:
     done = subprocess.run([sys.executable, "-m", "ncclcheck", "smoke", "--help"], capture_output=True, text=True)
     text = " ".join(done.stdout.split())
-    for default in ("(default: 8:1M)", "(default: 5)", "(default: 1)", "(default: 30.0)", "free port torchrun picks",
-                    "(default: ./ncclcheck-logs/smoke-TIME-nodeN)", "(default: all)", "(default: none)"):  # fmt: skip
+    for default in (
+        "(default: 8:1M)",
+        "(default: 5)",
+        "(default: 1)",
+        "(default: 30.0)",
+        "free port torchrun picks",
+        "(default: ./ncclcheck-logs/smoke-TIME-nodeN)",
+        "(default: all)",
+        "(default: none)",
+    ):
         assert default in text, default
 
 
@@ -274,8 +292,23 @@ def test_a_signal_to_smoke_ends_every_rank_and_keeps_what_was_seen(tmp_path: Pat
     too), prints the partial table and leaves the partial JSON, marked interrupted; while it ran, the JSON said
     running, never fail."""
     out = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--timeout", "600", "--json", str(out),
-           "--drill", "hang@1:all_reduce", "--log-dir", str(tmp_path / "logs")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "smoke",
+        *QUICK,
+        "--nproc",
+        "2",
+        "--timeout",
+        "600",
+        "--json",
+        str(out),
+        "--drill",
+        "hang@1:all_reduce",
+        "--log-dir",
+        str(tmp_path / "logs"),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tree = psutil.Process(proc.pid)
     left: list[psutil.Process] = []  # torchrun and the ranks, seen while they ran: ended here if the test fails
@@ -344,16 +377,41 @@ def test_each_result_once_barrier_without_a_size_and_the_hung_size(tmp_path: Pat
     """Without a terminal: a line per op, then the table; the barrier row has no size; a hung row shows the
     size that hung."""
     done = subprocess.run(
-        [sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--nproc", "2", "--ops", "broadcast,barrier",
-         "--log-dir", str(tmp_path / "ok")], capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ncclcheck",
+            "smoke",
+            *QUICK,
+            "--nproc",
+            "2",
+            "--ops",
+            "broadcast,barrier",
+            "--log-dir",
+            str(tmp_path / "ok"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert sum(line.strip().startswith("broadcast") for line in lines) == 2  # its progress line and its table row
     barrier = next(line for line in lines if line.split()[:1] == ["barrier"] and "float" in line)
     assert barrier.split()[1:3] == ["-", "-"]
-    code, report = smoke(tmp_path, "--nproc", "2", "--sizes", "8:2K", "--timeout", "3", "--ops", "all_reduce",
-                         "--drill", "hang@1:all_reduce")  # fmt: skip
+    code, report = smoke(
+        tmp_path,
+        "--nproc",
+        "2",
+        "--sizes",
+        "8:2K",
+        "--timeout",
+        "3",
+        "--ops",
+        "all_reduce",
+        "--drill",
+        "hang@1:all_reduce",
+    )
     (hung,) = [r for r in report["results"] if r["status"] == "hang"]
     assert code == 1 and hung["bytes"] == 8  # the first size: rank 1 hangs before its first all_reduce
     no_orphans()
@@ -361,8 +419,22 @@ def test_each_result_once_barrier_without_a_size_and_the_hung_size(tmp_path: Pat
 
 def test_an_unwritable_json_path_is_refused_before_anything_is_launched(tmp_path: Path) -> None:
     for path, words in ((tmp_path / "no" / "x.json", "no directory"), (tmp_path, "is a directory")):
-        done = subprocess.run([sys.executable, "-m", "ncclcheck", "smoke", *QUICK, "--json", str(path),
-                               "--log-dir", str(tmp_path / "logs")], capture_output=True, text=True, check=False)  # fmt: skip
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ncclcheck",
+                "smoke",
+                *QUICK,
+                "--json",
+                str(path),
+                "--log-dir",
+                str(tmp_path / "logs"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
     no_orphans()

@@ -174,6 +174,7 @@ def test_a_taken_store_port_in_torchruns_log_is_why_the_ranks_never_started() ->
     assert "no rank reported before the deadline" in quiet.message and "rendezvous" not in quiet.message
 
 
+@pytest.mark.integration
 def test_variables_smoke_sets_itself_are_not_reported_as_the_users(monkeypatch: pytest.MonkeyPatch) -> None:
     from ncclcheck.collectors.launch import environment
     from ncclcheck.model.smoke import Launch

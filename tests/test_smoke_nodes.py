@@ -16,6 +16,8 @@ import pytest
 from netns import Namespace, namespaces
 from test_smoke import no_orphans
 
+pytestmark = pytest.mark.integration
+
 QUICK = ["--backend", "gloo", "--nproc", "1", "--sizes", "8:2K", "--iters", "2", "--warmup", "0"]
 ADDRS = ("10.77.0.1", "10.77.0.2")
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from netns import namespaces
 
 from ncclcheck.collectors.sockets import significant, socket_bytes, socket_inodes, tcp_sockets
@@ -36,6 +37,7 @@ def counts(skip: frozenset[int] = frozenset()) -> dict[int, int]:
     return socket_bytes(sockets, inodes, skip)
 
 
+@pytest.mark.integration
 def test_bytes_on_this_processes_sockets_are_counted_per_socket() -> None:
     server, client, accepted = pair()
     try:
@@ -69,6 +71,7 @@ def test_writes_to_files_and_pipes_are_not_traffic() -> None:
     assert significant(before, counts()) == 0
 
 
+@pytest.mark.integration
 def test_a_process_in_another_network_namespace_is_unknown_not_silent() -> None:
     """Our socket table is not its own: counting its sockets here would read 0 and call a healthy rank quiet."""
     with namespaces(1) as (ns,):
@@ -85,6 +88,7 @@ def test_a_process_in_another_network_namespace_is_unknown_not_silent() -> None:
     assert socket_inodes(os.getpid()) is not None
 
 
+@pytest.mark.integration
 def test_a_process_that_is_gone_is_unknown() -> None:
     proc = subprocess.Popen(["true"])
     proc.wait()

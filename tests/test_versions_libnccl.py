@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "int ncclGetVersion(int* version) {{ *version = {code}; return 0; }}\n"
 
 

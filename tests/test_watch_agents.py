@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from test_watch_real import stop_tree
 from watch_states import all_in, job, sample, stack, states
 
@@ -77,18 +78,18 @@ def test_an_unchanged_rank_costs_a_few_hundred_bytes() -> None:
 def test_a_straggler_on_one_node_is_named_with_its_host_and_nobody_blames_the_network() -> None:
     node0 = node_state(0, r1=sample(1, stack(None, 41, "load_batch")))
     state = merged(feed((node0, "node0"), (node_state(1), "node1")))
-    assert [(f.kind, f.culprits) for f in state.findings] == [("straggler", (1,))]
+    assert [(f.id, f.culprits) for f in state.findings] == [("straggler", (1,))]
     assert "rank 1 on node0 is not in any collective" in state.findings[0].message
     assert [(n.host, n.agent, n.ranks) for n in state.nodes] == [("node0", "ok", (0, 1)), ("node1", "ok", (2, 3))]
 
 
 def test_every_rank_seen_in_one_collective_is_stalled_but_not_while_a_node_is_silent() -> None:
     both = merged(feed((node_state(0), "node0"), (node_state(1), "node1")))
-    assert [f.kind for f in both.findings] == ["stalled"]
+    assert [f.id for f in both.findings] == ["stalled"]
     streams = feed((node_state(0), "node0"))
     streams.reports["node1"] = feed((node_state(1), "node1"), received=NOW - 60).reports["node1"]
     state = merged(streams)
-    kinds = [f.kind for f in state.findings]
+    kinds = [f.id for f in state.findings]
     assert "stalled" not in kinds and kinds[0] == "node-silent", state.findings
     silent = state.findings[0]
     assert silent.ranks == (2, 3) and "node 1 (node1)" in silent.message and "61 s" in silent.message
@@ -99,11 +100,11 @@ def test_a_node_that_never_reports_is_missing_with_the_fanout_s_words_but_not_wh
     streams = feed((node_state(0), "node0"))
     streams.take("node1: ssh: connect to host node1 port 22: No route to host\n", NOW)
     starting = merged(streams, started=False)
-    assert all(f.kind != "node-missing" for f in starting.findings)
+    assert all(f.id != "node-missing" for f in starting.findings)
     state = merged(streams)
-    missing = [f for f in state.findings if f.kind == "node-missing"]
+    missing = [f for f in state.findings if f.id == "node-missing"]
     assert len(missing) == 1 and missing[0].ranks == (2, 3) and "No route to host" in missing[0].message
-    assert "1 of 2 nodes" in missing[0].message and "stalled" not in [f.kind for f in state.findings]
+    assert "1 of 2 nodes" in missing[0].message and "stalled" not in [f.id for f in state.findings]
 
 
 def test_an_agent_that_finds_no_job_makes_its_node_unreachable_with_its_words() -> None:
@@ -111,8 +112,9 @@ def test_an_agent_that_finds_no_job_makes_its_node_unreachable_with_its_words() 
     error = agent_line(None, "node1", {}, NOW, 0, error="no torch distributed job found on this node")
     streams.take(json.dumps(error), NOW)
     state = merged(streams)
-    assert any(f.kind == "node-unreachable" and "node1: its agent could not watch: no torch" in f.message
-               for f in state.findings), state.findings  # fmt: skip
+    assert any(
+        f.id == "node-unreachable" and "node1: its agent could not watch: no torch" in f.message for f in state.findings
+    ), state.findings
     assert [n.agent for n in state.nodes] == ["ok", "unreachable"]
 
 
@@ -120,15 +122,17 @@ def test_no_agent_at_all_is_said_never_healthy() -> None:
     streams = Streams()
     streams.take("bash: ncclcheck: command not found\n", NOW)
     state = merged(streams)
-    assert [f.kind for f in state.findings] == ["node-missing"] and "command not found" in state.findings[0].message
+    assert [f.id for f in state.findings] == ["node-missing"] and "command not found" in state.findings[0].message
     assert state.verdict.status == "problem"
 
 
 def test_healthy_nodes_give_no_finding() -> None:
     def moving(node: int) -> WatchState:
         j = job(4, 2, node)
-        rounds = [{r: sample(r, stack("all_reduce", 88 + i % 2), net=i * 10**6) for r in (2 * node, 2 * node + 1)}
-                  for i in range(4)]  # fmt: skip
+        rounds = [
+            {r: sample(r, stack("all_reduce", 88 + i % 2), net=i * 10**6) for r in (2 * node, 2 * node + 1)}
+            for i in range(4)
+        ]
         return states(j, *rounds, every=1.5)
 
     state = merged(feed((moving(0), "node0"), (moving(1), "node1")))
@@ -141,24 +145,41 @@ def test_fanout_and_slurm_command_lines() -> None:
     assert fanout_command("ssh {} &", ["py", "a b"]) == "ssh py 'a b' &"
     assert fanout_command("pdsh -w n[1-2]", ["py", "-m"]) == "pdsh -w n[1-2] py -m"
     assert agent_command(1.5, 10.0, None, False, False, "/opt/venv/bin/python -m ncclcheck")[:3] == [
-        "/opt/venv/bin/python", "-m", "ncclcheck"]  # fmt: skip
+        "/opt/venv/bin/python",
+        "-m",
+        "ncclcheck",
+    ]
     os.environ.update(SLURM_JOB_ID="5", SLURM_NNODES="1", SLURM_STEP_ID="0", SLURM_CONF="/etc/slurm/slurm.conf")
     try:
         argv, env = slurm_command("81234", 16, ["py", "-m", "ncclcheck"])
     finally:
         for key in ("SLURM_JOB_ID", "SLURM_NNODES", "SLURM_STEP_ID", "SLURM_CONF"):
             os.environ.pop(key)
-    assert argv[:6] == ["srun", "--jobid=81234", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-                        "--input=all"]  # fmt: skip
+    assert argv[:6] == [
+        "srun",
+        "--jobid=81234",
+        "--overlap",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",
+        "--input=all",
+    ]
     assert "--nodes=16" in argv and argv[-3:] == ["py", "-m", "ncclcheck"]
     assert not any(k.startswith("SLURM_") and k != "SLURM_CONF" for k in env) and env["SLURM_CONF"]
 
 
 def cli(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ncclcheck", "watch", *args], capture_output=True, text=True,
-                          input=stdin, timeout=120, check=False, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "watch", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+    )
 
 
+@pytest.mark.integration
 def test_recorded_agent_lines_replay_through_the_cli(tmp_path: Path) -> None:
     node0 = node_state(0, r1=sample(1, stack(None, 41, "load_batch")))
     recorded = tmp_path / "agents.jsonl"
@@ -199,6 +220,7 @@ def test_recorded_agent_lines_replay_through_the_cli(tmp_path: Path) -> None:
     assert not any(str(tmp_path) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
 
 
+@pytest.mark.integration
 def test_bad_multi_node_flags_get_one_line_and_exit_2(tmp_path: Path) -> None:
     cases = {
         ("--agents", str(tmp_path / "nope")): "no such file",
@@ -212,25 +234,39 @@ def test_bad_multi_node_flags_get_one_line_and_exit_2(tmp_path: Path) -> None:
         done = cli(*args)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-    done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--slurm", "--once"], capture_output=True,
-                          text=True, env=env, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "watch", "--slurm", "--once"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2 and "job id" in done.stderr
 
 
+@pytest.mark.integration
 def test_the_agent_on_a_real_job_ends_when_its_stdin_closes_and_on_sigterm(tmp_path: Path) -> None:
     log = (tmp_path / "job.log").open("w")
     job_proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-port=29561", str(WORKER)],
-        env={**os.environ, "MODE": "straggler"}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        env={**os.environ, "MODE": "straggler"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while (tmp_path / "job.log").read_text().count("ready") < 2:
             assert time.monotonic() < deadline
             time.sleep(0.2)
         for ending in ("stdin", "sigterm"):
-            agent = subprocess.Popen([sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(job_proc.pid)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+            agent = subprocess.Popen(
+                [sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(job_proc.pid)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             assert agent.stdout is not None and agent.stdin is not None
             first = json.loads(agent.stdout.readline())
             assert first["schema"] == "ncclcheck.watch-agent/1" and [r["rank"] for r in first["ranks"]] == [0, 1]
@@ -248,6 +284,7 @@ def test_the_agent_on_a_real_job_ends_when_its_stdin_closes_and_on_sigterm(tmp_p
         log.close()
 
 
+@pytest.mark.integration
 def test_an_agent_with_no_job_says_so_in_one_line(tmp_path: Path) -> None:
     done = cli("--agent", "--job", "no-such-job-id")
     line = json.loads(done.stdout)
@@ -261,12 +298,12 @@ def test_a_node_whose_launcher_died_under_running_ranks_is_a_warning_but_not_onc
     streams = feed((node0, "node0"), (node_state(1), "node1"))
     streams.reports["node1"] = replace(streams.reports["node1"], launcher_running=False)
     state = merged(streams)
-    assert [(f.kind, f.ranks) for f in state.findings] == [("straggler", (0, 1, 2, 3)), ("launcher-gone", (2, 3))]
+    assert [(f.id, f.ranks) for f in state.findings] == [("straggler", (0, 1, 2, 3)), ("launcher-gone", (2, 3))]
     assert state.findings[1].culprits == () and "node1: the job's launcher" in state.findings[1].message
     gone = node_state(1, r2=sample(2, (), status="gone"), r3=sample(3, (), status="gone"))
     ended = feed((node0, "node0"), (gone, "node1"))
     ended.reports["node1"] = replace(ended.reports["node1"], launcher_running=False)
-    assert all(f.kind != "launcher-gone" for f in merged(ended).findings)
+    assert all(f.id != "launcher-gone" for f in merged(ended).findings)
 
 
 def mapped(*nodes: tuple[int, float | None, bool], error: str | None = None) -> RendezvousMap:
@@ -283,7 +320,7 @@ def with_map(streams: Streams, rdzv: RendezvousMap) -> WatchState:
 def test_a_node_without_an_agent_is_named_from_the_rendezvous_and_down_only_when_its_heartbeat_stopped() -> None:
     streams = feed((node_state(0), "node0"))
     beating = with_map(streams, mapped((0, 2.0, False), (1, 4.0, False)))
-    missing = [f for f in beating.findings if f.kind == "node-missing"]
+    missing = [f for f in beating.findings if f.id == "node-missing"]
     assert len(missing) == 1 and missing[0].message.startswith("node 1 (node1): no agent output")
     assert "torchrun runs there, so the agent did not start" in missing[0].message
     assert "down or wedged" not in missing[0].message and "fan-out" in missing[0].fix
@@ -292,42 +329,42 @@ def test_a_node_without_an_agent_is_named_from_the_rendezvous_and_down_only_when
         ("node1", "missing", "node1"),
     ]
     stopped = with_map(streams, mapped((0, 2.0, False), (1, 312.0, False)))
-    message = next(f.message for f in stopped.findings if f.kind == "node-missing")
+    message = next(f.message for f in stopped.findings if f.id == "node-missing")
     assert "heartbeat is 312 s old: the node is down or wedged" in message
     # Clocks skewed by 100 s write every heartbeat: a node as fresh as the others is never called down.
     late = with_map(streams, mapped((0, 2.0, False), (1, 12.0, False)))
-    message = next(f.message for f in late.findings if f.kind == "node-missing")
+    message = next(f.message for f in late.findings if f.id == "node-missing")
     assert "12 s old (the freshest node's is 2 s old): late, not yet stopped" in message
     assert "torchrun runs there" not in message and "down or wedged" not in message
     skewed = with_map(streams, mapped((0, 102.0, False), (1, 104.0, False)))
     assert "down or wedged" not in json.dumps([f.message for f in skewed.findings])
-    assert all(f.kind != "stalled" for s in (beating, stopped, skewed) for f in s.findings)
+    assert all(f.id != "stalled" for s in (beating, stopped, skewed) for f in s.findings)
 
 
 def test_a_node_dropped_from_the_rendezvous_is_named_without_a_guess_at_why() -> None:
     streams = feed((node_state(0), "node0"))
     remembered = with_map(streams, mapped((0, 1.0, False), (1, 40.0, True)))
-    message = next(f.message for f in remembered.findings if f.kind == "node-missing")
+    message = next(f.message for f in remembered.findings if f.id == "node-missing")
     assert message.startswith("node 1 (node1): no agent output; torchrun's rendezvous no longer lists it")
     assert "last heartbeat 40 s ago" in message and "down or wedged" not in message
     # A viewer that never saw node 1 in the map: the job's node count says it existed.
     silent = feed((node_state(0), "node0"))
     silent.reports["node1"] = feed((node_state(1), "node1"), received=NOW - 60).reports["node1"]
     dropped = with_map(silent, mapped((0, 1.0, False)))
-    message = next(f.message for f in dropped.findings if f.kind == "node-silent")
+    message = next(f.message for f in dropped.findings if f.id == "node-silent")
     assert "torchrun's rendezvous no longer lists node 1" in message and "down or wedged" not in message, message
     never = with_map(streams, mapped((0, 1.0, False)))
-    message = next(f.message for f in never.findings if f.kind == "node-missing")
+    message = next(f.message for f in never.findings if f.id == "node-missing")
     assert message.startswith("node 1: no agent output; torchrun's rendezvous no longer lists node 1"), message
 
 
 def test_both_nodes_reporting_give_no_node_finding_whatever_the_map_says_and_a_failed_read_is_a_note() -> None:
     streams = feed((node_state(0), "node0"), (node_state(1), "node1"))
     fine = with_map(streams, mapped((0, 1.0, False), (1, 2.0, False)))
-    assert [f.kind for f in fine.findings] == ["stalled"]
+    assert [f.id for f in fine.findings] == ["stalled"]
     assert [n.heartbeat_age_s for n in fine.nodes] == [1.0, 2.0]
     failed = with_map(streams, mapped(error="the rendezvous store at node0:29400 could not be read: refused"))
-    assert [f.kind for f in failed.findings] == ["stalled"]
+    assert [f.id for f in failed.findings] == ["stalled"]
     assert any("rendezvous map is not known" in n for n in failed.notes)
 
 
@@ -364,6 +401,7 @@ def test_the_rendezvous_state_decoder_admits_only_its_own_classes() -> None:
     assert endpoint_of(["torchrun", "--standalone", "--rdzv-backend=c10d", "train.py"]) is None
 
 
+@pytest.mark.integration
 def test_closing_the_fanout_ends_a_stopped_member_even_after_the_command_exited() -> None:
     from ncclcheck.collectors.agent_streams import FanOut
 
@@ -397,12 +435,12 @@ def test_an_agent_that_writes_every_5_s_is_silent_after_4_of_its_intervals_not_t
 def test_a_missing_node_is_named_from_slurm_only_when_the_names_line_up() -> None:
     streams = feed((node_state(0), "gpu-0411"))
     named = merge(streams.reports, streams.text, NOW + 1, Judging(10.0), 1.5, True, 2, None, ("gpu-0411", "gpu-0412"))
-    missing = [f for f in named.findings if f.kind == "node-missing"]
+    missing = [f for f in named.findings if f.id == "node-missing"]
     assert len(missing) == 1 and missing[0].message.startswith("gpu-0412: no agent output"), missing
     # Agents in containers name their host otherwise: a count, never a healthy node called missing.
     odd = merge(streams.reports, streams.text, NOW + 1, Judging(10.0), 1.5, True, 2, None, ("n1", "n2"))
-    missing = [f for f in odd.findings if f.kind == "node-missing"]
+    missing = [f for f in odd.findings if f.id == "node-missing"]
     assert len(missing) == 1 and missing[0].message.startswith("1 of 2 nodes sent no agent output"), missing
     both = feed((node_state(0), "gpu-0411.cluster"), (node_state(1), "gpu-0412"))
     full = merge(both.reports, both.text, NOW + 1, Judging(10.0), 1.5, True, 2, None, ("gpu-0411", "gpu-0412"))
-    assert all(f.kind != "node-missing" for f in full.findings)
+    assert all(f.id != "node-missing" for f in full.findings)

@@ -12,11 +12,11 @@ from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot, WatchStat
 
 
 def kinds(state: WatchState) -> dict[str, tuple[int, ...]]:
-    return {f.kind: f.culprits for f in state.findings}
+    return {f.id: f.culprits for f in state.findings}
 
 
 def finding(state: WatchState, kind: str) -> tuple[tuple[int, ...], tuple[int, ...], str, str]:
-    f = next(f for f in state.findings if f.kind == kind)
+    f = next(f for f in state.findings if f.id == kind)
     return f.ranks, f.culprits, f.severity, f.message
 
 
@@ -332,8 +332,14 @@ def test_rejudge_at_the_last_look_and_the_sampling_pace() -> None:
 
 def test_4096_ranks_one_straggler_one_dead() -> None:
     world = 4096
-    rounds = [all_in(world, "all_reduce", r77=sample(77, stack(None, 40, "load_batch")),
-                     r4000=sample(4000, stack(None, 60, "forward"), status="zombie"))] * 3  # fmt: skip
+    rounds = [
+        all_in(
+            world,
+            "all_reduce",
+            r77=sample(77, stack(None, 40, "load_batch")),
+            r4000=sample(4000, stack(None, 60, "forward"), status="zombie"),
+        )
+    ] * 3
     state = states(job(world), *rounds)
     assert kinds(state) == {"dead": (4000,), "straggler": (77,)}
     assert len(state.ranks) == world
@@ -412,8 +418,10 @@ def test_a_round_of_failed_dumps_or_a_state_flip_is_not_progress() -> None:
     """A stuck job: one sample's dumps time out (no stacks), another's threads flip from sleeping to running.
     Neither is a move: the ranks stay still and the verdict never ticks."""
     stuck = all_in(2, "all_reduce", r1=sample(1, stack("broadcast", 60)))
-    failed = {r: RankSample(r, r, 1000 + r, "node0", "sleeping", 0.0, 1, 1, 1.0, 0, (), "py-spy dump timed out after 5 s")
-              for r in range(2)}  # fmt: skip
+    failed = {
+        r: RankSample(r, r, 1000 + r, "node0", "sleeping", 0.0, 1, 1, 1.0, 0, (), "py-spy dump timed out after 5 s")
+        for r in range(2)
+    }
     flipped = {r: dataclasses.replace(v, status="running") for r, v in stuck.items()}
     state = states(job(2), stuck, stuck, failed, flipped, stuck, every=3.0)
     assert [v.still_s for v in state.ranks] == [12.0, 12.0] and kinds(state) == {"mismatch": ()}
@@ -430,8 +438,10 @@ def test_a_tick_needs_progress_at_two_samples_in_a_row() -> None:
 def test_a_survivor_that_has_not_moved_since_a_rank_exited_may_wait_on_it() -> None:
     """NCCL's uneven-inputs hang: rank 1 left its loop and exited 0; rank 0 spins in .item() for a collective rank
     1 never joins. Not 'the others run on'."""
-    rounds = [{0: sample(0, stack(None, 95, "train_step"), cpu=i * 5.0), 1: sample(1, (), status="gone", exit_code=0)}
-              for i in range(4)]  # fmt: skip
+    rounds = [
+        {0: sample(0, stack(None, 95, "train_step"), cpu=i * 5.0), 1: sample(1, (), status="gone", exit_code=0)}
+        for i in range(4)
+    ]
     ranks, _culprits, severity, message = finding(states(job(2), *rounds), "exited")
     assert (
         severity == "warning"

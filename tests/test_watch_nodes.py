@@ -12,15 +12,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from netns import Host, two_hosts
+
+pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 
 
 def start(host: Host, node: int, log: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "MODE": "straggler", "STUCK_RANK": "1", "GLOO_SOCKET_IFNAME": "eth0"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}", "--nproc-per-node=2",
-           "--master-addr=node0", "--master-port=29544", "--monitor-interval=600", str(WORKER)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        f"--node-rank={node}",
+        "--nproc-per-node=2",
+        "--master-addr=node0",
+        "--master-port=29544",
+        "--monitor-interval=600",
+        str(WORKER),
+    ]
     return host.popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
@@ -63,9 +76,19 @@ def start_job(hosts: list[Host], tmp_path: Path, mode: str, port: int, **env: st
     for i, host in enumerate(hosts):
         environ = {**os.environ, "MODE": mode, "GLOO_SOCKET_IFNAME": "eth0", **env}
         # c10d rendezvous hosted by node0's torchrun; nodes are numbered by name, so node0's ranks are 0 and 1.
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
-               "--rdzv-backend=c10d", f"--rdzv-endpoint=node0:{port}", f"--rdzv-id=job-{mode}",
-               *(["--rdzv-conf=is_host=1"] if i == 0 else []), "--monitor-interval=600", str(WORKER)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc-per-node=2",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=node0:{port}",
+            f"--rdzv-id=job-{mode}",
+            *(["--rdzv-conf=is_host=1"] if i == 0 else []),
+            "--monitor-interval=600",
+            str(WORKER),
+        ]
         launched.append(host.popen(cmd, env=environ, stdout=logs[i].open("w"), stderr=subprocess.STDOUT))
     deadline = time.monotonic() + 120
     while sum(log.read_text(errors="replace").count("ready") for log in logs) < 4:
@@ -79,8 +102,11 @@ def watch_all(hosts: list[Host], *extra: str) -> tuple[int, dict[str, Any]]:
     fanout = f"for t in {each}; do nsenter -t $t -n -p -m -u -- {{}} & done; wait"
     done = subprocess.run(
         [sys.executable, "-m", "ncclcheck", "watch", "--fanout", fanout, "--once", "--json", "--stall", "4", *extra],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.stdout, done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -216,8 +242,12 @@ def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:
     with two_hosts("10.79.4") as hosts:
         start_job(hosts, tmp_path, "straggler", 29555, STUCK_RANK="1")
         pidns = os.readlink(f"/proc/{hosts[1].pid1}/ns/pid")
-        launchers = [p.pid for p in psutil.process_iter(["cmdline"]) if "torch.distributed.run" in
-                     " ".join(p.info["cmdline"] or []) and os.readlink(f"/proc/{p.pid}/ns/pid") == pidns]  # fmt: skip
+        launchers = [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if "torch.distributed.run" in " ".join(p.info["cmdline"] or [])
+            and os.readlink(f"/proc/{p.pid}/ns/pid") == pidns
+        ]
         assert len(launchers) == 1
         os.kill(launchers[0], 9)
         code, seen = watch_all(hosts)
@@ -239,10 +269,23 @@ def through_pdsh(hosts: list[Host]) -> None:
         return
     targets = ",".join(str(h.pid1) for h in hosts)
     done = subprocess.run(
-        [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--stall", "4",
-         "--fanout", f"pdsh -R exec -w {targets} nsenter -t %h -n -p -m -u -- {{}}"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "ncclcheck",
+            "watch",
+            "--once",
+            "--json",
+            "--stall",
+            "4",
+            "--fanout",
+            f"pdsh -R exec -w {targets} nsenter -t %h -n -p -m -u -- {{}}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     seen = json.loads(done.stdout)
     assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
     assert done.returncode == 1 and [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])]

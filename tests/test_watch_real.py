@@ -25,6 +25,8 @@ from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.sources.watch import LauncherSource, LiveSource
 from ncclcheck.tui.app import RankTable, WatchApp
 
+pytestmark = pytest.mark.integration
+
 WORKERS = Path(__file__).parent / "workers"
 SOURCE = (WORKERS / "watch_job.py").read_text().splitlines()
 FAST = ["--stall", "1.5", "--settle", "3.5", "--interval", "0.5"]
@@ -37,14 +39,33 @@ def at(statement: str, nth: int = 0) -> str:
 
 
 class RealJob:
-    def __init__(self, mode: str, log: Path, nproc: int = 2, env: dict[str, str] | None = None,
-                 launcher: tuple[str, ...] = ("--monitor-interval=600",), script: Path = WORKERS / "watch_job.py") -> None:  # fmt: skip
+    def __init__(
+        self,
+        mode: str,
+        log: Path,
+        nproc: int = 2,
+        env: dict[str, str] | None = None,
+        launcher: tuple[str, ...] = ("--monitor-interval=600",),
+        script: Path = WORKERS / "watch_job.py",
+    ) -> None:
         self.log, self.nproc = log, nproc
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               *launcher, str(script)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            *launcher,
+            str(script),
+        ]
         with log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "MODE": mode, **(env or {})}, start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "MODE": mode, **(env or {})},
+                start_new_session=True,
+            )
         self.wait_for(*(f"ready {r}" for r in range(nproc)))
 
     def wait_for(self, *lines: str, deadline_s: float = 90) -> None:
@@ -243,11 +264,11 @@ def test_a_rank_killed_while_watched_is_named_with_its_signal(job: Any) -> None:
     state = source.poll()
     os.kill(j.rank_pid(1), signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while not any(f.kind == "exited" for f in state.findings):
+    while not any(f.id == "exited" for f in state.findings):
         assert time.monotonic() < deadline, state.verdict
         time.sleep(0.3)
         state = source.poll()
-    exited = next(f for f in state.findings if f.kind == "exited")
+    exited = next(f for f in state.findings if f.id == "exited")
     assert exited.culprits == (1,) and exited.severity == "warning" and "killed by signal 9" in exited.message
 
 
@@ -296,8 +317,13 @@ def test_several_jobs_are_listed_and_picked_by_prefix(job: Any, capsys: pytest.C
 def test_an_mp_spawn_job_is_found_by_its_spawn_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "spawn.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(WORKERS / "spawn_job.py")], stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PORT": "29617"}, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKERS / "spawn_job.py")],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PORT": "29617"},
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 90
         while not all(f"ready {r}" in log.read_text(errors="replace") for r in (0, 1)):
@@ -325,7 +351,7 @@ def test_the_live_source_follows_an_elastic_restart(job: Any) -> None:
         time.sleep(0.5)
         state = source.poll()
     assert [v.rank for v in state.ranks] == [0, 1] and any("ranks restarted" in n for n in state.notes)
-    assert not any(f.kind == "dead" for f in state.findings)
+    assert not any(f.id == "dead" for f in state.findings)
 
 
 def test_no_job_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,9 +361,13 @@ def test_no_job_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     ("flags", "says"),
-    [(["--stall", "0.5"], "at least 1.5"), (["--settle", "nan"], "number of seconds"), (["--interval", "0"], "> 0"),
-     (["--native", "--no-stacks"], "--native needs stacks")],
-)  # fmt: skip
+    [
+        (["--stall", "0.5"], "at least 1.5"),
+        (["--settle", "nan"], "number of seconds"),
+        (["--interval", "0"], "> 0"),
+        (["--native", "--no-stacks"], "--native needs stacks"),
+    ],
+)
 def test_usage_errors_say_what_is_wrong(capsys: pytest.CaptureFixture[str], flags: list[str], says: str) -> None:
     assert main(["watch", "--once", *flags]) == 2
     err = capsys.readouterr().err
@@ -411,20 +441,36 @@ def test_native_frames_show_where_the_collective_waits(job: Any, capsys: pytest.
 def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang(tmp_path: Path) -> None:
     """What ``smoke --tui`` shows: all 3 ranks (not the first one found, the rest "missing"), then, with rank 1
     sitting in the hang drill, "watching" until the straggler is judged, never ✓."""
-    cmd = [sys.executable, "-m", "ncclcheck", "smoke", "--nproc", "3", "--backend", "gloo", "--ops",
-           "broadcast,all_reduce", "--timeout", "120", "--drill", "hang@1:all_reduce", "--log-dir", str(tmp_path)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "smoke",
+        "--nproc",
+        "3",
+        "--backend",
+        "gloo",
+        "--ops",
+        "broadcast,all_reduce",
+        "--timeout",
+        "120",
+        "--drill",
+        "hang@1:all_reduce",
+        "--log-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         source = LauncherSource(proc.pid, 3, 3.0)
         seen = [source.poll()]
         deadline = time.monotonic() + 120
-        while not any(f.kind == "straggler" for f in seen[-1].findings):
+        while not any(f.id == "straggler" for f in seen[-1].findings):
             assert time.monotonic() < deadline and proc.poll() is None, [s.verdict for s in seen[-5:]]
             time.sleep(0.2)
             seen.append(source.poll())
         assert {len(s.ranks) for s in seen if s.ranks} == {3}
-        assert not any(f.kind == "dead" for s in seen for f in s.findings)
-        straggler = next(f for f in seen[-1].findings if f.kind == "straggler")
+        assert not any(f.id == "dead" for s in seen for f in s.findings)
+        straggler = next(f for f in seen[-1].findings if f.id == "straggler")
         assert straggler.culprits == (1,) and "drill_hang" in straggler.message
         # the sample that first sees rank 1 in the drill also sees every rank arrive somewhere new: moving, truly;
         # from the next one on, nothing moves, and nothing may say ✓

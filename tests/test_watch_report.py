@@ -6,6 +6,7 @@ import io
 import subprocess
 import sys
 
+import pytest
 from rich.console import Console
 from watch_states import all_in, job, sample, stack, states
 
@@ -44,6 +45,7 @@ def test_a_healthy_view_marks_nobody() -> None:
     assert not any("the rank(s) to blame" in line for line in lines)
 
 
+@pytest.mark.integration
 def test_help_names_the_enter_key() -> None:
     done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "Enter stack" in done.stdout

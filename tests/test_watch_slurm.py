@@ -12,8 +12,11 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from slurm_cluster import slurm_cluster
 from test_watch_real import stop_tree
+
+pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 
@@ -27,32 +30,55 @@ def wait_ready(log: Path, ranks: int, what: str) -> None:
         time.sleep(0.3)
 
 
-def test_watch_slurm_sees_the_job_s_ranks_through_srun_overlap(tmp_path: Path) -> None:
+def test_watch_slurm_installs_slurm_wlm_and_sees_the_job_s_ranks_through_srun_overlap(tmp_path: Path) -> None:
     torchrun = f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node=2 --monitor-interval=600"
     with slurm_cluster() as env:
         out = tmp_path / "job.out"
         submitted = subprocess.run(
-            ["sbatch", "--parsable", "--ntasks=1", "--cpus-per-task=1", f"--output={out}",
-             f"--wrap=exec {torchrun} {WORKER}"],
-            capture_output=True, text=True, env={**env, "MODE": "straggler", "STUCK_RANK": "1"}, timeout=60, check=False,
-        )  # fmt: skip
+            [
+                "sbatch",
+                "--parsable",
+                "--ntasks=1",
+                "--cpus-per-task=1",
+                f"--output={out}",
+                f"--wrap=exec {torchrun} {WORKER}",
+            ],
+            capture_output=True,
+            text=True,
+            env={**env, "MODE": "straggler", "STUCK_RANK": "1"},
+            timeout=60,
+            check=False,
+        )
         assert submitted.returncode == 0, submitted.stderr
         job_id = submitted.stdout.strip().split(";")[0]
         outside_log = tmp_path / "outside.log"
         outside = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-             "--monitor-interval=600", str(WORKER)],
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node=2",
+                "--monitor-interval=600",
+                str(WORKER),
+            ],
             env={k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | {"MODE": "healthy"},
-            stdout=outside_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            stdout=outside_log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             wait_ready(out, 2, f"SLURM job {job_id}")
             wait_ready(outside_log, 2, "the job outside SLURM")
             viewer_env = {k: v for k, v in env.items() if k != "SLURM_JOB_ID"}
             done = subprocess.run(
                 [sys.executable, "-m", "ncclcheck", "watch", "--slurm", job_id, "--once", "--json", "--stall", "4"],
-                capture_output=True, text=True, env=viewer_env, timeout=180, check=False,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                env=viewer_env,
+                timeout=180,
+                check=False,
+            )
             steps = subprocess.run(["squeue", "-h", "-s", "-j", job_id], capture_output=True, text=True, env=env)
         finally:
             stop_tree(outside)

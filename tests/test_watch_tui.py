@@ -11,7 +11,8 @@ from pathlib import Path
 from rich.text import Text
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.model.watch import Job, WatchFinding, WatchState
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.tui.app import COLUMNS, JobPicker, RankTable, WatchApp
 
 MISMATCH = states(job(4), *[all_in(4, "all_reduce", r2=sample(2, stack("all_gather", 57)))] * 4)
@@ -215,7 +216,9 @@ def test_80x24_keeps_for_cpu_and_rss_and_the_footer_shows_enter() -> None:
 
 
 def test_long_findings_and_stacks_scroll() -> None:
-    many = tuple(WatchFinding("straggler", "error", (r,), (r,), f"rank {r} is slow " * 8, "fix it") for r in range(30))
+    many = tuple(
+        Finding("straggler", "error", f"rank {r} is slow " * 8, "fix it", ranks=(r,), culprits=(r,)) for r in range(30)
+    )
     long_stack = states(job(2), {0: sample(0, stack("all_reduce") * 30), 1: sample(1, stack(None))})
     crowded = dataclasses.replace(long_stack, findings=many)
 
@@ -260,8 +263,12 @@ def test_rows_off_screen_are_current_once_scrolled_to() -> None:
 
     async def go() -> None:
         before = states(job(500), all_in(500, "all_reduce"), all_in(500, "all_reduce"))
-        after = states(job(500), all_in(500, "all_reduce"), all_in(500, "all_reduce"),
-                       all_in(500, "all_reduce", r450=sample(450, stack("barrier", 60))))  # fmt: skip
+        after = states(
+            job(500),
+            all_in(500, "all_reduce"),
+            all_in(500, "all_reduce"),
+            all_in(500, "all_reduce", r450=sample(450, stack("barrier", 60))),
+        )
         source = Scripted(before, after)
         source.hold = True
         a = app(source)

@@ -26,9 +26,13 @@ def job(world: int, per_node: int | None = None, node: int = 0) -> Job:
 
 
 def sample(
-    rank: int, frames: tuple[Frame, ...], status: str = "sleeping", net: int | None = 0, cpu: float | None = 1.0,
+    rank: int,
+    frames: tuple[Frame, ...],
+    status: str = "sleeping",
+    net: int | None = 0,
+    cpu: float | None = 1.0,
     exit_code: int | None = None,
-) -> RankSample:  # fmt: skip
+) -> RankSample:
     return RankSample(rank, rank, 1000 + rank, "node0", status, 1.0, 300 << 20, 12, cpu, net, frames, None, exit_code)
 
 

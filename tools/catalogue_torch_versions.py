@@ -16,10 +16,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-VERSIONS = ("2.2.0", "2.3.0", "2.4.0", "2.5.0", "2.6.0", "2.7.0", "2.8.0", "2.9.0", "2.10.0", "2.11.0", "2.12.0",
-            "2.13.0", "2.14.0", "2.15.0")  # fmt: skip
-MEMBERS = ("torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cpu.so", "torch/lib/libc10_cuda.so", "torch/lib/libc10.so",
-           "torch/distributed/*")  # fmt: skip
+VERSIONS = (
+    "2.2.0",
+    "2.3.0",
+    "2.4.0",
+    "2.5.0",
+    "2.6.0",
+    "2.7.0",
+    "2.8.0",
+    "2.9.0",
+    "2.10.0",
+    "2.11.0",
+    "2.12.0",
+    "2.13.0",
+    "2.14.0",
+    "2.15.0",
+)
+MEMBERS = (
+    "torch/lib/libtorch_cuda.so",
+    "torch/lib/libtorch_cpu.so",
+    "torch/lib/libc10_cuda.so",
+    "torch/lib/libc10.so",
+    "torch/distributed/*",
+)
 # catalogue id -> the literal pieces its message is built from, as torch's source writes them
 PIECES: dict[str, tuple[str, ...]] = {
     "NCCLUtils error": ("NCCL error in: ",),
@@ -61,12 +80,27 @@ def strings_of(version: str, work: Path) -> str:
     kept = work / f"{version}.txt"
     if not kept.exists():
         wheel, tree = work / f"w{version}", work / f"x{version}"
-        subprocess.run([sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", f"torch=={version}",
-                        "--only-binary=:all:", "-d", str(wheel)], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--isolated",
+                "--no-deps",
+                f"torch=={version}",
+                "--only-binary=:all:",
+                "-d",
+                str(wheel),
+            ],
+            check=True,
+        )
         (whl,) = wheel.glob("*.whl")
         subprocess.run(["unzip", "-q", "-o", str(whl), *MEMBERS, "-d", str(tree)], check=False)
-        parts = [subprocess.run(["strings", "-n", "6", str(so)], capture_output=True, text=True, check=True).stdout
-                 for so in sorted(tree.glob("torch/lib/*.so"))]  # fmt: skip
+        parts = [
+            subprocess.run(["strings", "-n", "6", str(so)], capture_output=True, text=True, check=True).stdout
+            for so in sorted(tree.glob("torch/lib/*.so"))
+        ]
         parts += [py.read_text(errors="replace") for py in sorted(tree.glob("torch/distributed/**/*.py"))]
         kept.write_text("\n".join(parts))
         shutil.rmtree(wheel)

@@ -16,8 +16,15 @@ import sys
 KEEP_SLURM = ("SLURM_CONF",)  # the rest of SLURM_* in the viewer's shell describes its own step, not job J
 
 
-def agent_command(interval_s: float, stall_s: float, job: str | None, native: bool, no_stacks: bool,
-                  agent_cmd: str | None, slurm_job: str | None = None) -> list[str]:  # fmt: skip
+def agent_command(
+    interval_s: float,
+    stall_s: float,
+    job: str | None,
+    native: bool,
+    no_stacks: bool,
+    agent_cmd: str | None,
+    slurm_job: str | None = None,
+) -> list[str]:
     base = shlex.split(agent_cmd) if agent_cmd else [sys.executable, "-m", "ncclcheck"]
     argv = [*base, "watch", "--agent", "--interval", f"{interval_s:g}", "--stall", f"{stall_s:g}"]
     argv += ["--job", job] if job else []
@@ -36,8 +43,16 @@ def fanout_command(template: str, agent: list[str]) -> str:
 
 def slurm_command(job_id: str, nodes: int | None, agent: list[str]) -> tuple[list[str], dict[str, str]]:
     """srun's argv and environment for one agent per node of job ``job_id``."""
-    argv = ["srun", f"--jobid={job_id}", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-            "--input=all", "--unbuffered", "--job-name=ncclcheck-watch"]  # fmt: skip
+    argv = [
+        "srun",
+        f"--jobid={job_id}",
+        "--overlap",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",
+        "--input=all",
+        "--unbuffered",
+        "--job-name=ncclcheck-watch",
+    ]
     if nodes:
         argv += [f"--nodes={nodes}", f"--ntasks={nodes}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in KEEP_SLURM}
@@ -54,8 +69,9 @@ def slurm_nodes(job_id: str) -> tuple[str, ...]:
         nodelist = listed.stdout.strip().splitlines()[:1]
         if not nodelist or not nodelist[0].strip():
             return ()
-        names = subprocess.run([scontrol, "show", "hostnames", nodelist[0].strip()], capture_output=True, text=True,
-                               timeout=20)  # fmt: skip
+        names = subprocess.run(
+            [scontrol, "show", "hostnames", nodelist[0].strip()], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ()
     return tuple(n.strip() for n in names.stdout.split() if n.strip())

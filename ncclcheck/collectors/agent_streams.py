@@ -72,13 +72,22 @@ def parse(
     try:
         views = tuple(_view(r, host, stacks) for r in data.get("ranks", []))
         return AgentReport(
-            host=host, received=float(data.get("time", received)) if received < 0 else received,
-            node_rank=_int(data.get("node_rank")), job_id=job.get("id"), world_size=_int(job.get("world_size")),
-            nodes=_int(job.get("nodes")), launcher_running=job.get("launcher_running"),
-            window_s=float(data.get("window_s", 0.0)), samples=int(data.get("samples", 0)), views=views,
-            notes=tuple(str(n) for n in data.get("notes", [])), error=data.get("error"), done=data.get("done"),
-            rendezvous=_endpoint(data.get("rendezvous")), interval_s=_float(data.get("interval_s")),
-        )  # fmt: skip
+            host=host,
+            received=float(data.get("time", received)) if received < 0 else received,
+            node_rank=_int(data.get("node_rank")),
+            job_id=job.get("id"),
+            world_size=_int(job.get("world_size")),
+            nodes=_int(job.get("nodes")),
+            launcher_running=job.get("launcher_running"),
+            window_s=float(data.get("window_s", 0.0)),
+            samples=int(data.get("samples", 0)),
+            views=views,
+            notes=tuple(str(n) for n in data.get("notes", [])),
+            error=data.get("error"),
+            done=data.get("done"),
+            rendezvous=_endpoint(data.get("rendezvous")),
+            interval_s=_float(data.get("interval_s")),
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -109,19 +118,35 @@ def _view(r: dict[str, Any], host: str, stacks: dict[tuple[str, int], tuple[Fram
     if "stack" in r:
         stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
     sample = RankSample(
-        rank=rank, local_rank=_int(r.get("local_rank")), pid=_int(r.get("pid")), host=host, status=str(r["status"]),
-        cpu_percent=float(r.get("cpu_percent") or 0.0), rss_bytes=int(r.get("rss_bytes") or 0),
-        threads=int(r.get("threads") or 0), main_cpu_s=None, net_bytes=_int(r.get("socket_bytes")),
-        stack=stacks.get((host, rank), ()), stack_error=r.get("stack_error"), exit_code=_int(r.get("exit_code")),
-    )  # fmt: skip
+        rank=rank,
+        local_rank=_int(r.get("local_rank")),
+        pid=_int(r.get("pid")),
+        host=host,
+        status=str(r["status"]),
+        cpu_percent=float(r.get("cpu_percent") or 0.0),
+        rss_bytes=int(r.get("rss_bytes") or 0),
+        threads=int(r.get("threads") or 0),
+        main_cpu_s=None,
+        net_bytes=_int(r.get("socket_bytes")),
+        stack=stacks.get((host, rank), ()),
+        stack_error=r.get("stack_error"),
+        exit_code=_int(r.get("exit_code")),
+    )
     cpu = r.get("main_cpu_percent")
     return RankView(
-        sample, r.get("collective"), r.get("call_site"), str(r.get("doing") or sample.status),
-        since_s=float(r["since_s"]), still_s=float(r["still_s"]), quiet_s=float(r["quiet_s"]),
-        idle_s=float(r["idle_s"]), idle_samples=int(r.get("idle_samples", 0)),
-        main_cpu_percent=None if cpu is None else float(cpu), progressing=bool(r.get("progressing")),
+        sample,
+        r.get("collective"),
+        r.get("call_site"),
+        str(r.get("doing") or sample.status),
+        since_s=float(r["since_s"]),
+        still_s=float(r["still_s"]),
+        quiet_s=float(r["quiet_s"]),
+        idle_s=float(r["idle_s"]),
+        idle_samples=int(r.get("idle_samples", 0)),
+        main_cpu_percent=None if cpu is None else float(cpu),
+        progressing=bool(r.get("progressing")),
         moved_samples=int(r.get("moved_samples", 0)),
-    )  # fmt: skip
+    )
 
 
 class FanOut:
@@ -133,9 +158,16 @@ class FanOut:
     def __init__(self, argv: list[str] | str, shell: bool = False, env: dict[str, str] | None = None) -> None:
         self.streams, self.lock = Streams(), threading.Lock()
         self.proc = subprocess.Popen(
-            argv, shell=shell, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, text=True, errors="replace",
-        )  # fmt: skip
+            argv,
+            shell=shell,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+        )
         self.readers = [
             threading.Thread(target=self._read, args=(pipe,), daemon=True)
             for pipe in (self.proc.stdout, self.proc.stderr)
@@ -192,8 +224,11 @@ def replay(path: str) -> Streams:
     """Agent lines collected before (a file, or ``-`` for stdin): every line, on the lines' own clock."""
     streams = Streams()
     handle: IO[str]
-    with (open(0, encoding="utf-8", errors="replace", closefd=False) if path == "-" else
-          Path(path).open(encoding="utf-8", errors="replace")) as handle:  # fmt: skip
+    with (
+        open(0, encoding="utf-8", errors="replace", closefd=False)
+        if path == "-"
+        else Path(path).open(encoding="utf-8", errors="replace")
+    ) as handle:
         for line in handle:
             streams.take(line, -1.0)  # -1: the line's own time
     return streams

@@ -106,12 +106,22 @@ def _entry(e: Mapping[str, Any]) -> FrEntry:
     if lib == "gloo" and state == "scheduled" and retired:
         state = "completed"  # gloo never moves `state`; `retired` is the only sign an op finished
     return FrEntry(
-        int(e.get("record_id", -1)), str(pg[0]), str(pg[1]) if len(pg) > 1 else "", int(e.get("collective_seq_id", -1)),
-        int(e.get("p2p_seq_id", -1)), bool(e.get("is_p2p")), lib, op, peer,
-        _sizes(e.get("input_sizes")), _sizes(e.get("output_sizes")),
-        tuple(map(str, e.get("input_dtypes") or ())), tuple(map(str, e.get("output_dtypes") or ())),
-        state, _call_site(e.get("frames")),
-    )  # fmt: skip
+        int(e.get("record_id", -1)),
+        str(pg[0]),
+        str(pg[1]) if len(pg) > 1 else "",
+        int(e.get("collective_seq_id", -1)),
+        int(e.get("p2p_seq_id", -1)),
+        bool(e.get("is_p2p")),
+        lib,
+        op,
+        peer,
+        _sizes(e.get("input_sizes")),
+        _sizes(e.get("output_sizes")),
+        tuple(map(str, e.get("input_dtypes") or ())),
+        tuple(map(str, e.get("output_dtypes") or ())),
+        state,
+        _call_site(e.get("frames")),
+    )
 
 
 def _sizes(value: object) -> tuple[tuple[int, ...], ...]:

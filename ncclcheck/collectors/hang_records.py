@@ -38,9 +38,13 @@ def read(path: str) -> HangRecord | None:
         first = errors[0]
         hosts = sorted({str(r.get("host")) for r in data.get("ranks", []) if r.get("host")})
         return HangRecord(
-            path, float(data.get("time") or os.path.getmtime(path)), tuple(str(f["kind"]) for f in errors),
-            tuple(int(r) for r in first.get("ranks", [])), tuple(int(r) for r in first.get("culprits", [])),
-            str(first["message"]), ",".join(hosts),
-        )  # fmt: skip
+            path,
+            float(data.get("time") or os.path.getmtime(path)),
+            tuple(str(f["kind"]) for f in errors),
+            tuple(int(r) for r in first.get("ranks", [])),
+            tuple(int(r) for r in first.get("culprits", [])),
+            str(first["message"]),
+            ",".join(hosts),
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

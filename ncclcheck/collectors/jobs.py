@@ -72,10 +72,16 @@ def _rank(proc: psutil.Process, host: str) -> _Member | None:
         if parent is not None and environ(parent).get("RANK") == env["RANK"]:
             return None  # a dataloader worker or other child of a rank
         rank = RankProc(
-            proc.pid, int(env["RANK"]), parse_int(env.get("LOCAL_RANK")), int(env["WORLD_SIZE"]),
-            parse_int(env.get("LOCAL_WORLD_SIZE")), parse_int(env.get("GROUP_RANK")), host,
-            " ".join(proc.cmdline())[:300], parse_int(env.get("MASTER_PORT")),
-        )  # fmt: skip
+            proc.pid,
+            int(env["RANK"]),
+            parse_int(env.get("LOCAL_RANK")),
+            int(env["WORLD_SIZE"]),
+            parse_int(env.get("LOCAL_WORLD_SIZE")),
+            parse_int(env.get("GROUP_RANK")),
+            host,
+            " ".join(proc.cmdline())[:300],
+            parse_int(env.get("MASTER_PORT")),
+        )
         launcher = parent if parent is not None and _is_launcher(parent) else None
         return rank, env, launcher
     except (psutil.Error, ValueError, OSError):
@@ -108,11 +114,17 @@ def _job(job_id: str, members: list[_Member]) -> Job:
         "TORCHELASTIC_RESTART_COUNT" in m[1] and _under_init(m[0].pid) for m in members
     )  # torchrun's ranks, reparented: not a wrapper script between torchrun and the ranks, which is no orphan
     return Job(
-        job_id, max(r.world_size for r in ranks), nodes, launcher.pid if launcher else None, ranks,
-        script=script_of(first[0].cmdline), cwd=cwd_of(first[0].pid),
-        started=started_of([launcher.pid] if launcher else [r.pid for r in ranks]), orphaned=orphaned,
+        job_id,
+        max(r.world_size for r in ranks),
+        nodes,
+        launcher.pid if launcher else None,
+        ranks,
+        script=script_of(first[0].cmdline),
+        cwd=cwd_of(first[0].pid),
+        started=started_of([launcher.pid] if launcher else [r.pid for r in ranks]),
+        orphaned=orphaned,
         slurm_job=env.get("SLURM_JOB_ID") or None,
-    )  # fmt: skip
+    )
 
 
 def _under_init(pid: int) -> bool:

@@ -34,8 +34,13 @@ def command(launch: Launch, local_addr: str | None) -> list[str]:
     if launch.nodes == 1 and launch.master_port is None:
         cmd.append("--standalone")  # torchrun picks a free port: never collides with another job's 29400
     elif launch.nodes == 1:
-        cmd += ["--nnodes=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{launch.master_port}",
-                "--rdzv-id=ncclcheck-smoke", "--rdzv-conf=is_host=1"]  # fmt: skip
+        cmd += [
+            "--nnodes=1",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{launch.master_port}",
+            "--rdzv-id=ncclcheck-smoke",
+            "--rdzv-conf=is_host=1",
+        ]
     else:
         cmd += [
             f"--nnodes={launch.nodes}",

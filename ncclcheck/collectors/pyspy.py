@@ -62,8 +62,11 @@ def locals_of(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> list[tuple[str, st
     try:
         done = subprocess.run(
             [binary, "dump", "--pid", str(pid), "--json", "--locals", "--nonblocking"],
-            capture_output=True, text=True, timeout=timeout_s, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
         threads = json.loads(done.stdout) if done.returncode == 0 else None
     except (subprocess.TimeoutExpired, ValueError):
         return None

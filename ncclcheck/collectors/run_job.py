@@ -22,9 +22,13 @@ class Launched:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: str) -> None:
         self.log = open(log_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.started = time.time()
         self.pump = threading.Thread(target=self._pump, args=(self.proc.stdout,), daemon=True)
         self.pump.start()

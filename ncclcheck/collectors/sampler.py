@@ -101,9 +101,22 @@ class Sampler:
             st = states[proc.pid]
             stack, error = dumps.get(proc.pid, ((), None))
             samples.append(
-                RankSample(rank, proc.local_rank, proc.pid, proc.host, st.status, st.cpu_percent, st.rss,
-                           st.threads, st.main_cpu_s, st.net, stack, error, st.exit_code)
-            )  # fmt: skip
+                RankSample(
+                    rank,
+                    proc.local_rank,
+                    proc.pid,
+                    proc.host,
+                    st.status,
+                    st.cpu_percent,
+                    st.rss,
+                    st.threads,
+                    st.main_cpu_s,
+                    st.net,
+                    stack,
+                    error,
+                    st.exit_code,
+                )
+            )
         launcher = self.job.launcher_pid
         running = None if launcher is None else process_state(launcher) not in ("gone", "zombie", "unknown")
         if self.job.orphaned:

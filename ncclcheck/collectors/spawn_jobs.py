@@ -72,8 +72,17 @@ def _job(parent_pid: int, procs: list[psutil.Process]) -> Job | None:
         "(orphaned mp.spawn ranks: the script that spawned them has exited)" if orphaned else script_of(parent_cmdline)
     )
     launcher = None if orphaned else parent_pid
-    return Job(f"spawn:{parent_pid}", world, None, launcher, ranks, script=script, cwd=cwd_of(min(found)),
-               started=started_of([launcher] if launcher else list(found)), how=how)  # fmt: skip
+    return Job(
+        f"spawn:{parent_pid}",
+        world,
+        None,
+        launcher,
+        ranks,
+        script=script,
+        cwd=cwd_of(min(found)),
+        started=started_of([launcher] if launcher else list(found)),
+        how=how,
+    )
 
 
 def _index(pid: int) -> int | None:

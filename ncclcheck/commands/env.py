@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from rich.console import Console
 
 from ncclcheck.analysis.env import analyze
 from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
+from ncclcheck.exits import UsageError
 from ncclcheck.model.env import EnvOptions
 from ncclcheck.probes._sysfs import SavedTreeError, parse_int
 from ncclcheck.views.env import render, to_json
@@ -48,19 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--nnodes", type=_positive, metavar="N", help="nodes in the job (default: from launcher variables)"
     )
     parser.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", dest="assume",
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        dest="assume",
         help="judge as if NAME were set to VALUE (over the environment, or over a saved tree's with --root)",
-    )  # fmt: skip
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show the details of every check")
 
 
 def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.root):
-        print(
-            f"ncclcheck env: --root {args.root} is not a directory (give a copied tree with sys/ and dev/)",
-            file=sys.stderr,
+        raise UsageError(
+            f"ncclcheck env: --root {args.root} is not a directory (give a copied tree with sys/ and dev/)"
         )
-        return 2
     options = EnvOptions(
         root=os.path.abspath(args.root) if args.root != "/" else "/",
         master_addr=args.master_addr,
@@ -71,13 +73,11 @@ def run(args: argparse.Namespace) -> int:
     assumed = dict(a.split("=", 1) for a in args.assume if "=" in a)
     bad = [a for a in args.assume if "=" not in a or not a.split("=", 1)[0]]
     if bad:
-        print(f"ncclcheck env: --set {bad[0]}: give NAME=VALUE (see ncclcheck env --help)", file=sys.stderr)
-        return 2
+        raise UsageError(f"ncclcheck env: --set {bad[0]}: give NAME=VALUE (see ncclcheck env --help)")
     try:
         snapshot = collect_snapshot(options, assumed=assumed)
     except SavedTreeError as exc:
-        print(f"ncclcheck env: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"ncclcheck env: {exc}") from None
     tree_host = saved_host(options.root) if options.root != "/" else None
     report = analyze(snapshot, tree_host or (host_name() if options.root == "/" else f"the tree {options.root}"))
     if args.json:

@@ -22,15 +22,15 @@ import json
 import signal
 import sys
 
+from ncclcheck import exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.logfiles import InputError, Reading, sources
-from ncclcheck.signals import Ended, raise_ended
+from ncclcheck.exits import UsageError
+from ncclcheck.signals import Ended, handling
 from ncclcheck.sources.logs import diagnose
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs import render, to_json
-
-EXIT_UNKNOWN = 4  # no known error, but an error line no rule explains: never "pass"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,25 +45,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     reading = Reading()
-    previous = {sig: signal.signal(sig, raise_ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        found = sources(args.paths, reading)
-        if not found:
-            raise InputError(f"no log files under {', '.join(args.paths)}" + "".join(f"; {n}" for n in reading.notes))
-        report = diagnose(found, reading)
+        with handling():
+            found = sources(args.paths, reading)
+            if not found:
+                notes = "".join(f"; {n}" for n in reading.notes)
+                raise InputError(f"no log files under {', '.join(args.paths)}{notes}")
+            report = diagnose(found, reading)
     except InputError as exc:
-        print(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)", file=sys.stderr)
-        return 2
+        raise UsageError(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)") from None
     except Ended as stop:  # the workers reading big logs were ended on the way out
         print(f"ncclcheck logs: ended by {signal.Signals(stop.signum).name}", file=sys.stderr)
-        return 128 + stop.signum
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        return exits.by_signal(stop.signum)
     report = with_hangs(report, hang_records.find(args.paths))  # run dirs: the hangs `ncclcheck run` saw live
     names = [s.name for s in found]
     if args.json:
         print(json.dumps(to_json(report, names), indent=1))
     else:
         render(report, names, make_console())
-    return {"fail": 1, "unknown": EXIT_UNKNOWN}.get(report.status, 0)
+    return {"fail": exits.PROBLEM, "unknown": exits.UNDECIDED}.get(report.status, exits.OK)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.stacks import Frame
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
@@ -126,19 +127,6 @@ class RankView:
 
 
 @dataclass(frozen=True)
-class WatchFinding:
-    """A problem across ranks. ``ranks``: every rank involved; ``culprits``: the ranks to blame, only where
-    the evidence singles them out (empty on a tie, or when the cause is not among the ranks seen)."""
-
-    kind: str
-    severity: str  # error, warning, info
-    ranks: tuple[int, ...]
-    culprits: tuple[int, ...]
-    message: str
-    fix: str
-
-
-@dataclass(frozen=True)
 class Verdict:
     """The one line on top: ok, pending (not judged yet, and how long until it is), warning, problem, finished."""
 
@@ -226,7 +214,7 @@ class WatchState:
     time: float
     job: Job
     ranks: tuple[RankView, ...]
-    findings: tuple[WatchFinding, ...]
+    findings: tuple[Finding, ...]
     verdict: Verdict
     window_s: float = 0.0  # how long this job has been watched
     samples: int = 1

@@ -8,6 +8,7 @@ import sys
 import traceback
 import warnings
 
+from ncclcheck import exits
 from ncclcheck.analysis.smoke.plan import (
     DEFAULT_ITERS,
     DEFAULT_SIZES,
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except PlanError as exc:
         print(f"ncclcheck.smoke: {exc}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     try:
         code = run_rank(plan)
     except Exception:

@@ -19,8 +19,14 @@ RDZV_EVERY_S = 5.0  # as often as torchrun's agents beat; one small read adds no
 class NodesSource:
     """Each ``poll`` merges the latest line of every node's agent; ``close`` ends the fan-out."""
 
-    def __init__(self, stall_s: float, interval_s: float, fanout: FanOut | None = None,
-                 recorded: Streams | None = None, expected_hosts: tuple[str, ...] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        stall_s: float,
+        interval_s: float,
+        fanout: FanOut | None = None,
+        recorded: Streams | None = None,
+        expected_hosts: tuple[str, ...] = (),
+    ) -> None:
         self.judging, self.interval_s = Judging(stall_s), interval_s
         self.fanout, self.recorded, self.expected_hosts = fanout, recorded, expected_hosts
         self.begun = time.monotonic()
@@ -48,13 +54,32 @@ class NodesSource:
             now = max((r.received for r in reports.values()), default=0.0)
             started = True
         known = self.map.now(reports, now) if self.fanout is not None else None
-        state = merge(reports, text, now, judging, self.interval_s, started, len(self.expected_hosts) or None, known,
-                      self.expected_hosts)  # fmt: skip
+        state = merge(
+            reports,
+            text,
+            now,
+            judging,
+            self.interval_s,
+            started,
+            len(self.expected_hosts) or None,
+            known,
+            self.expected_hosts,
+        )
         if not started and (not reports or any(n.agent == "missing" for n in state.nodes)):
             heard = sum(1 for n in state.nodes if n.agent != "missing")
             waiting = f"… starting the agents: {heard}{f'/{len(state.nodes)}' if state.nodes else ''} nodes reporting"
-            state = WatchState(state.time, state.job, state.ranks, state.findings, Verdict("pending", waiting),
-                               state.window_s, state.samples, state.notes, state.launcher_running, state.nodes)  # fmt: skip
+            state = WatchState(
+                state.time,
+                state.job,
+                state.ranks,
+                state.findings,
+                Verdict("pending", waiting),
+                state.window_s,
+                state.samples,
+                state.notes,
+                state.launcher_running,
+                state.nodes,
+            )
         self.state = state
         return state
 
@@ -82,9 +107,13 @@ class JobMap:
     def now(self, reports: Mapping[str, AgentReport], now: float) -> RendezvousMap | None:
         """The map as of ``now`` (heartbeat ages counted to it); None when no agent names a c10d rendezvous."""
         endpoint = next(
-            (r.rendezvous for r in sorted(reports.values(), key=lambda r: (r.node_rank is None, r.node_rank or 0))
-             if r.rendezvous is not None), None,
-        )  # fmt: skip
+            (
+                r.rendezvous
+                for r in sorted(reports.values(), key=lambda r: (r.node_rank is None, r.node_rank or 0))
+                if r.rendezvous is not None
+            ),
+            None,
+        )
         if endpoint is None:
             return None
         with self.lock:
@@ -96,10 +125,15 @@ class JobMap:
             return None
         present = {n.node_rank for n in latest.nodes}
         nodes = tuple(
-            RendezvousNode(node.addr, rank, node.agent_pid, None if beat is None else max(now - beat, 0.0),
-                           removed=latest.error is None and rank not in present)
+            RendezvousNode(
+                node.addr,
+                rank,
+                node.agent_pid,
+                None if beat is None else max(now - beat, 0.0),
+                removed=latest.error is None and rank not in present,
+            )
             for rank, (node, beat) in sorted(beats.items())
-        )  # fmt: skip
+        )
         return RendezvousMap(latest.endpoint, latest.run_id, latest.round, nodes, latest.error)
 
     def _read(self, endpoint: RendezvousEndpoint) -> None:

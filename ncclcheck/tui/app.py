@@ -38,7 +38,7 @@ from ncclcheck.views.watch import (
     jobs_lines,
     nodes_line,
     to_json,
-)  # fmt: skip
+)
 
 # The columns a user needs to judge a rank come first, so that they stay on an 80-column screen.
 COLUMNS = ("", "rank", "state", "collective", "for", "cpu", "rss", "call site", "pid", "local", "host")
@@ -232,10 +232,15 @@ class WatchApp(App[None]):
     ]
 
     def __init__(
-        self, source: Source | None, interval: float, clock: Callable[[], float] = time.monotonic,
-        save_dir: Path | None = None, jobs: tuple[Job, ...] = (), make_source: Callable[[Job], Source] | None = None,
+        self,
+        source: Source | None,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        save_dir: Path | None = None,
+        jobs: tuple[Job, ...] = (),
+        make_source: Callable[[Job], Source] | None = None,
         several_nodes: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__()
         self.several_nodes = several_nodes
         self.sorts = NODE_SORTS if several_nodes else SORTS
@@ -350,8 +355,10 @@ class WatchApp(App[None]):
         assert self.shown is not None
         text = Text()
         for f in self.shown.findings:
-            text.append(f"{'✗' if f.severity == 'error' else '!' if f.severity == 'warning' else '·'} {f.kind}: ",
-                        style=STYLE[f.severity])  # fmt: skip
+            text.append(
+                f"{'✗' if f.severity == 'error' else '!' if f.severity == 'warning' else '·'} {f.id}: ",
+                style=STYLE[f.severity],
+            )
             text.append(f"{f.message}\n")
             if f.fix:
                 text.append(f"  fix: {f.fix}\n", style="dim")
@@ -417,7 +424,10 @@ class WatchApp(App[None]):
         try:
             new_json(str(path), to_json(self.state, self.interval))
         except OSError as exc:
-            self.notify(f"could not save {path}: {exc.strerror or exc} (run from a writable directory)",
-                        severity="error", timeout=8)  # fmt: skip
+            self.notify(
+                f"could not save {path}: {exc.strerror or exc} (run from a writable directory)",
+                severity="error",
+                timeout=8,
+            )
             return
         self.notify(f"saved {path}")

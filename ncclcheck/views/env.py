@@ -75,7 +75,10 @@ def verdict(report: EnvReport) -> Text:
     tail = f" ({warns} warning(s) above)" if warns else ""
     if report.not_saved:
         lacks = ", ".join(report.not_saved)
-        return Text(f"✓ nothing in the saved tree blocks NCCL or gloo{tail}; not checked (the tree holds no"
-                    f" {lacks}): save one with `python3 probes/save_tree.py DIR` on the node", "bold yellow")  # fmt: skip
+        return Text(
+            f"✓ nothing in the saved tree blocks NCCL or gloo{tail}; not checked (the tree holds no"
+            f" {lacks}): save one with `python3 probes/save_tree.py DIR` on the node",
+            "bold yellow",
+        )
     where = "in the saved tree" if report.root != "/" else "on this node"
     return Text(f"✓ nothing {where} blocks NCCL or gloo{tail}", "bold green")

@@ -46,13 +46,22 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
         console.print(Text(f"✗ root cause{who}: {cause.message}", style="bold red"))
         console.print(Text(f"  fix: {cause.fix}"))
     elif report.unrecognised:
-        console.print(Text("? no known error, but a line no rule explains says it is one: read it below (the verdict"
-                           " stays open)", style="bold yellow"))  # fmt: skip
+        console.print(
+            Text(
+                "? no known error, but a line no rule explains says it is one: read it below (the verdict stays open)",
+                style="bold yellow",
+            )
+        )
     elif any(f.severity == "warning" for f in report.findings):
         console.print(Text("! no error, but warnings below", style="bold yellow"))
     elif report.incomplete:
-        console.print(Text(f"? no problem found in the {report.lines} line(s) that could be read; not everything could"
-                           " be (notes below): no verdict over what is missing", style="bold yellow"))  # fmt: skip
+        console.print(
+            Text(
+                f"? no problem found in the {report.lines} line(s) that could be read; not everything could"
+                " be (notes below): no verdict over what is missing",
+                style="bold yellow",
+            )
+        )
     else:
         notes = "; what the logs say is below" if report.findings else ""  # facts only (info), no warning
         console.print(

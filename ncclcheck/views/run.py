@@ -35,10 +35,20 @@ def hang_line(record: HangRecord, console: Console) -> None:
 
 
 def to_json(
-    command: list[str], run_dir: str, host: str, exit_code: int, duration_s: float, verdict: RunVerdict,
-    findings: tuple[Finding, ...], hangs: tuple[HangRecord, ...], settings: tuple[EnvSetting, ...],
-    notes: tuple[str, ...], files: dict[str, list[str]], report: LogReport, log_files: list[str],
-) -> dict[str, Any]:  # fmt: skip
+    command: list[str],
+    run_dir: str,
+    host: str,
+    exit_code: int,
+    duration_s: float,
+    verdict: RunVerdict,
+    findings: tuple[Finding, ...],
+    hangs: tuple[HangRecord, ...],
+    settings: tuple[EnvSetting, ...],
+    notes: tuple[str, ...],
+    files: dict[str, list[str]],
+    report: LogReport,
+    log_files: list[str],
+) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "command": command,
@@ -78,8 +88,12 @@ def render(verdict: RunVerdict, findings: tuple[Finding, ...], exit_code: int, r
     for f in findings:
         if f.severity in ("error", "warning"):
             who = f" (rank {span(f.blamed)})" if f.blamed else ""
-            console.print(Text(f"{'✗' if f.severity == 'error' else '!'} {f.id}{who}: {f.message}",
-                               style="red" if f.severity == "error" else "yellow"))  # fmt: skip
+            console.print(
+                Text(
+                    f"{'✗' if f.severity == 'error' else '!'} {f.id}{who}: {f.message}",
+                    style="red" if f.severity == "error" else "yellow",
+                )
+            )
             if f.fix:
                 console.print(Text(f"  fix: {f.fix}", style="dim"))
     who = f" (rank {span(verdict.ranks)})" if verdict.ranks else ""

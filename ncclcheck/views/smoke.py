@@ -138,8 +138,11 @@ def render(summary: SmokeSummary, console: Console) -> None:
     console.print(Text(f"logs: {summary.log_dir}", style="dim"))
     if summary.verdict in ("running", "interrupted"):
         shown = f"{len(summary.results)} op/size result(s) so far"
-        console.print(Text(f"■ {summary.verdict}: no verdict, the run was ended before it concluded; {shown}",
-                           style="bold yellow"))  # fmt: skip
+        console.print(
+            Text(
+                f"■ {summary.verdict}: no verdict, the run was ended before it concluded; {shown}", style="bold yellow"
+            )
+        )
         return
     ok = summary.verdict == "pass"
     console.print(

@@ -9,18 +9,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
-from ncclcheck.model.watch import Job, NodeStatus, RankView, WatchFinding, WatchState
+from ncclcheck.model.watch import Job, NodeStatus, RankView, WatchState
 
 SCHEMA = "ncclcheck.watch/2"
 JOBS_SCHEMA = "ncclcheck.watch-jobs/1"
 CULPRIT, UNDECIDED = "✗", "?"  # the flag column: blamed; involved where the evidence cannot tell who is to blame
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 VERDICT_STYLE = {
-    "problem": "bold red", "warning": "yellow", "pending": "yellow", "undecided": "yellow", "finished": "cyan",
+    "problem": "bold red",
+    "warning": "yellow",
+    "pending": "yellow",
+    "undecided": "yellow",
+    "finished": "cyan",
     "ok": "green",
-}  # fmt: skip
+}
 
 
 def to_json(state: WatchState, interval_s: float) -> dict[str, Any]:
@@ -94,9 +99,9 @@ def started(job: Job) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.started)) if job.started else "?"
 
 
-def finding_json(f: WatchFinding) -> dict[str, Any]:
+def finding_json(f: Finding) -> dict[str, Any]:
     return {
-        "kind": f.kind,
+        "kind": f.id,
         "severity": f.severity,
         "ranks": list(f.ranks),
         "culprits": list(f.culprits),
@@ -170,8 +175,11 @@ def row_style(flag: str) -> str:
 
 def render(state: WatchState, console: Console) -> None:
     job = state.job
-    where = f"{nodes_line(state.nodes)}, {len(state.ranks)} rank(s) seen" if state.nodes else (
-        f"{len(state.ranks)} rank(s) on this node")  # fmt: skip
+    where = (
+        f"{nodes_line(state.nodes)}, {len(state.ranks)} rank(s) seen"
+        if state.nodes
+        else (f"{len(state.ranks)} rank(s) on this node")
+    )
     console.print(
         Text(
             f"job {job.id}: world size {job.world_size}, {where}; "
@@ -193,7 +201,7 @@ def render(state: WatchState, console: Console) -> None:
             Text(f"{CULPRIT} the rank(s) to blame   {UNDECIDED} involved, the evidence cannot tell", style="dim")
         )
     for f in state.findings:
-        console.print(Text(f"{'✗' if f.severity == 'error' else '!'} {f.kind}: {f.message}", style=STYLE[f.severity]))
+        console.print(Text(f"{'✗' if f.severity == 'error' else '!'} {f.id}: {f.message}", style=STYLE[f.severity]))
         if f.fix:
             console.print(Text(f"  fix: {f.fix}", style="dim"))
     for note in state.notes:

@@ -14,10 +14,16 @@ from ncclcheck.model.watch import AGENT_SCHEMA, RendezvousEndpoint, WatchState
 
 
 def agent_line(
-    state: WatchState | None, host: str, sent: dict[int, tuple[Frame, ...]], now: float, seq: int,
-    error: str | None = None, done: str | None = None, rendezvous: RendezvousEndpoint | None = None,
+    state: WatchState | None,
+    host: str,
+    sent: dict[int, tuple[Frame, ...]],
+    now: float,
+    seq: int,
+    error: str | None = None,
+    done: str | None = None,
+    rendezvous: RendezvousEndpoint | None = None,
     interval_s: float | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
     if interval_s is not None:
@@ -52,15 +58,28 @@ def agent_line(
     for v in state.ranks:
         s = v.sample
         rank: dict[str, Any] = {
-            "rank": s.rank, "local_rank": s.local_rank, "pid": s.pid, "status": s.status, "exit_code": s.exit_code,
-            "cpu_percent": s.cpu_percent, "rss_bytes": s.rss_bytes, "threads": s.threads,
-            "socket_bytes": s.net_bytes, "stack_error": s.stack_error,
-            "collective": v.collective, "call_site": v.call_site, "doing": v.doing,
-            "since_s": round(v.since_s, 2), "still_s": round(v.still_s, 2), "quiet_s": round(v.quiet_s, 2),
-            "idle_s": round(v.idle_s, 2), "idle_samples": v.idle_samples, "moved_samples": v.moved_samples,
+            "rank": s.rank,
+            "local_rank": s.local_rank,
+            "pid": s.pid,
+            "status": s.status,
+            "exit_code": s.exit_code,
+            "cpu_percent": s.cpu_percent,
+            "rss_bytes": s.rss_bytes,
+            "threads": s.threads,
+            "socket_bytes": s.net_bytes,
+            "stack_error": s.stack_error,
+            "collective": v.collective,
+            "call_site": v.call_site,
+            "doing": v.doing,
+            "since_s": round(v.since_s, 2),
+            "still_s": round(v.still_s, 2),
+            "quiet_s": round(v.quiet_s, 2),
+            "idle_s": round(v.idle_s, 2),
+            "idle_samples": v.idle_samples,
+            "moved_samples": v.moved_samples,
             "progressing": v.progressing,
             "main_cpu_percent": None if v.main_cpu_percent is None else round(v.main_cpu_percent, 1),
-        }  # fmt: skip
+        }
         if sent.get(s.rank) != s.stack:
             rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
             sent[s.rank] = s.stack

@@ -28,10 +28,17 @@ def check_devices(snapshot: NodeSnapshot, ctx: Context) -> Check:
     hcas = snapshot.ib.hcas
     asked = ctx.env.get("NCCL_IB_HCA")
     if not hcas and asked and not is_set_to_one(ctx.env, "NCCL_IB_DISABLE"):
-        return conclude("ib.devices", "", [warn(
-            f"NCCL_IB_HCA={asked} but this node has no RDMA device at all: NCCL will use TCP sockets between nodes",
-            "on a node with IB/RoCE NICs: pass /dev/infiniband into the container and load the driver (`ibv_devinfo`);"
-            " else unset NCCL_IB_HCA")])  # fmt: skip
+        return conclude(
+            "ib.devices",
+            "",
+            [
+                warn(
+                    f"NCCL_IB_HCA={asked} but this node has no RDMA device at all: NCCL will use TCP sockets between nodes",
+                    "on a node with IB/RoCE NICs: pass /dev/infiniband into the container and load the driver (`ibv_devinfo`);"
+                    " else unset NCCL_IB_HCA",
+                )
+            ],
+        )
     if not hcas:
         return skip("ib.devices", NO_RDMA)
     used = used_ports(snapshot, ctx)

@@ -222,8 +222,12 @@ def _ranges(env: Mapping[str, str]) -> list[Issue]:
             issues.append(warn(f"{name}={value} is outside {low}..{high}", f"unset {name} or use {low}..{high}"))
     nthreads = env.get("NCCL_NTHREADS")
     if nthreads and nccl_int(nthreads).exact and nccl_int(nthreads).value not in NTHREADS:
-        issues.append(warn(f"NCCL_NTHREADS={nthreads} is not one of {', '.join(map(str, NTHREADS))}: NCCL ignores"
-                           " it or rounds it", "unset NCCL_NTHREADS"))  # fmt: skip
+        issues.append(
+            warn(
+                f"NCCL_NTHREADS={nthreads} is not one of {', '.join(map(str, NTHREADS))}: NCCL ignores it or rounds it",
+                "unset NCCL_NTHREADS",
+            )
+        )
     threads = nccl_int(env.get("NCCL_SOCKET_NTHREADS", "")).value
     socks = nccl_int(env.get("NCCL_NSOCKS_PERTHREAD", "")).value
     if threads and socks and threads * socks > 64:
@@ -257,7 +261,8 @@ def _nccl_params(env: Mapping[str, str], table: KnownVars) -> list[Issue]:
         meant_yes = value.strip().lower() in YES and parsed.value == 0 and name.endswith(("_DISABLE", "_ENABLE"))
         turn = "disable" if name.endswith("_DISABLE") else "enable"
         fix = f"write {name} as a plain integer (NCCL parses it with strtoll)" + (
-            f": {name}=1 to {turn} it" if meant_yes else "")  # fmt: skip
+            f": {name}=1 to {turn} it" if meant_yes else ""
+        )
         issues.append(fail(text, fix) if meant_yes or name == "NCCL_IB_GID_INDEX" else warn(text, fix))
     return issues
 

@@ -58,13 +58,15 @@ def _several_jobs(jobs: list[tuple[RankLog, ...]]) -> list[Finding]:
     files = "; ".join(", ".join(dict.fromkeys(r.file for r in job[:3])) + ("…" if len(job) > 3 else "") for job in jobs)
     return [
         Finding(
-            "several-jobs", "warning",
+            "several-jobs",
+            "warning",
             f"these logs may hold {len(jobs)} different jobs: their files share no NCCL communicator (commId): {files};"
             " a rank's lines in one job say nothing of another's, so ranks are not compared across them",
             "read one job's logs at a time (ncclcheck logs with that job's files or directory only)",
-            (), tuple(Evidence(job[0].file, job[0].first_line, f"commId {job[0].comm_ids[0]}") for job in jobs),
+            (),
+            tuple(Evidence(job[0].file, job[0].first_line, f"commId {job[0].comm_ids[0]}") for job in jobs),
         )
-    ]  # fmt: skip
+    ]
 
 
 def _version_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
@@ -81,11 +83,14 @@ def _version_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
     evidence = tuple(Evidence(rs[0].file, rs[0].first_line, f"NCCL version {v}") for v, rs in versions.items())
     return [
         Finding(
-            "version-mismatch", severity, f"ranks run {what}: {parts}",
+            "version-mismatch",
+            severity,
+            f"ranks run {what}: {parts}",
             "install one torch/NCCL build on every node (same wheel, same LD_LIBRARY_PATH/LD_PRELOAD)",
-            tuple(sorted(r.rank for rs in versions.values() for r in rs if r.rank is not None)), evidence,
+            tuple(sorted(r.rank for rs in versions.values() for r in rs if r.rank is not None)),
+            evidence,
         )
-    ]  # fmt: skip
+    ]
 
 
 def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
@@ -96,38 +101,44 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
         if bad:
             out.append(
                 Finding(
-                    "suspicious-interface", "warning",
+                    "suspicious-interface",
+                    "warning",
                     f"{r.name} uses {', '.join(dict.fromkeys(bad))} for NCCL sockets: a bridge, tunnel, loopback or"
                     " link-local address other nodes usually cannot reach",
                     "export NCCL_SOCKET_IFNAME=<the routed interface> (e.g. =eth0 or =^docker,veth,virbr,lo) on every"
                     " node; `ncclcheck env` shows what NCCL picks",
-                    (r.rank,) if r.rank is not None else (), (Evidence(r.file, r.first_line, ", ".join(used)),),
+                    (r.rank,) if r.rank is not None else (),
+                    (Evidence(r.file, r.first_line, ", ".join(used)),),
                 )
-            )  # fmt: skip
+            )
         env = dict(r.env)
         forced = {k: v for k, v in env.items() if (k, v) in P2P_OFF or (k == "NCCL_P2P_LEVEL" and v in ("LOC", "0"))}
         if forced and not any(f.id == "p2p-disabled" for f in out):
             text = " ".join(f"{k}={v}" for k, v in forced.items())
             out.append(
                 Finding(
-                    "p2p-disabled", "warning",
+                    "p2p-disabled",
+                    "warning",
                     f"{text} set on {r.name}: GPU peer-to-peer (and shared memory) paths are turned off, traffic takes"
                     " slower routes",
                     "unset them unless you are testing on purpose or P2P is really broken on this machine",
-                    (r.rank,) if r.rank is not None else (), (Evidence(r.file, r.first_line, text),),
+                    (r.rank,) if r.rank is not None else (),
+                    (Evidence(r.file, r.first_line, text),),
                 )
-            )  # fmt: skip
+            )
         if "NCCL_SOCKET_IFNAME" in env and not used and not r.init_complete:
             out.append(
                 Finding(
-                    "socket-ifname-not-found", "error",
+                    "socket-ifname-not-found",
+                    "error",
                     f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} on {r.name} but NCCL never reports an interface"
                     " it uses: no interface here matches it",
                     "set NCCL_SOCKET_IFNAME to an interface (or prefix) that exists on every node; `ip -br addr`"
                     " or `ncclcheck env` on each node",
-                    (r.rank,) if r.rank is not None else (), (Evidence(r.file, r.first_line, "NCCL_SOCKET_IFNAME"),),
+                    (r.rank,) if r.rank is not None else (),
+                    (Evidence(r.file, r.first_line, "NCCL_SOCKET_IFNAME"),),
                 )
-            )  # fmt: skip
+            )
     return out[:20]
 
 
@@ -137,12 +148,14 @@ def _link_layer_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
         if {"IB", "RoCE"} <= layers:
             return [
                 Finding(
-                    "mixed-link-layers", "warning",
+                    "mixed-link-layers",
+                    "warning",
                     f"{r.name} uses InfiniBand and RoCE ports together ({' '.join(r.net_devices)})",
                     "restrict NCCL_IB_HCA to ports of one link layer (the ones on the fabric your peers use)",
-                    (r.rank,) if r.rank is not None else (), (Evidence(r.file, r.first_line, " ".join(r.net_devices)),),
+                    (r.rank,) if r.rank is not None else (),
+                    (Evidence(r.file, r.first_line, " ".join(r.net_devices)),),
                 )
-            ]  # fmt: skip
+            ]
     return []
 
 
@@ -164,13 +177,15 @@ def _loopback_net(ranks: tuple[RankLog, ...]) -> list[Finding]:
     text = ", ".join(f"{a}->{b} via {t}" for a, b, t in pairs[:6])
     return [
         Finding(
-            "intra-node-net", "warning",
+            "intra-node-net",
+            "warning",
             f"ranks on the same host talk through the network: {text} (P2P and SHM were not usable between them)",
             "check `nvidia-smi topo -m` (GPUs split across CPU sockets or PCIe roots) and NCCL_P2P_*/NCCL_SHM_DISABLE;"
             " the job now depends on NIC loopback working",
-            tuple(sorted({p for a, b, _ in pairs for p in (a, b)})), evidence,
+            tuple(sorted({p for a, b, _ in pairs for p in (a, b)})),
+            evidence,
         )
-    ]  # fmt: skip
+    ]
 
 
 def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
@@ -184,12 +199,15 @@ def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
     parts = "; ".join(f"rank {r} at SeqNum {t.seq} {t.op}" for r, t in sorted(by_rank.items())[:8])
     return [
         Finding(
-            "collective-mismatch", "error", f"ranks timed out in different collectives (desynchronised): {parts}",
+            "collective-mismatch",
+            "error",
+            f"ranks timed out in different collectives (desynchronised): {parts}",
             "the ranks issued different collectives or a different number of them: look for rank-dependent branches;"
             " TORCH_DISTRIBUTED_DEBUG=DETAIL or a Flight Recorder dump names the call sites",
-            tuple(sorted(by_rank)), tuple(Evidence(t.file, t.line, f"SeqNum={t.seq}, OpType={t.op}") for t in by_rank.values())[:5],
+            tuple(sorted(by_rank)),
+            tuple(Evidence(t.file, t.line, f"SeqNum={t.seq}, OpType={t.op}") for t in by_rank.values())[:5],
         )
-    ]  # fmt: skip
+    ]
 
 
 def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
@@ -244,8 +262,10 @@ def annotate_timeouts(
             )
         reporters = nccl if f.id == "collective-timeout" else gloo if f.id == "gloo-timeout" else []
         if reporters and several:
-            note = (f"; reported by rank(s) {span(reporters)}; these logs may hold more than one job (several-jobs):"
-                    " which rank they waited on cannot be told across them")  # fmt: skip
+            note = (
+                f"; reported by rank(s) {span(reporters)}; these logs may hold more than one job (several-jobs):"
+                " which rank they waited on cannot be told across them"
+            )
             f = Finding(f.id, f.severity, f.message + note, f.fix, tuple(reporters), f.evidence, ())
         elif reporters:
             exist = set(range(max(implied, max(reporters) + 1))) | seen
@@ -255,12 +275,21 @@ def annotate_timeouts(
             if suspects:
                 note += f"; rank(s) {span(suspects)} did not report it: look at them first"
             if unseen:
-                note += (f"; rank(s) {span(unseen)} did not report it (no line of theirs is in these logs: stuck, or"
-                         " their logs are elsewhere)")  # fmt: skip
+                note += (
+                    f"; rank(s) {span(unseen)} did not report it (no line of theirs is in these logs: stuck, or"
+                    " their logs are elsewhere)"
+                )
             if not suspects and not unseen:
                 note += "; no other rank's lines are in these logs: which rank they waited on cannot be told here"
-            f = Finding(f.id, f.severity, f.message + note, f.fix, tuple(sorted({*reporters, *suspects, *unseen})),
-                        f.evidence, tuple(suspects))  # fmt: skip
+            f = Finding(
+                f.id,
+                f.severity,
+                f.message + note,
+                f.fix,
+                tuple(sorted({*reporters, *suspects, *unseen})),
+                f.evidence,
+                tuple(suspects),
+            )
         out.append(f)
     return out
 

@@ -153,9 +153,14 @@ def facts_of(text: str) -> Facts:
     if watchdog and (m := WATCHDOG.search(text)) is not None:
         pg = PG.search(text)
         timeout = (
-            pg.group(1) if pg else None, int(m.group("seq")), m.group("op"), parse_int(m.group("nin")),
-            parse_int(m.group("nout")), parse_int(m.group("tmo")), parse_int(m.group("ran")),
-        )  # fmt: skip
+            pg.group(1) if pg else None,
+            int(m.group("seq")),
+            m.group("op"),
+            parse_int(m.group("nin")),
+            parse_int(m.group("nout")),
+            parse_int(m.group("tmo")),
+            parse_int(m.group("ran")),
+        )
     site = None
     if 'File "' in text and (frame := USER_FRAME.match(text)) and not any(x in frame["file"] for x in LIBRARY):
         site = f"{frame['file'].rsplit('/', 1)[-1]}:{frame['line']} ({frame['fn']})"
@@ -166,11 +171,18 @@ def facts_of(text: str) -> Facts:
     if not NOT_ALARM.search(stripped) and (match := UNRECOGNISED.pattern.match(stripped)) is not None:
         unrecognised = _said(UNRECOGNISED, match)
     return Facts(
-        tuple(said), watchdog, timeout, _text_rank(text), site, "Stack trace of the failed collective: " in text,
-        fr_frame, stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped,
+        tuple(said),
+        watchdog,
+        timeout,
+        _text_rank(text),
+        site,
+        "Stack trace of the failed collective: " in text,
+        fr_frame,
+        stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped,
         bool(ENTRY.fullmatch(stripped) or stripped.startswith(("===", "---")) or CHILD.search(text)),
-        ALARM.search(text) is not None, unrecognised,
-    )  # fmt: skip
+        ALARM.search(text) is not None,
+        unrecognised,
+    )
 
 
 facts = Remembered(facts_of)  # what a text says, read once per distinct text
@@ -235,9 +247,17 @@ class LogFold:
                 self._fr_stack.discard(None)
 
     def take(
-        self, file: str, number: int, text: str, host: str | None = None, pid: str | None = None,
-        dev: int | None = None, level: str | None = None, prefix_rank: int | None = None, nccl: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        file: str,
+        number: int,
+        text: str,
+        host: str | None = None,
+        pid: str | None = None,
+        dev: int | None = None,
+        level: str | None = None,
+        prefix_rank: int | None = None,
+        nccl: bool = True,
+    ) -> None:
         """One framed line given as its parts (a LogLine's fields; no LogLine is made: evidence keeps the text).
         ``nccl=False``: its NCCL view was folded elsewhere (``RankFold.merge``)."""
         self.lines += 1
@@ -345,10 +365,14 @@ class LogFold:
             sig = child.get("sig") or signal_of(code)
             self.failures.append(
                 ChildFailure(
-                    int(str(child["rank"])), child.get("local"), child.get("host"),  # type: ignore[arg-type]
-                    code, sig, bool(child.get("root")),  # type: ignore[arg-type]
+                    int(str(child["rank"])),
+                    child.get("local"),  # type: ignore[arg-type]
+                    child.get("host"),  # type: ignore[arg-type]
+                    code,
+                    sig,  # type: ignore[arg-type]
+                    bool(child.get("root")),
                 )
-            )  # fmt: skip
+            )
 
     def result(self) -> LogReport:
         self._close_child()
@@ -371,9 +395,14 @@ class LogFold:
         where = f"; call sites: {sites}" if sites else ""
         named = tuple(sorted(found.named))
         return Finding(
-            found.rule.id, found.rule.severity, found.message + count + also + where, found.rule.fix,
-            tuple(sorted(ranks | found.named)), tuple(found.evidence), named,
-        )  # fmt: skip
+            found.rule.id,
+            found.rule.severity,
+            found.message + count + also + where,
+            found.rule.fix,
+            tuple(sorted(ranks | found.named)),
+            tuple(found.evidence),
+            named,
+        )
 
 
 def quiet(chunk: str) -> bool:

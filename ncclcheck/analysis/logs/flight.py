@@ -84,19 +84,26 @@ def _dump_findings(missing: tuple[int, ...], unreadable: Sequence[Unreadable], w
     if missing:
         out.append(
             Finding(
-                "fr-dumps-missing", "warning",
+                "fr-dumps-missing",
+                "warning",
                 f"no Flight Recorder dump from rank {span(missing)} (of {world}); their part cannot be checked, "
                 "and a rank that never dumped is often the one that was dead or stuck",
                 "collect <TORCH_FR_DUMP_TEMP_FILE><rank> from every node (default ~/.cache/torch/comm_lib_trace_rank_N); "
                 "a rank with no dump: read its node's log and stack (py-spy dump)",
                 missing,
             )
-        )  # fmt: skip
+        )
     for bad in unreadable:
-        out.append(Finding("fr-dump-unreadable", "warning", f"{bad.file}: {bad.reason}",
-                           "re-collect the dump; a dump cut short usually means the process was killed "
-                           "while writing it (raise TORCH_FR_WAIT_TIMEOUT_DUMP_MILSEC)",
-                           evidence=(Evidence(bad.file, 0, bad.reason),)))  # fmt: skip
+        out.append(
+            Finding(
+                "fr-dump-unreadable",
+                "warning",
+                f"{bad.file}: {bad.reason}",
+                "re-collect the dump; a dump cut short usually means the process was killed "
+                "while writing it (raise TORCH_FR_WAIT_TIMEOUT_DUMP_MILSEC)",
+                evidence=(Evidence(bad.file, 0, bad.reason),),
+            )
+        )
     return out
 
 
@@ -130,10 +137,13 @@ def _step(rank: int, dump: FrDump, pg: str, seqs: dict[int, FrEntry], last: int)
     progress = next((p for p in dump.progress if p.pg == pg), None)
     entry = seqs.get(max(seqs)) if seqs else None
     return RankStep(
-        rank, last, progress.started if progress else -1,
+        rank,
+        last,
+        progress.started if progress else -1,
         progress.completed if progress else max((s for s, e in seqs.items() if e.state == "completed"), default=-1),
-        entry.op if entry else "", entry.call_site if entry else "",
-    )  # fmt: skip
+        entry.op if entry else "",
+        entry.call_site if entry else "",
+    )
 
 
 def _compare(
@@ -189,9 +199,14 @@ def _dtype(e: FrEntry) -> str:
 
 
 def _mismatch(
-    fid: str, where: str, present: dict[int, FrEntry], odd: tuple[int, ...],
-    key: Callable[[FrEntry], object], detail: Callable[[FrEntry], str], by_rank: dict[int, FrDump],
-) -> Finding:  # fmt: skip
+    fid: str,
+    where: str,
+    present: dict[int, FrEntry],
+    odd: tuple[int, ...],
+    key: Callable[[FrEntry], object],
+    detail: Callable[[FrEntry], str],
+    by_rank: dict[int, FrDump],
+) -> Finding:
     """``odd``: the ranks out of step with a strict majority; () on a tie, where nobody is blamed."""
     variants: dict[object, list[int]] = defaultdict(list)
     for r in sorted(present):
@@ -205,8 +220,15 @@ def _mismatch(
     else:
         blame = "no value is held by a majority, so the dumps cannot tell which side is wrong: compare both call sites"
     message = f"{where}: " + "; ".join(parts) + f" ({blame})"
-    return Finding(fid, "error", message, MISMATCH_FIX, tuple(sorted(present)),
-                   _evidence(present, sorted(present), by_rank), culprits=odd)  # fmt: skip
+    return Finding(
+        fid,
+        "error",
+        message,
+        MISMATCH_FIX,
+        tuple(sorted(present)),
+        _evidence(present, sorted(present), by_rank),
+        culprits=odd,
+    )
 
 
 def _not_joined(where: str, present: dict[int, FrEntry], behind: list[int], by_rank: dict[int, FrDump]) -> Finding:
@@ -216,8 +238,15 @@ def _not_joined(where: str, present: dict[int, FrEntry], behind: list[int], by_r
         f"{where}: rank {span(sorted(present))} entered {first.op}{site} and {'is' if len(present) == 1 else 'are'} waiting; "
         f"rank {span(behind)} never issued it (not all ranks joined the collective)"
     )
-    return Finding("fr-not-joined", "error", message, NOT_JOINED_FIX, tuple(sorted([*present, *behind])),
-                   _evidence(present, sorted(present)[:2], by_rank), culprits=tuple(behind))  # fmt: skip
+    return Finding(
+        "fr-not-joined",
+        "error",
+        message,
+        NOT_JOINED_FIX,
+        tuple(sorted([*present, *behind])),
+        _evidence(present, sorted(present)[:2], by_rank),
+        culprits=tuple(behind),
+    )
 
 
 def _stalled(
@@ -242,11 +271,14 @@ def _stalled(
 
 def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, FrDump]) -> tuple[Evidence, ...]:
     return tuple(
-        Evidence(by_rank[r].file, entries[r].record_id,
-                 f"rank {r}: {entries[r].lib}:{entries[r].op} #{entries[r].seq} {_shape(entries[r])} "
-                 f"{_dtype(entries[r])} {entries[r].state} {entries[r].call_site}".rstrip())
+        Evidence(
+            by_rank[r].file,
+            entries[r].record_id,
+            f"rank {r}: {entries[r].lib}:{entries[r].op} #{entries[r].seq} {_shape(entries[r])} "
+            f"{_dtype(entries[r])} {entries[r].state} {entries[r].call_site}".rstrip(),
+        )
         for r in ranks[:4]
-    )  # fmt: skip
+    )
 
 
 def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
@@ -269,12 +301,23 @@ def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
             continue
         peer = dst if extra[1].op.startswith("send") else src
         site = f" at {extra[1].call_site}" if extra[1].call_site else ""
-        message = (f"process group {pg}: rank {extra[0]} posted {extra[1].op} #{len(min(s, r, key=len)) + 1} "
-                   f"on channel {src}->{dst}{site}; rank {peer} never posted the matching "
-                   f"{'recv' if extra[1].op.startswith('send') else 'send'}")  # fmt: skip
+        message = (
+            f"process group {pg}: rank {extra[0]} posted {extra[1].op} #{len(min(s, r, key=len)) + 1} "
+            f"on channel {src}->{dst}{site}; rank {peer} never posted the matching "
+            f"{'recv' if extra[1].op.startswith('send') else 'send'}"
+        )
         by = {d.rank: d for d in dumps}
-        out.append(Finding("fr-p2p-unmatched", "error", message, MISMATCH_FIX, tuple(sorted({extra[0], peer})),
-                           _evidence({extra[0]: extra[1]}, [extra[0]], by), culprits=(peer,)))  # fmt: skip
+        out.append(
+            Finding(
+                "fr-p2p-unmatched",
+                "error",
+                message,
+                MISMATCH_FIX,
+                tuple(sorted({extra[0], peer})),
+                _evidence({extra[0]: extra[1]}, [extra[0]], by),
+                culprits=(peer,),
+            )
+        )
     return out
 
 

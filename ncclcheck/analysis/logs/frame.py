@@ -194,9 +194,16 @@ class Sink(Protocol):
     """Where ``fold_chunks`` puts lines: a LogFold."""
 
     def take(
-        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
-        level: str | None, prefix_rank: int | None,
-    ) -> None: ...  # fmt: skip
+        self,
+        file: str,
+        number: int,
+        text: str,
+        host: str | None,
+        pid: str | None,
+        dev: int | None,
+        level: str | None,
+        prefix_rank: int | None,
+    ) -> None: ...
 
     # ``take`` of a line of the fast lane: its NCCL header as printed (``header`` parses it) and its message
     def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None: ...

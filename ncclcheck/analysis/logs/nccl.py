@@ -68,11 +68,26 @@ class Accumulator:
 
     def freeze(self) -> RankLog:
         return RankLog(
-            self.host, self.pid, self.dev, self.inferred_rank(), self.nranks, self.bus_id, self.version, self.network,
-            self.devices, self.sockets, self.bootstrap, tuple(self.gdr_off), self.started, self.complete,
-            tuple(sorted(self.env.items())), tuple(self.connections.values()), self.first_line, self.file,
+            self.host,
+            self.pid,
+            self.dev,
+            self.inferred_rank(),
+            self.nranks,
+            self.bus_id,
+            self.version,
+            self.network,
+            self.devices,
+            self.sockets,
+            self.bootstrap,
+            tuple(self.gdr_off),
+            self.started,
+            self.complete,
+            tuple(sorted(self.env.items())),
+            tuple(self.connections.values()),
+            self.first_line,
+            self.file,
             tuple(sorted(self.comm_ids)),
-        )  # fmt: skip
+        )
 
 
 Key = tuple[str | int | None, ...]
@@ -99,17 +114,21 @@ def steps_of(text: str) -> tuple[Op, ...]:
     if (m := INIT.search(text)) is not None:
         comm_id = (("comm_id", m.group(6)),) if m.group(6) else ()
         return (
-            ("comm", (int(m.group(2)), int(m.group(3)))), ("bus_id", m.group(5)),
-            ("started", m.group(7) == "START"), ("complete", m.group(7) == "COMPLETE"), *comm_id,
-        )  # fmt: skip
+            ("comm", (int(m.group(2)), int(m.group(3)))),
+            ("bus_id", m.group(5)),
+            ("started", m.group(7) == "START"),
+            ("complete", m.group(7) == "COMPLETE"),
+            *comm_id,
+        )
     if (m := CONNECTION.search(text)) is not None:
         conn = Connection(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(5), m.group(4) or "")
         return (("conn", ((conn.channel, conn.src, conn.dst, conn.direction), conn)),)
     if (m := NET_IB.search(text)) is not None:
         return (
-            ("devices", tuple(DEVICE.findall(m.group(2)))), ("network?", "IB" if m.group(1) == "IB" else m.group(1)),
+            ("devices", tuple(DEVICE.findall(m.group(2)))),
+            ("network?", "IB" if m.group(1) == "IB" else m.group(1)),
             ("bootstrap?", (f"{m.group(3)}({m.group(4)})",)),
-        )  # fmt: skip
+        )
     if (m := NET_SOCKET.search(text)) is not None:
         return (("sockets", tuple(f"{n}({a})" if a else n for n, a in ITEM.findall(m.group(1)))),)
     if (m := BOOTSTRAP.search(text)) is not None:

@@ -107,9 +107,16 @@ class Recorder:
         return known
 
     def take(
-        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
-        level: str | None, prefix_rank: int | None,
-    ) -> None:  # fmt: skip
+        self,
+        file: str,
+        number: int,
+        text: str,
+        host: str | None,
+        pid: str | None,
+        dev: int | None,
+        level: str | None,
+        prefix_rank: int | None,
+    ) -> None:
         if level is not None:
             self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
@@ -127,9 +134,16 @@ class Recorder:
             self._ranks.add(rank)
 
     def _said(
-        self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None,
-        level: str | None, prefix_rank: int | None,
-    ) -> None:  # fmt: skip
+        self,
+        file: str,
+        number: int,
+        text: str,
+        host: str | None,
+        pid: str | None,
+        dev: int | None,
+        level: str | None,
+        prefix_rank: int | None,
+    ) -> None:
         """A line that says something: recorded as it is, after the run of plain lines before it."""
         self._close_run()
         self.events.append((file, number, self._texts.setdefault(text, text), host, pid, dev, level, prefix_rank))

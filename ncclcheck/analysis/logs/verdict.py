@@ -32,13 +32,15 @@ def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
     leaves in the logs (timeouts, torchrun's failure table); a hardware or transport error stays the cause."""
     seen = [
         Finding(
-            "hang-recorded", "error",
+            "hang-recorded",
+            "error",
             f"hang seen live{f' on {h.host}' if h.host else ''}: {h.message}",
             "the hang record holds every local rank's stack: " + h.path,
-            ranks=h.ranks, culprits=h.culprits,
+            ranks=h.ranks,
+            culprits=h.culprits,
         )
         for h in hangs
-    ]  # fmt: skip
+    ]
     if not seen:
         return report
     logged = [f for f in report.findings if f.severity == "error"]

@@ -30,32 +30,64 @@ def evidence_env(
     the new one (>= 2.8), where the old alias would only add a deprecation warning to every rank's output."""
     fr, nccl = os.path.join(run_dir, "fr"), os.path.join(run_dir, "nccl")
     wanted = [
-        (("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"), "2000",
-         "Flight Recorder: the last 2000 collectives of every process group, per rank",
-         "a ring buffer in memory; no measurable step-time cost (on by default since torch 2.6)"),
-        (("TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"), "1",
-         "a Flight Recorder dump from every rank when a collective times out", "none until a timeout"),
-        (("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), os.path.join(fr, "rank_"),
-         "the dumps land in the run dir (fr/rank_<N>)", "none"),
-        (("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",), os.path.join(fr, "pipe_"),
-         "a dump on demand: ncclcheck asks for one when it sees a hang (fr/pipe_<N>.pipe)",
-         "one FIFO per rank, read once a second by the NCCL watchdog"),
-        (("NCCL_DEBUG",), "INFO" if deep else "WARN",
-         "NCCL's own errors and warnings" + (", and its set-up (rings, transports)" if deep else ""),
-         "INFO: a few hundred lines per rank at start-up, then little" if deep else "near zero"),
-        (("NCCL_DEBUG_FILE",), os.path.join(nccl, "nccl.%h.%p"), "one NCCL log file per process in the run dir",
-         "none"),
-        (("PYTHONFAULTHANDLER",), "1", "Python stacks of every thread when a rank crashes or aborts (SIGSEGV, SIGABRT)",
-         "none"),
-    ]  # fmt: skip
+        (
+            ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"),
+            "2000",
+            "Flight Recorder: the last 2000 collectives of every process group, per rank",
+            "a ring buffer in memory; no measurable step-time cost (on by default since torch 2.6)",
+        ),
+        (
+            ("TORCH_FR_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT"),
+            "1",
+            "a Flight Recorder dump from every rank when a collective times out",
+            "none until a timeout",
+        ),
+        (
+            ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+            os.path.join(fr, "rank_"),
+            "the dumps land in the run dir (fr/rank_<N>)",
+            "none",
+        ),
+        (
+            ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",),
+            os.path.join(fr, "pipe_"),
+            "a dump on demand: ncclcheck asks for one when it sees a hang (fr/pipe_<N>.pipe)",
+            "one FIFO per rank, read once a second by the NCCL watchdog",
+        ),
+        (
+            ("NCCL_DEBUG",),
+            "INFO" if deep else "WARN",
+            "NCCL's own errors and warnings" + (", and its set-up (rings, transports)" if deep else ""),
+            "INFO: a few hundred lines per rank at start-up, then little" if deep else "near zero",
+        ),
+        (
+            ("NCCL_DEBUG_FILE",),
+            os.path.join(nccl, "nccl.%h.%p"),
+            "one NCCL log file per process in the run dir",
+            "none",
+        ),
+        (
+            ("PYTHONFAULTHANDLER",),
+            "1",
+            "Python stacks of every thread when a rank crashes or aborts (SIGSEGV, SIGABRT)",
+            "none",
+        ),
+    ]
     if deep:
         wanted += [
-            (("TORCH_DISTRIBUTED_DEBUG",), "DETAIL",
-             "every collective checked across ranks (a mismatch raises at once, naming both calls)",
-             "a check per collective: noticeably slower steps"),
-            (("TORCH_NCCL_DESYNC_DEBUG",), "1", "on a timeout, which rank did not join the collective",
-             "a store write at the start and end of every collective, per rank"),
-        ]  # fmt: skip
+            (
+                ("TORCH_DISTRIBUTED_DEBUG",),
+                "DETAIL",
+                "every collective checked across ranks (a mismatch raises at once, naming both calls)",
+                "a check per collective: noticeably slower steps",
+            ),
+            (
+                ("TORCH_NCCL_DESYNC_DEBUG",),
+                "1",
+                "on a timeout, which rank did not join the collective",
+                "a store write at the start and end of every collective, per rank",
+            ),
+        ]
     version = _version(torch_version)
     out = []
     for names, value, what, cost in wanted:
@@ -80,10 +112,14 @@ def job_env(env: Mapping[str, str], settings: tuple[EnvSetting, ...]) -> dict[st
 
 def backend_notes(torch_version: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
     """What the evidence cannot give on this torch or backend, said once at start."""
-    notes = ["Flight Recorder, its dumps and the dump pipe exist on the NCCL backend only: a gloo job's "
-             "evidence is the live stacks, the launcher's output and the hang records"]  # fmt: skip
+    notes = [
+        "Flight Recorder, its dumps and the dump pipe exist on the NCCL backend only: a gloo job's "
+        "evidence is the live stacks, the launcher's output and the hang records"
+    ]
     version = _version(torch_version)
     if version is not None and version >= (2, 15) and env.get("TORCH_DIST_USE_NCCL2") != "0":
-        notes.append("torch >= 2.15 runs its new NCCL backend by default, which has no dump pipe: "
-                     "TORCH_DIST_USE_NCCL2=0 selects the older one (your choice, not set here)")  # fmt: skip
+        notes.append(
+            "torch >= 2.15 runs its new NCCL backend by default, which has no dump pipe: "
+            "TORCH_DIST_USE_NCCL2=0 selects the older one (your choice, not set here)"
+        )
     return tuple(notes)

@@ -20,22 +20,29 @@ def early_leavers(gone: Mapping[int, float], ended: float, failed: set[int]) -> 
 
 
 def verdict(
-    exit_code: int, interrupted: bool, hangs: tuple[HangRecord, ...], report: LogReport,
+    exit_code: int,
+    interrupted: bool,
+    hangs: tuple[HangRecord, ...],
+    report: LogReport,
     early: tuple[int, ...],
-) -> tuple[RunVerdict, tuple[Finding, ...]]:  # fmt: skip
+) -> tuple[RunVerdict, tuple[Finding, ...]]:
     """The verdict and the findings of the run on top of the logs' own."""
     extra: list[Finding] = []
     failed = exit_code != 0 and not (interrupted and not hangs)
     if early and exit_code != 0:
-        extra.append(Finding(
-            "rank-left-early", "error",
-            f"rank {span(list(early))} ended {EARLY_S:.0f} s or more before the job failed, while the other ranks "
-            "ran on: a rank that leaves the training loop early (a break, a swallowed exception, uneven data) "
-            "leaves the others waiting in their next collective until they time out",
-            "see why that rank stopped: its last lines in the launcher output; every rank must run the same "
-            "number of steps (drop_last, or the same number of batches everywhere)",
-            ranks=early, culprits=early,
-        ))  # fmt: skip
+        extra.append(
+            Finding(
+                "rank-left-early",
+                "error",
+                f"rank {span(list(early))} ended {EARLY_S:.0f} s or more before the job failed, while the other ranks "
+                "ran on: a rank that leaves the training loop early (a break, a swallowed exception, uneven data) "
+                "leaves the others waiting in their next collective until they time out",
+                "see why that rank stopped: its last lines in the launcher output; every rank must run the same "
+                "number of steps (drop_last, or the same number of batches everywhere)",
+                ranks=early,
+                culprits=early,
+            )
+        )
     if extra and exit_code != 0 and not interrupted:  # the most specific cause: a live "dead" record follows from it
         e = extra[0]
         return RunVerdict("fail", e.id, e.culprits, e.message), tuple(extra)
@@ -51,6 +58,8 @@ def verdict(
     if cause is not None:
         return RunVerdict("fail", cause.id, cause.blamed, cause.message), tuple(extra)
     return RunVerdict(
-        "fail", "exit-code", (), f"the job exited with code {exit_code}; its output names no known error"
-        " (see launcher.log in the run dir)",
-    ), tuple(extra)  # fmt: skip
+        "fail",
+        "exit-code",
+        (),
+        f"the job exited with code {exit_code}; its output names no known error (see launcher.log in the run dir)",
+    ), tuple(extra)

@@ -32,9 +32,15 @@ def transports(logs: Sequence[tuple[str, Iterable[str]]]) -> tuple[RankLog, ...]
 
 
 def summarise(
-    launch: Launch, ranks: tuple[RankProgress, ...], results: tuple[OpResult, ...], hang: Hang | None,
-    errors: tuple[Finding, ...], finished: bool, rank_logs: tuple[RankLog, ...] = (), state: str = CONCLUDED,
-) -> SmokeSummary:  # fmt: skip
+    launch: Launch,
+    ranks: tuple[RankProgress, ...],
+    results: tuple[OpResult, ...],
+    hang: Hang | None,
+    errors: tuple[Finding, ...],
+    finished: bool,
+    rank_logs: tuple[RankLog, ...] = (),
+    state: str = CONCLUDED,
+) -> SmokeSummary:
     """Rank 0 carries every rank's fingerprint once the ranks exchanged them; before that, each rank its own."""
     zero = next((r for r in ranks if r.rank == 0), None)
     prints = (
@@ -46,9 +52,19 @@ def summarise(
     if hang:
         findings += (Finding("smoke-hang", "error", hang.message, HANG_FIX, hang.culprits),)
     return SmokeSummary(
-        launch.world_size, launch.nodes, launch.node_rank, launch.backend, results, hang, findings, prints,
-        rank_logs, launch.log_dir, finished, state,
-    )  # fmt: skip
+        launch.world_size,
+        launch.nodes,
+        launch.node_rank,
+        launch.backend,
+        results,
+        hang,
+        findings,
+        prints,
+        rank_logs,
+        launch.log_dir,
+        finished,
+        state,
+    )
 
 
 def never_started(launch: Launch, code: int | None, torchrun: LogReport) -> Finding:
@@ -59,29 +75,38 @@ def never_started(launch: Launch, code: int | None, torchrun: LogReport) -> Find
     if cause is not None:
         how = "" if code is None else f" (torchrun exit code {code})"
         return Finding(
-            "launch-failed", "error", f"the ranks never started{how}: {cause.message}; torchrun's output: {log}",
-            cause.fix, evidence=cause.evidence,
-        )  # fmt: skip
+            "launch-failed",
+            "error",
+            f"the ranks never started{how}: {cause.message}; torchrun's output: {log}",
+            cause.fix,
+            evidence=cause.evidence,
+        )
     if launch.nodes == 1:
         why = "no rank reported before the deadline" if code is None else f"torchrun exit code {code}"
         return Finding(
-            "launch-failed", "error", f"the ranks never started ({why}); torchrun's output: {log}",
+            "launch-failed",
+            "error",
+            f"the ranks never started ({why}); torchrun's output: {log}",
             "read torchrun's output above; `python -c 'import torch.distributed'` must work in this environment",
-        )  # fmt: skip
+        )
     endpoint = f"{launch.master_addr}:{launch.master_port}"
     why = "no rendezvous before the deadline" if code is None else f"torchrun exit code {code}"
     return Finding(
-        "launch-failed", "error",
+        "launch-failed",
+        "error",
         f"the ranks never started ({why}); is the rendezvous {endpoint} reachable and node 0 started?"
         f" torchrun's output: {log}",
         f"run `ncclcheck env --master-addr {launch.master_addr} --master-port {launch.master_port}` on this node",
-    )  # fmt: skip
+    )
 
 
 def rank_failed(
-    launch: Launch, ranks: tuple[RankProgress, ...], failures: Sequence[ChildFailure],
-    output_of: dict[int, str], stderr_of: dict[int, str | None],
-) -> Finding:  # fmt: skip
+    launch: Launch,
+    ranks: tuple[RankProgress, ...],
+    failures: Sequence[ChildFailure],
+    output_of: dict[int, str],
+    stderr_of: dict[int, str | None],
+) -> Finding:
     """The rank the others echo, how it died and what it said (``output_of``/``stderr_of`` by local rank)."""
     rank = first_failure(ranks, failures)
     where = next((r for r in ranks if r.rank == rank), None)

@@ -6,9 +6,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ncclcheck.analysis.stacks import P2P
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
-from ncclcheck.model.watch import RankView, WatchFinding
+from ncclcheck.model.watch import RankView
 
 Places = dict[tuple[str, str], list[RankView]]
 
@@ -84,7 +85,7 @@ def exit_words(code: int | None) -> str:
     return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
 
 
-def finished(exited: Sequence[RankView], launcher_running: bool | None) -> WatchFinding:
+def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Finding:
     codes = {v.rank: v.sample.exit_code for v in exited}
     failed = sorted(r for r, c in codes.items() if c not in (None, 0))
     known = [r for r, c in codes.items() if c is not None]
@@ -104,26 +105,36 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Watch
     if launcher_running:
         message += "; its launcher still runs: it may restart them (elastic) or be about to exit"
     fix = "read the failed ranks' logs (ncclcheck logs)" if failed else ""
-    return WatchFinding("finished", "warning" if failed else "info", ranks(exited), tuple(failed), message, fix)
+    return Finding(
+        "finished", "warning" if failed else "info", message, fix, ranks=ranks(exited), culprits=tuple(failed)
+    )
 
 
-def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool = False) -> WatchFinding:
+def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool = False) -> Finding:
     """Ranks that exited while the others do not wait on them in a collective: the job finishing, or not yet
     noticed; ``stuck``: the ranks left, when none of them has moved since (they may wait on it elsewhere:
     NCCL's host thread spins in a CUDA sync for a collective the exited rank never joins)."""
     parts = [f"{who(v, hosts)} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
     failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0))
     if stuck:
-        tail = (f" — rank {span([v.rank for v in stuck])} {'has' if len(stuck) == 1 else 'have'} not moved for "
-                f"{min(v.still_s for v in stuck):.0f} s since: {'it' if len(stuck) == 1 else 'they'} may wait on it")  # fmt: skip
+        tail = (
+            f" — rank {span([v.rank for v in stuck])} {'has' if len(stuck) == 1 else 'have'} not moved for "
+            f"{min(v.still_s for v in stuck):.0f} s since: {'it' if len(stuck) == 1 else 'they'} may wait on it"
+        )
     else:
         tail = " — the other ranks run on and do not wait on it (yet)"
     severity = "warning" if failed or stuck else "info"
-    return WatchFinding("exited", severity, ranks(gone, stuck), failed, "; ".join(parts) + tail,
-                        DEAD_FIX if failed or stuck else "")  # fmt: skip
+    return Finding(
+        "exited",
+        severity,
+        "; ".join(parts) + tail,
+        DEAD_FIX if failed or stuck else "",
+        ranks=ranks(gone, stuck),
+        culprits=failed,
+    )
 
 
-def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = False) -> WatchFinding:
+def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = False) -> Finding:
     """Stopped ranks, and exited ranks the others wait on."""
     parts = []
     for v in sorted(lost, key=lambda v: v.rank):
@@ -137,12 +148,12 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = Fa
         parts.append(f"{who(v, hosts)} {what}")
     tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
     severity = "error" if waiters else "warning"
-    return WatchFinding("dead", severity, ranks(lost, waiters), ranks(lost), "; ".join(parts) + tail, DEAD_FIX)
+    return Finding(
+        "dead", severity, "; ".join(parts) + tail, DEAD_FIX, ranks=ranks(lost, waiters), culprits=ranks(lost)
+    )
 
 
-def straggler(
-    busy: Sequence[RankView], places: Places, window_s: float, limit: float, hosts: bool = False
-) -> WatchFinding:
+def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: float, hosts: bool = False) -> Finding:
     """Ranks outside any collective while others wait: an error once one of them has stood at one place for
     ``limit``; while their stacks still change they are slow, maybe not stuck: a warning."""
     parts = []
@@ -157,7 +168,7 @@ def straggler(
     waiters = [v for g in places.values() for v in g]
     message = "; ".join(parts) + f" — {where(places)} (no progress for {min(v.quiet_s for v in waiters):.0f} s)"
     severity = "error" if any(v.still_s >= limit for v in busy) else "warning"
-    return WatchFinding("straggler", severity, ranks(busy, waiters), ranks(busy), message, STRAGGLER_FIX)
+    return Finding("straggler", severity, message, STRAGGLER_FIX, ranks=ranks(busy, waiters), culprits=ranks(busy))
 
 
 def cpu_note(v: RankView) -> str:
@@ -168,7 +179,7 @@ def cpu_note(v: RankView) -> str:
     return f" (its main thread is busy: {v.main_cpu_percent:.0f}% CPU)"
 
 
-def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool = False) -> WatchFinding:
+def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool = False) -> Finding:
     """Ranks waiting in different collectives. The ranks outside the largest group are blamed only when it
     holds more than half of the whole job: ranks not seen here, dead or busy count against it."""
     groups = list(places.values())
@@ -189,10 +200,10 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
         )
     unseen = f" (rank {span(remote)} on other nodes not seen from here)" if remote else ""
     message = f"{where(places)} — mismatched collectives: {blame}{unseen}"
-    return WatchFinding("mismatch", "error", ranks(*groups), odd, message, MISMATCH_FIX)
+    return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=ranks(*groups), culprits=odd)
 
 
-def stalled(waiting: Sequence[RankView], limit: float) -> WatchFinding:
+def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
     sites = sorted({short(v.call_site) for v in waiting})
     op = waiting[0].collective if place_key(waiting[0])[0] != "send/recv" else "send/recv"
     lines = f" at {sites[0]}" if len(sites) == 1 else f" from different lines ({', '.join(sites)})"
@@ -201,29 +212,29 @@ def stalled(waiting: Sequence[RankView], limit: float) -> WatchFinding:
         f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
         f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}"
     )
-    return WatchFinding("stalled", "error", ranks(waiting), (), message, STALLED_FIX)
+    return Finding("stalled", "error", message, STALLED_FIX, ranks=ranks(waiting), culprits=())
 
 
-def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> WatchFinding:
+def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> Finding:
     message = (
         f"{where(group(waiting))} (every rank on this node) with no progress for {min(w.quiet_s for w in waiting):.0f} s; "
         f"the ranks they wait on are elsewhere: rank {span(remote)} run on other nodes, not seen from here — this "
         "view cannot tell a stuck rank there from a transport problem"
     )
-    return WatchFinding("waiting-remote", "warning", ranks(waiting), (), message, REMOTE_FIX)
+    return Finding("waiting-remote", "warning", message, REMOTE_FIX, ranks=ranks(waiting), culprits=())
 
 
-def unreadable(unknown: Sequence[RankView], places: Places) -> WatchFinding:
+def unreadable(unknown: Sequence[RankView], places: Places) -> Finding:
     reasons = "; ".join(f"rank {v.rank}: {v.sample.stack_error or 'no stack'}" for v in unknown)
     message = (
         f"{where(places)} with no progress; the stack of rank {span([v.rank for v in unknown])} could not be read "
         f"({reasons}): it may be the rank they wait on"
     )
     waiters = [v for g in places.values() for v in g]
-    return WatchFinding("unreadable", "warning", ranks(unknown, waiters), (), message, UNREADABLE_FIX)
+    return Finding("unreadable", "warning", message, UNREADABLE_FIX, ranks=ranks(unknown, waiters), culprits=())
 
 
-def no_progress(live: Sequence[RankView]) -> WatchFinding:
+def no_progress(live: Sequence[RankView]) -> Finding:
     """Nothing runs: no rank's frames changed, no collective bytes, no CPU on any main thread."""
     seconds = min(v.idle_s for v in live)
     if any(v.known for v in live):
@@ -244,7 +255,7 @@ def no_progress(live: Sequence[RankView]) -> WatchFinding:
             f"no rank moved for {seconds:.0f} s: no CPU on any main thread, no collective bytes on any rank's "
             "sockets; without stacks ncclcheck cannot tell whether they wait in a collective or on something else"
         )
-    return WatchFinding("no-progress", "warning", ranks(live), (), message, NO_PROGRESS_FIX)
+    return Finding("no-progress", "warning", message, NO_PROGRESS_FIX, ranks=ranks(live), culprits=())
 
 
 def _by_site(views: Sequence[RankView]) -> dict[str, list[RankView]]:

@@ -24,8 +24,9 @@ from ncclcheck.analysis.watch import findings as make
 from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.stacks import short
-from ncclcheck.model.watch import Job, RankView, Snapshot, WatchFinding, WatchState
+from ncclcheck.model.watch import Job, RankView, Snapshot, WatchState
 
 __all__ = ["QUICK_S", "Judging", "decided", "doing", "judge", "next_delay", "rejudge", "short", "track"]
 
@@ -65,10 +66,20 @@ def rejudge(state: WatchState, judging: Judging) -> WatchState:
 def _judged(tracked: Tracked, job: Job, judging: Judging, notes: tuple[str, ...]) -> WatchState:
     findings = judge(tracked, job, judging)
     limit = judging.threshold(tracked.window_s)
-    verdict = summarise(tracked.views, tracked.samples, tracked.window_s, findings, limit, judging.stall_s,
-                        judging.final)  # fmt: skip
-    return WatchState(tracked.time, job, tracked.views, findings, verdict, tracked.window_s, tracked.samples, notes,
-                      tracked.launcher_running)  # fmt: skip
+    verdict = summarise(
+        tracked.views, tracked.samples, tracked.window_s, findings, limit, judging.stall_s, judging.final
+    )
+    return WatchState(
+        tracked.time,
+        job,
+        tracked.views,
+        findings,
+        verdict,
+        tracked.window_s,
+        tracked.samples,
+        notes,
+        tracked.launcher_running,
+    )
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,7 @@ def _blocked(v: RankView) -> bool:
     return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
 
 
-def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[WatchFinding, ...]:
+def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
     """Findings over one look (errors first)."""
     if tracked.samples < 2:
         return ()
@@ -143,7 +154,7 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[WatchFinding, .
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 
 
-def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list[WatchFinding]:
+def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list[Finding]:
     """Stopped ranks, and exited ones others wait on, are dead; exited ones nobody waits on, just exited (a
     warning when the ones left have not moved since: they may wait on them outside a collective)."""
     if waiters and (s.exited or s.stopped):
@@ -164,7 +175,7 @@ def decided(state: WatchState) -> bool:
     if status == "finished":
         return not state.launcher_running
     if status == "warning":  # judged after --stall; only a dead rank nobody waits on yet may still change
-        return all(f.kind != "dead" for f in state.findings)
+        return all(f.id != "dead" for f in state.findings)
     return status == "ok" and state.window_s >= 2 * QUICK_S
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ncclcheck.analysis.watch.judge import EXITED, Judging, judge
 from ncclcheck.analysis.watch.track import Tracked
 from ncclcheck.analysis.watch.verdict import summarise
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.watch import (
     AgentReport,
@@ -22,7 +23,6 @@ from ncclcheck.model.watch import (
     RankProc,
     RendezvousMap,
     RendezvousNode,
-    WatchFinding,
     WatchState,
 )
 
@@ -47,10 +47,16 @@ NO_RANKS_FIX = "read that node's launcher output and `ncclcheck logs` for why it
 
 
 def merge(
-    reports: Mapping[str, AgentReport], text: Mapping[str, Iterable[str]], now: float, judging: Judging,
-    interval_s: float, started: bool = True, expected_nodes: int | None = None,
-    rendezvous: RendezvousMap | None = None, expected_hosts: tuple[str, ...] = (),
-) -> WatchState:  # fmt: skip
+    reports: Mapping[str, AgentReport],
+    text: Mapping[str, Iterable[str]],
+    now: float,
+    judging: Judging,
+    interval_s: float,
+    started: bool = True,
+    expected_nodes: int | None = None,
+    rendezvous: RendezvousMap | None = None,
+    expected_hosts: tuple[str, ...] = (),
+) -> WatchState:
     """The job-wide state: nodes that report are judged together; silent and failed ones become findings.
     ``text``: what the fan-out printed that was not an agent line, by label; ``started``: False while the
     fan-out is still starting its agents (no node is missing yet); ``expected_nodes``: how many nodes the job
@@ -106,8 +112,9 @@ def merge(
     findings = _node_findings(nodes, text, job, started, orphans, freshest) + judge(tracked, job, judging)
     findings = tuple(sorted(findings, key=lambda f: ("error", "warning", "info").index(f.severity)))
     verdict = summarise(views, samples, window, findings, judging.threshold(window), judging.stall_s, judging.final)
-    return WatchState(now, job, views, findings, verdict, window, samples, notes, tracked.launcher_running,
-                      tuple(nodes))  # fmt: skip
+    return WatchState(
+        now, job, views, findings, verdict, window, samples, notes, tracked.launcher_running, tuple(nodes)
+    )
 
 
 def _job(every: Iterable[AgentReport], live: list[AgentReport]) -> Job:
@@ -137,14 +144,20 @@ def _beat(n: NodeStatus, freshest: float | None) -> tuple[str, bool | None]:
     Stopped is judged against the freshest heartbeat of the others, not this viewer's clock: the nodes'
     clocks write the heartbeats, and a skewed clock must not make a live node look dead."""
     if n.left_rendezvous and n.heartbeat_age_s is None:
-        return (f"; torchrun's rendezvous no longer lists node {n.node_rank}: its torchrun left it (ended, or was "
-                "dropped by the others when its heartbeat stopped)", None)  # fmt: skip
+        return (
+            f"; torchrun's rendezvous no longer lists node {n.node_rank}: its torchrun left it (ended, or was "
+            "dropped by the others when its heartbeat stopped)",
+            None,
+        )
     age = n.heartbeat_age_s
     if age is None:
         return "", None
     if n.left_rendezvous:
-        return (f"; torchrun's rendezvous no longer lists it: its torchrun left (ended, or was dropped by the "
-                f"others when its heartbeat stopped), its last heartbeat {age:.0f} s ago", None)  # fmt: skip
+        return (
+            f"; torchrun's rendezvous no longer lists it: its torchrun left (ended, or was dropped by the "
+            f"others when its heartbeat stopped), its last heartbeat {age:.0f} s ago",
+            None,
+        )
     lag = age - (freshest if freshest is not None else 0.0)
     if lag > STALE_BEAT_S:
         return f"; its torchrun agent's heartbeat is {age:.0f} s old: the node is down or wedged", True
@@ -155,10 +168,14 @@ def _beat(n: NodeStatus, freshest: float | None) -> tuple[str, bool | None]:
 
 
 def _node_findings(
-    nodes: list[NodeStatus], text: Mapping[str, Iterable[str]], job: Job, started: bool,
-    reports_without_launcher: Iterable[AgentReport] = (), freshest: float | None = None,
-) -> tuple[WatchFinding, ...]:  # fmt: skip
-    out: list[WatchFinding] = []
+    nodes: list[NodeStatus],
+    text: Mapping[str, Iterable[str]],
+    job: Job,
+    started: bool,
+    reports_without_launcher: Iterable[AgentReport] = (),
+    freshest: float | None = None,
+) -> tuple[Finding, ...]:
+    out: list[Finding] = []
     seen = {r.rank for r in job.ranks}
     unseen = [r for r in range(job.world_size) if r not in seen]
     for n in nodes:
@@ -167,21 +184,46 @@ def _node_findings(
         if n.agent == "silent":
             lost = f" (rank {span(list(n.ranks))} not seen since)" if n.ranks else ""
             why = (
-                beat if stopped
-                else f"{beat}: its agent or the fan-out's connection to it is wedged" if stopped is False
+                beat
+                if stopped
+                else f"{beat}: its agent or the fan-out's connection to it is wedged"
+                if stopped is False
                 else f"{beat}: the node, its agent or the fan-out's connection to it is wedged"
-            )  # fmt: skip
-            out.append(WatchFinding("node-silent", "error", n.ranks, n.ranks,
-                                    f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}{why}",
-                                    SILENT_FIX))  # fmt: skip
+            )
+            out.append(
+                Finding(
+                    "node-silent",
+                    "error",
+                    f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}{why}",
+                    SILENT_FIX,
+                    ranks=n.ranks,
+                    culprits=n.ranks,
+                )
+            )
         elif n.agent == "unreachable":
-            out.append(WatchFinding("node-unreachable", "error", (), (), f"{name}: its agent could not watch: "
-                                    f"{n.detail}", NO_RANKS_FIX if "no " in n.detail else FANOUT_FIX))  # fmt: skip
+            out.append(
+                Finding(
+                    "node-unreachable",
+                    "error",
+                    f"{name}: its agent could not watch: {n.detail}",
+                    NO_RANKS_FIX if "no " in n.detail else FANOUT_FIX,
+                    ranks=(),
+                    culprits=(),
+                )
+            )
     for r in reports_without_launcher:
-        out.append(WatchFinding("launcher-gone", "warning", tuple(v.rank for v in r.views), (),
-                                f"{r.host}: the job's launcher on this node has exited while rank "
-                                f"{span([v.rank for v in r.views])} run on: nothing will restart them or report how "
-                                "they end, and its rendezvous heartbeat has stopped", LAUNCHER_FIX))  # fmt: skip
+        out.append(
+            Finding(
+                "launcher-gone",
+                "warning",
+                f"{r.host}: the job's launcher on this node has exited while rank "
+                f"{span([v.rank for v in r.views])} run on: nothing will restart them or report how "
+                "they end, and its rendezvous heartbeat has stopped",
+                LAUNCHER_FIX,
+                ranks=tuple(v.rank for v in r.views),
+                culprits=(),
+            )
+        )
     missing = [n for n in nodes if n.agent == "missing" and n.node_rank is None and n.host == "?"]
     named = [n for n in nodes if n.agent == "missing" and (n.node_rank is not None or n.host != "?")]
     said = [f"{label + ': ' if label else ''}{line}" for label, lines in text.items() for line in lines]
@@ -190,19 +232,44 @@ def _node_findings(
         beat, stopped = _beat(n, freshest)
         if stopped is False:
             beat += ", so the agent did not start there or its output does not come back"
-        out.append(WatchFinding("node-missing", "error", (), (), f"{_name(n)}: no agent output{beat}{words}",
-                                FANOUT_FIX if stopped is False else SILENT_FIX))  # fmt: skip
+        out.append(
+            Finding(
+                "node-missing",
+                "error",
+                f"{_name(n)}: no agent output{beat}{words}",
+                FANOUT_FIX if stopped is False else SILENT_FIX,
+                ranks=(),
+                culprits=(),
+            )
+        )
     if started and not nodes:
         words = f": it printed {' | '.join(said[-4:])}" if said else " and printed nothing"
-        out.append(WatchFinding("node-missing", "error", (), (), f"no agent reported at all{words}", FANOUT_FIX))
+        out.append(
+            Finding("node-missing", "error", f"no agent reported at all{words}", FANOUT_FIX, ranks=(), culprits=())
+        )
     elif missing and started:
         what = f" (rank {span(unseen)} not seen)" if unseen else ""
-        out.append(WatchFinding("node-missing", "error", tuple(unseen), (),
-                                f"{len(missing)} of {len(nodes)} nodes sent no agent output{what}{words}",
-                                FANOUT_FIX))  # fmt: skip
+        out.append(
+            Finding(
+                "node-missing",
+                "error",
+                f"{len(missing)} of {len(nodes)} nodes sent no agent output{what}{words}",
+                FANOUT_FIX,
+                ranks=tuple(unseen),
+                culprits=(),
+            )
+        )
     elif said and (unseen or any(n.agent != "ok" for n in nodes)):
-        out.append(WatchFinding("fanout-output", "warning", (), (),
-                                f"the fan-out printed, besides agent lines: {' | '.join(said[-4:])}", FANOUT_FIX))  # fmt: skip
+        out.append(
+            Finding(
+                "fanout-output",
+                "warning",
+                f"the fan-out printed, besides agent lines: {' | '.join(said[-4:])}",
+                FANOUT_FIX,
+                ranks=(),
+                culprits=(),
+            )
+        )
     return tuple(out)
 
 

@@ -30,9 +30,13 @@ def ptrace_denied(stack_error: str) -> bool:
 
 
 def watch_notes(
-    stacks_wanted: bool, py_spy: bool, stack_errors: Sequence[str], sockets_readable: bool, how: str,
+    stacks_wanted: bool,
+    py_spy: bool,
+    stack_errors: Sequence[str],
+    sockets_readable: bool,
+    how: str,
     restarted: tuple[str, tuple[int, ...]] | None = None,
-) -> tuple[str, ...]:  # fmt: skip
+) -> tuple[str, ...]:
     """Every note that holds: ``how`` is how the job was found; ``restarted``: (clock time, new pids)."""
     notes: tuple[str, ...] = (PY_SPY_MISSING,) if stacks_wanted and not py_spy else ()
     if restarted is not None:

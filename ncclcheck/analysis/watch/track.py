@@ -86,7 +86,10 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     quiet = still and (net_known or not cpu_moved)
     idle = still and not cpu_moved
     return RankView(
-        sample, found, site, label,
+        sample,
+        found,
+        site,
+        label,
         since_s=before.since_s + elapsed if same_place else 0.0,
         still_s=before.still_s + elapsed if still else 0.0,
         quiet_s=before.quiet_s + elapsed if quiet else 0.0,
@@ -96,7 +99,7 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
         progressing=not still,
         moved_samples=0 if still else before.moved_samples + 1,
         place=place,
-    )  # fmt: skip
+    )
 
 
 def _cpu(prior: RankSample, sample: RankSample) -> float | None:

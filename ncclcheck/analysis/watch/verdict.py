@@ -6,21 +6,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ncclcheck.analysis.watch.findings import group
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
-from ncclcheck.model.watch import RankView, Verdict, WatchFinding
+from ncclcheck.model.watch import RankView, Verdict
 
 DEAD = frozenset({"gone", "zombie", "missing", "stopped"})
 
 
 def summarise(
-    views: Sequence[RankView], samples: int, window_s: float, findings: Sequence[WatchFinding], limit: float,
-    stall_s: float, final: bool,
-) -> Verdict:  # fmt: skip
+    views: Sequence[RankView],
+    samples: int,
+    window_s: float,
+    findings: Sequence[Finding],
+    limit: float,
+    stall_s: float,
+    final: bool,
+) -> Verdict:
     errors, warnings = _kinds(findings, "error"), _kinds(findings, "warning")
     if errors:
         return Verdict("problem", f"✗ {errors}: see the findings")
-    done = next((f for f in findings if f.kind == "finished"), None)
+    done = next((f for f in findings if f.id == "finished"), None)
     if done:
         failed = " (some ranks failed: see the findings)" if done.severity == "warning" else ""
         return Verdict("finished", f"■ the job has finished on this node{failed}")
@@ -31,7 +37,7 @@ def summarise(
     if samples < 2:
         return Verdict("pending", "… watching: first sample")
     live = [v for v in views if v.sample.status not in DEAD]
-    gone = next((f for f in findings if f.kind == "exited"), None)
+    gone = next((f for f in findings if f.id == "exited"), None)
     note = f"{gone.message}; " if gone else ""
     still = [v for v in live if v.still_s > 0]
     if not still:
@@ -59,13 +65,15 @@ def summarise(
     return Verdict("undecided", note + _undecided(still, live, limit, stall_s))
 
 
-def _kinds(findings: Sequence[WatchFinding], severity: str) -> str:
-    return ", ".join(dict.fromkeys(f.kind for f in findings if f.severity == severity))
+def _kinds(findings: Sequence[Finding], severity: str) -> str:
+    return ", ".join(dict.fromkeys(f.id for f in findings if f.severity == severity))
 
 
 def _what(still: Sequence[RankView]) -> str:
-    return "; ".join(f"rank {span([v.rank for v in g])} {_place(g[0], op, site)} for {max(v.still_s for v in g):.0f} s"
-                     for (op, site), g in group(still).items())  # fmt: skip
+    return "; ".join(
+        f"rank {span([v.rank for v in g])} {_place(g[0], op, site)} for {max(v.still_s for v in g):.0f} s"
+        for (op, site), g in group(still).items()
+    )
 
 
 def _place(v: RankView, op: str, site: str) -> str:

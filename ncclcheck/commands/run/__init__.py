@@ -30,36 +30,49 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ncclcheck import __version__
+from ncclcheck import __version__, exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.analysis.run.env import backend_notes, evidence_env, job_env
 from ncclcheck.analysis.run.verdict import early_leavers, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.commands.run.live import sample_live
+from ncclcheck.exits import UsageError
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.run import HangRecord
 from ncclcheck.report_files import replace_json
+from ncclcheck.signals import handling
 from ncclcheck.sources.logs import diagnose  # the same analysis `ncclcheck logs` makes
 from ncclcheck.views.console import make_console
 from ncclcheck.views.run import render, start_lines, to_json
 
-EXIT_USAGE, EXIT_NOT_FOUND = 2, 127
 STALL_S = 60.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", metavar="DIR", help="the run dir (default ncclcheck-run-<host>-<time>)")
     parser.add_argument(
-        "--stall", type=float, default=STALL_S, metavar="S",
+        "--stall",
+        type=float,
+        default=STALL_S,
+        metavar="S",
         help=f"seconds ranks stand still before a hang is recorded (default {STALL_S:g}: a rank waits that long "
         "for a peer only when something is wrong; a slow step keeps its ranks moving)",
-    )  # fmt: skip
-    parser.add_argument("--interval", type=float, default=5.0, metavar="S",
-                        help="seconds between samples (default 5: a hang is recorded within --stall + 5 s)")  # fmt: skip
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between samples (default 5: a hang is recorded within --stall + 5 s)",
+    )
     parser.add_argument("--deep", action="store_true", help="also NCCL_DEBUG=INFO, desync debug, DETAIL checks")
-    parser.add_argument("--on-hang", choices=("watch", "exit"), default="watch",
-                        help="after a hang is recorded: keep watching (default) or end the job")  # fmt: skip
+    parser.add_argument(
+        "--on-hang",
+        choices=("watch", "exit"),
+        default="watch",
+        help="after a hang is recorded: keep watching (default) or end the job",
+    )
     parser.add_argument("--json", action="store_true", help="print report.json at the end instead of the verdict")
     parser.add_argument("launcher", nargs=argparse.REMAINDER, help="-- then the launcher command")
 
@@ -69,22 +82,19 @@ def run(args: argparse.Namespace) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("ncclcheck run: no command to run: ncclcheck run [options] -- torchrun ... train.py", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("ncclcheck run: no command to run: ncclcheck run [options] -- torchrun ... train.py")
     if args.stall < 3 or args.interval <= 0:
-        print("ncclcheck run: --stall must be at least 3 s and --interval above 0", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("ncclcheck run: --stall must be at least 3 s and --interval above 0")
     if shutil.which(argv[0]) is None:
         print(f"ncclcheck run: {argv[0]}: command not found (is it installed, or on PATH?)", file=sys.stderr)
-        return EXIT_NOT_FOUND
+        return exits.NOT_FOUND
     host = socket.gethostname()
     run_dir = os.path.abspath(args.dir or f"ncclcheck-run-{host}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         for sub in ("logs", "nccl", "fr", "hangs"):
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
     except OSError as exc:
-        print(f"ncclcheck run: cannot make the run dir {run_dir}: {exc.strerror} (give --dir)", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"ncclcheck run: cannot make the run dir {run_dir}: {exc.strerror} (give --dir)") from None
     console = make_console(sys.stderr)
     torch_version = _torch_version()
     settings = evidence_env(os.environ, run_dir, args.deep, torch_version)
@@ -106,28 +116,27 @@ def run(args: argparse.Namespace) -> int:
         interrupted.set()
         launched.signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)  # torchrun ends its workers
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    live = threading.Thread(target=sample_live, args=(launched, args, run_dir, console, hangs, gone, stop, end_now),
-                            daemon=True)  # fmt: skip
-    live.start()
-    try:
-        code = None
-        while code is None:
-            launched.remember_tree()
-            if end_now.is_set():
-                launched.end()
-            code = launched.wait(0.5)
-    finally:
-        stop.set()
-        launched.end()
-        launched.close()
-        live.join(10.0)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    live = threading.Thread(
+        target=sample_live, args=(launched, args, run_dir, console, hangs, gone, stop, end_now), daemon=True
+    )
+    with handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), on_signal):
+        live.start()
+        try:
+            code = None
+            while code is None:
+                launched.remember_tree()
+                if end_now.is_set():
+                    launched.end()
+                code = launched.wait(0.5)
+        finally:
+            stop.set()
+            launched.end()
+            launched.close()
+            live.join(10.0)
     ended = time.time()
     exit_code = 128 - code if code < 0 else code
     if received and exit_code != 0:
-        exit_code = 128 + received[0]  # 130 after ^C: the user ended it, whatever the launcher returned
+        exit_code = exits.by_signal(received[0])  # 130 after ^C: the user ended it, whatever the launcher returned
     report, log_files = _diagnose(run_dir)
     report = with_hangs(report, tuple(hangs))
     failed = {f.rank for f in report.failures}
@@ -140,8 +149,21 @@ def run(args: argparse.Namespace) -> int:
         "nccl_logs": sorted(str(p) for p in Path(run_dir, "nccl").iterdir()),
         "hang_records": [h.path for h in hangs],
     }
-    data = to_json(argv, run_dir, host, exit_code, ended - started, result, findings, tuple(hangs), settings, notes,
-                   files, report, log_files)  # fmt: skip
+    data = to_json(
+        argv,
+        run_dir,
+        host,
+        exit_code,
+        ended - started,
+        result,
+        findings,
+        tuple(hangs),
+        settings,
+        notes,
+        files,
+        report,
+        log_files,
+    )
     _write(run_dir, "report.json", data)
     if args.json:
         print(json.dumps(data, indent=1))

@@ -26,9 +26,15 @@ from ncclcheck.views.watch_agent import agent_line
 
 
 def sample_live(
-    launched: Launched, args: argparse.Namespace, run_dir: str, console: Any, hangs: list[HangRecord],
-    gone: dict[int, float], stop: threading.Event, end_now: threading.Event,
-) -> None:  # fmt: skip
+    launched: Launched,
+    args: argparse.Namespace,
+    run_dir: str,
+    console: Any,
+    hangs: list[HangRecord],
+    gone: dict[int, float],
+    stop: threading.Event,
+    end_now: threading.Event,
+) -> None:
     """The watch sampler beside the job: a hang record when ranks stand still past --stall."""
     source: LiveSource | None = None
     last: tuple[Any, ...] | None = None
@@ -65,13 +71,12 @@ def sample_live(
                 if v.sample.status in EXITED:
                     gone.setdefault(v.rank, now)
             errors = [f for f in state.findings if f.severity == "error"]
-            key = tuple((f.kind, f.culprits) for f in errors)
+            key = tuple((f.id, f.culprits) for f in errors)
             if errors and key != last and not stop.is_set():
                 path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")
                 replace_json(path, watch_json(state, args.interval))
                 first = errors[0]
-                record = HangRecord(path, now, tuple(f.kind for f in errors), first.ranks, first.culprits,
-                                    first.message)  # fmt: skip
+                record = HangRecord(path, now, tuple(f.id for f in errors), first.ranks, first.culprits, first.message)
                 hangs.append(record)
                 hang_line(record, console)
                 asked, _ = ask_for_dumps(os.path.join(run_dir, "fr", "pipe_"))

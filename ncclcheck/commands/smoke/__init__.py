@@ -16,78 +16,107 @@ from __future__ import annotations
 import argparse
 import signal
 import socket
+import subprocess
 import sys
-from collections.abc import Callable
-from types import FrameType
-from typing import Any, Optional, Union
 
+from rich.console import Console
+
+from ncclcheck import exits
 from ncclcheck.analysis.smoke.plan import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, OPS
 from ncclcheck.analysis.smoke.summary import summarise
 from ncclcheck.collectors import launch as launcher
 from ncclcheck.commands.smoke.settings import DEFAULT_MULTINODE_PORT, Usage, settings
 from ncclcheck.commands.smoke.supervise import interrupted, supervise, with_tui
+from ncclcheck.exits import UsageError
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.smoke import Launch, SmokeSummary
 from ncclcheck.report_files import replace_json, unwritable
-from ncclcheck.signals import Ended, raise_ended
+from ncclcheck.signals import Ended, handling
 from ncclcheck.views.console import make_console
 from ncclcheck.views.smoke import render, to_json
-
-EXIT_LAUNCH = 3
-Handler = Union[Callable[[int, Optional[FrameType]], Any], int, None]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, help="ranks on this node (default: one per GPU with nccl, 2 with gloo)")
-    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                        help="default: auto (nccl if there are GPUs, else gloo)")  # fmt: skip
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "nccl", "gloo"),
+        default="auto",
+        help="default: auto (nccl if there are GPUs, else gloo)",
+    )
     parser.add_argument("--nodes", type=int, help="nodes in the job (default: $SLURM_NNODES or 1)")
     parser.add_argument("--node-rank", type=int, help="this node's rank (default: $SLURM_NODEID or 0)")
     parser.add_argument("--master-addr", help="node 0's address (default: first host of $SLURM_JOB_NODELIST)")
-    parser.add_argument("--master-port", type=int, help=f"rendezvous port (default: {DEFAULT_MULTINODE_PORT} on"
-                        " several nodes; on one node a free port torchrun picks)")  # fmt: skip
-    parser.add_argument("--ops", default=",".join(OPS), help="comma list of ops (default: all)")
-    parser.add_argument("--sizes", default=DEFAULT_SIZES,
-                        help="MIN:MAX (x4 steps, MAX included) or a list, e.g. 8:64M (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--iters", type=int, default=DEFAULT_ITERS,
-                        help="timed iterations per op and size (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
-                        help="untimed iterations first, 0 for none (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                        help="seconds without progress before a rank is stuck (default: %(default)s)")  # fmt: skip
     parser.add_argument(
-        "--drill", action="append", default=[], metavar="KIND@RANK:OP",
+        "--master-port",
+        type=int,
+        help=f"rendezvous port (default: {DEFAULT_MULTINODE_PORT} on"
+        " several nodes; on one node a free port torchrun picks)",
+    )
+    parser.add_argument("--ops", default=",".join(OPS), help="comma list of ops (default: all)")
+    parser.add_argument(
+        "--sizes",
+        default=DEFAULT_SIZES,
+        help="MIN:MAX (x4 steps, MAX included) or a list, e.g. 8:64M (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--iters", type=int, default=DEFAULT_ITERS, help="timed iterations per op and size (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=DEFAULT_WARMUP, help="untimed iterations first, 0 for none (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="seconds without progress before a rank is stuck (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--drill",
+        action="append",
+        default=[],
+        metavar="KIND@RANK:OP",
         help="make a rank misbehave: hang@1:all_reduce, crash@0:broadcast, kill@1:all_reduce (SIGKILL),"
         " mismatch@1:all_gather (default: none)",
-    )  # fmt: skip
+    )
     parser.add_argument("--tui", action="store_true", help="show the ranks live in the watch app while it runs")
     parser.add_argument("--json", metavar="FILE", help="write the ncclcheck.smoke/1 report to FILE as it runs")
-    parser.add_argument("--log-dir", metavar="DIR", help="keep rank logs, NCCL logs and dumps here; a DIR that is not"
-                        " empty gets a new sub-directory per run (default: ./ncclcheck-logs/smoke-TIME-nodeN)")  # fmt: skip
+    parser.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="keep rank logs, NCCL logs and dumps here; a DIR that is not"
+        " empty gets a new sub-directory per run (default: ./ncclcheck-logs/smoke-TIME-nodeN)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     console = make_console()
     bad_output = unwritable(args.json)
     if bad_output:
-        return _usage(f"--json {args.json}: {bad_output} (give a file in a directory that exists)")
+        raise _usage(f"--json {args.json}: {bad_output} (give a file in a directory that exists)")
     try:
         launch = settings(args)
     except Usage as exc:
-        return _usage(str(exc))
+        raise _usage(str(exc)) from None
     where = f"{launch.nproc * launch.nodes} rank(s) on {launch.nodes} node(s), {launch.backend}"
     console.print(f"ncclcheck smoke: {where}, logs in {launch.log_dir}", highlight=False)
     unresolved = _unresolvable(launch)
     if unresolved:
-        return _report(_launch_failed(launch, unresolved), args.json, EXIT_LAUNCH)
-    previous = {sig: signal.signal(sig, raise_ended) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        proc = launcher.start(launch)
-    except OSError as exc:
-        _restore(previous)
-        return _report(_launch_failed(launch, Finding("launch-failed", "error", f"could not start torchrun: {exc}",
-                                                      "check the log directory and this Python")), args.json,
-                       EXIT_LAUNCH)  # fmt: skip
+        return _report(_launch_failed(launch, unresolved), args.json, exits.LAUNCH_FAILED)
+    with handling():
+        try:
+            proc = launcher.start(launch)
+        except OSError as exc:
+            failed = Finding(
+                "launch-failed", "error", f"could not start torchrun: {exc}", "check the log directory and this Python"
+            )
+        else:
+            return _supervised(proc, launch, args, console)
+    return _report(_launch_failed(launch, failed), args.json, exits.LAUNCH_FAILED)
+
+
+def _supervised(proc: subprocess.Popen[bytes], launch: Launch, args: argparse.Namespace, console: Console) -> int:
+    """Supervise the launched job to its verdict; whatever ends this (a signal, an error), the job ends too."""
     try:
         if args.tui and sys.stdout.isatty():
             summary = with_tui(proc, launch, args.timeout, args.json)
@@ -98,26 +127,20 @@ def run(args: argparse.Namespace) -> int:
     except (Ended, KeyboardInterrupt) as stop:
         launcher.end_tree(proc, [])  # ^C, SIGTERM or SIGHUP (timeout, kill, a CI cancel): the job ends with us
         signum = stop.signum if isinstance(stop, Ended) else signal.SIGINT
-        print(f"ncclcheck smoke: ended by {signal.Signals(signum).name}; torchrun and every rank ended",
-              file=sys.stderr)  # fmt: skip
-        return _report(interrupted(launch), args.json, 128 + signum)
+        print(
+            f"ncclcheck smoke: ended by {signal.Signals(signum).name}; torchrun and every rank ended", file=sys.stderr
+        )
+        return _report(interrupted(launch), args.json, exits.by_signal(signum))
     except BaseException:
         launcher.end_tree(proc, [])  # any error after launch: never leave a job running
         raise
-    finally:
-        _restore(previous)
     failed_launch = any(f.id == "launch-failed" for f in summary.findings)
-    return _report(summary, None, EXIT_LAUNCH if failed_launch else 0 if summary.verdict == "pass" else 1)
+    code = exits.LAUNCH_FAILED if failed_launch else exits.OK if summary.verdict == "pass" else exits.PROBLEM
+    return _report(summary, None, code)
 
 
-def _restore(previous: dict[signal.Signals, Handler]) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-
-
-def _usage(message: str) -> int:
-    print(f"ncclcheck smoke: {message} (see ncclcheck smoke --help)", file=sys.stderr)
-    return 2
+def _usage(message: str) -> UsageError:
+    return UsageError(f"ncclcheck smoke: {message} (see ncclcheck smoke --help)")
 
 
 def _report(summary: SmokeSummary, json_path: str | None, code: int) -> int:

@@ -45,9 +45,18 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) 
         raise Usage(str(exc)) from exc
     port = args.master_port if args.master_port is not None or nodes == 1 else DEFAULT_MULTINODE_PORT
     worker = (
-        "--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)), "--iters", str(args.iters),
-        "--warmup", str(args.warmup), "--backend", backend, *[f"--drill={d.kind}@{d.rank}:{d.op}" for d in drills],
-    )  # fmt: skip
+        "--ops",
+        ",".join(ops),
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--iters",
+        str(args.iters),
+        "--warmup",
+        str(args.warmup),
+        "--backend",
+        backend,
+        *[f"--drill={d.kind}@{d.rank}:{d.op}" for d in drills],
+    )
     log_dir = run_dir(args.log_dir, node_rank)
     return Launch(nproc, nodes, node_rank, master, port, backend, log_dir, worker)
 

@@ -49,8 +49,10 @@ def supervise(
             ranks = read_progress(launch.log_dir)
             shown.update(results_of(ranks, launch))
             if json_path:
-                replace_json(json_path, to_json(summarise(launch, ranks, results_of(ranks, launch), None, (), False,
-                                                          state=RUNNING)))  # fmt: skip
+                replace_json(
+                    json_path,
+                    to_json(summarise(launch, ranks, results_of(ranks, launch), None, (), False, state=RUNNING)),
+                )
             if code is not None:
                 break
             late = stalled_ranks(ranks, read_beats(launch.log_dir), time.time(), timeout_s)

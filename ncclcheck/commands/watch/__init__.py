@@ -34,14 +34,14 @@ import math
 import sys
 import time
 
+from ncclcheck import exits
 from ncclcheck.analysis.watch.judge import QUICK_S, Judging, decided, next_delay, rejudge
 from ncclcheck.collectors.jobs import discover, pick
+from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch import jobs_json, jobs_lines, render, to_json
-
-EXIT_USAGE, EXIT_NO_JOB, EXIT_UNDECIDED = 2, 3, 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,43 +53,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--interval", type=float, default=1.5, metavar="S", help="seconds between samples (default 1.5)"
     )
     parser.add_argument(
-        "--stall", type=float, default=10.0, metavar="S",
+        "--stall",
+        type=float,
+        default=10.0,
+        metavar="S",
         help=f"standing still this long counts where a quick answer is not possible (default 10, at least {QUICK_S:g})",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--settle", type=float, default=None, metavar="S",
+        "--settle",
+        type=float,
+        default=None,
+        metavar="S",
         help="--once: watch this long, then judge what stood still through the whole window"
         " (default: until the answer is clear, at most --stall + 2 intervals)",
-    )  # fmt: skip
+    )
     parser.add_argument("--once", action="store_true", help="watch, print once and exit (also without a terminal)")
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.watch/2 JSON (implies --once)")
     parser.add_argument("--no-stacks", action="store_true", help="process state, CPU and sockets only, no py-spy")
     nodes = parser.add_argument_group("every node of the job")
-    nodes.add_argument("--slurm", nargs="?", const="", metavar="JOBID",
-                       help="watch every node of this SLURM job (default $SLURM_JOB_ID) through srun --overlap")  # fmt: skip
-    nodes.add_argument("--fanout", metavar="CMD",
-                       help="a shell command that runs {} (the agent command) on every node and forwards its output")  # fmt: skip
+    nodes.add_argument(
+        "--slurm",
+        nargs="?",
+        const="",
+        metavar="JOBID",
+        help="watch every node of this SLURM job (default $SLURM_JOB_ID) through srun --overlap",
+    )
+    nodes.add_argument(
+        "--fanout",
+        metavar="CMD",
+        help="a shell command that runs {} (the agent command) on every node and forwards its output",
+    )
     nodes.add_argument("--agents", metavar="FILE", help="agent lines collected before (- for stdin)")
-    nodes.add_argument("--follow", action="store_true",
-                       help="with --agents: files still being written (a glob, e.g. every node's ncclcheck run dir: "
-                       "runs/*/watch-agent.jsonl), followed live")  # fmt: skip
-    nodes.add_argument("--agent-cmd", metavar="CMD",
-                       help="how to run ncclcheck on the nodes (default: this python -m ncclcheck)")  # fmt: skip
+    nodes.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --agents: files still being written (a glob, e.g. every node's ncclcheck run dir: "
+        "runs/*/watch-agent.jsonl), followed live",
+    )
+    nodes.add_argument(
+        "--agent-cmd", metavar="CMD", help="how to run ncclcheck on the nodes (default: this python -m ncclcheck)"
+    )
     nodes.add_argument("--slurm-job", metavar="JOBID", help=argparse.SUPPRESS)  # the agent: only this SLURM job's ranks
-    nodes.add_argument("--agent", action="store_true",
-                       help="be the agent: one ncclcheck.watch-agent/1 JSON line per sample of this node, on stdout")  # fmt: skip
+    nodes.add_argument(
+        "--agent",
+        action="store_true",
+        help="be the agent: one ncclcheck.watch-agent/1 JSON line per sample of this node, on stdout",
+    )
     parser.add_argument(
-        "--native", action="store_true",
+        "--native",
+        action="store_true",
         help="C/C++ frames too (where NCCL or gloo waits); py-spy must pause each rank briefly to unwind"
         " them, so this is the one mode that stops the job for a moment at every sample",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     problem = _usage_problem(args)
     if problem:
-        print(f"ncclcheck watch: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"ncclcheck watch: {problem}")
     if args.agent:
         from ncclcheck.commands.watch import agent as watch_agent
 
@@ -105,19 +126,24 @@ def run(args: argparse.Namespace) -> int:
         if len(jobs) > 1:
             print(f"ncclcheck watch: --job {args.job} matches {len(jobs)} jobs; give more of the id:", file=sys.stderr)
             print("\n".join(jobs_lines(jobs)), file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
     if not jobs:
         what = f"job {args.job}" if args.job else f"pid {args.pid}" if args.pid else "torch distributed job"
-        print(f"ncclcheck watch: no {what} found on this node (ranks carry RANK and WORLD_SIZE, or are "
-              "torch.multiprocessing.spawn children; run as the job's user or root)", file=sys.stderr)  # fmt: skip
-        return EXIT_NO_JOB
+        print(
+            f"ncclcheck watch: no {what} found on this node (ranks carry RANK and WORLD_SIZE, or are "
+            "torch.multiprocessing.spawn children; run as the job's user or root)",
+            file=sys.stderr,
+        )
+        return exits.NO_JOB
     if len(jobs) > 1 and not live:
         if args.json:
             print(json.dumps(jobs_json(jobs), indent=1))
-        print("ncclcheck watch: several jobs on this node; pick one with --job ID (a unique prefix will do):",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "ncclcheck watch: several jobs on this node; pick one with --job ID (a unique prefix will do):",
+            file=sys.stderr,
+        )
         print("\n".join(jobs_lines(jobs)), file=sys.stderr)
-        return EXIT_USAGE
+        return exits.USAGE
     if not live:
         state = _once(_source(jobs[0], args), args)
         if args.json:
@@ -125,15 +151,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             render(state, make_console())
         if any(f.severity in ("error", "warning") for f in state.findings):
-            return 1
-        return EXIT_UNDECIDED if state.verdict.status == "undecided" else 0
+            return exits.PROBLEM
+        return exits.UNDECIDED if state.verdict.status == "undecided" else exits.OK
     from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
     if len(jobs) > 1:
         WatchApp(None, args.interval, jobs=jobs, make_source=lambda job: _source(job, args)).run()
     else:
         WatchApp(_source(jobs[0], args), args.interval).run()
-    return 0  # quitting the live view is not a verdict; scripts use --once
+    return exits.OK  # quitting the live view is not a verdict; scripts use --once
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
@@ -149,8 +175,16 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         )
     if args.native and args.no_stacks:
         return "--native needs stacks; drop --no-stacks"
-    ways = [flag for flag, given in (("--slurm", args.slurm is not None), ("--fanout", args.fanout),
-                                     ("--agents", args.agents), ("--agent", args.agent)) if given]  # fmt: skip
+    ways = [
+        flag
+        for flag, given in (
+            ("--slurm", args.slurm is not None),
+            ("--fanout", args.fanout),
+            ("--agents", args.agents),
+            ("--agent", args.agent),
+        )
+        if given
+    ]
     if len(ways) > 1:
         return f"{' and '.join(ways)} are different ways to watch: give one"
     if ways and args.pid is not None and not args.agent:

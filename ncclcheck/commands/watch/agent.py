@@ -21,22 +21,26 @@ import threading
 import time
 from typing import Any
 
+from ncclcheck import exits
 from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.model.stacks import Frame
+from ncclcheck.signals import handling
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.watch_agent import agent_line
 
-EXIT_USAGE, EXIT_NO_JOB = 2, 3
 DONE = "every rank of the job on this node has exited"
 
 
 def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    _stop_when_stdin_closes(stop)
+    with handling((signal.SIGTERM, signal.SIGHUP, signal.SIGINT), lambda *_: stop.set()):
+        _stop_when_stdin_closes(stop)
+        return _sample(args, stop)
+
+
+def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
     host, sent, seq = socket.gethostname(), dict[int, tuple[Frame, ...]](), 0
     jobs = discover(args.pid)
     if args.slurm_job:  # started by the viewer's --slurm: this SLURM job's ranks, whatever else runs here
@@ -52,21 +56,29 @@ def run(args: argparse.Namespace) -> int:
             else f"{len(jobs)} jobs on this node ({', '.join(j.id for j in jobs)}): give the viewer --job ID"
         )
         _emit(agent_line(None, host, sent, time.time(), seq, error=error))
-        return EXIT_NO_JOB if not jobs else EXIT_USAGE
+        return exits.NO_JOB if not jobs else exits.USAGE
     source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
     rendezvous = launcher_endpoint(jobs[0].launcher_pid)  # the viewer reads the job's map there; never this agent
     while not stop.is_set():
         state = source.poll()
         over = state.verdict.status == "finished" and not state.launcher_running
-        line = agent_line(state, host, sent, time.time(), seq, done=DONE if over else None, rendezvous=rendezvous,
-                          interval_s=args.interval)  # fmt: skip
+        line = agent_line(
+            state,
+            host,
+            sent,
+            time.time(),
+            seq,
+            done=DONE if over else None,
+            rendezvous=rendezvous,
+            interval_s=args.interval,
+        )
         if not _emit(line):
-            return 0  # nobody reads any more
+            return exits.OK  # nobody reads any more
         seq += 1
         if over or args.once:
-            return 0
+            return exits.OK
         stop.wait(next_delay(state, args.interval))
-    return 0
+    return exits.OK
 
 
 def _emit(line: dict[str, Any]) -> bool:

@@ -13,52 +13,48 @@ import glob
 import json
 import os
 import shutil
-import signal
-import sys
 import time
 from types import FrameType
 
+from ncclcheck import exits
 from ncclcheck.analysis.watch.judge import decided, next_delay
 from ncclcheck.analysis.watch.nodes import SILENT_MIN_S
 from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command, slurm_nodes
 from ncclcheck.collectors.agent_streams import FanOut
+from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import WatchState
+from ncclcheck.signals import handling
 from ncclcheck.sources.watch_nodes import NodesSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch import render, to_json
-
-EXIT_USAGE, EXIT_NO_JOB, EXIT_UNDECIDED = 2, 3, 4
 
 
 def run(args: argparse.Namespace, live: bool) -> int:
     try:
         source = _source(args)
     except (OSError, ValueError) as exc:
-        print(f"ncclcheck watch: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        raise UsageError(f"ncclcheck watch: {exc}") from None
     try:
-        if live:
-            from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
+        with handling(handler=_interrupt):
+            if live:
+                from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-            WatchApp(source, args.interval, several_nodes=True).run()
-            return 0
-        state = _once(source, args)
+                WatchApp(source, args.interval, several_nodes=True).run()
+                return exits.OK
+            state = _once(source, args)
     except KeyboardInterrupt:
-        return 130
+        return exits.INTERRUPTED
     finally:
         source.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if args.json:
         print(json.dumps(to_json(state, args.interval), indent=1))
     else:
         render(state, make_console())
     if not state.ranks and not any(n.agent == "ok" for n in state.nodes):
-        return EXIT_NO_JOB if not state.findings else 1
+        return exits.NO_JOB if not state.findings else exits.PROBLEM
     if any(f.severity in ("error", "warning") for f in state.findings):
-        return 1
-    return EXIT_UNDECIDED if state.verdict.status in ("undecided", "pending") else 0
+        return exits.PROBLEM
+    return exits.UNDECIDED if state.verdict.status in ("undecided", "pending") else exits.OK
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
