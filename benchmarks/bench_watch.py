@@ -25,7 +25,8 @@ from watch_states import all_in, job, sample, stack
 
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.model.watch import Snapshot, WatchState
-from ncclcheck.tui.app import RankTable, WatchApp, plain_row
+from ncclcheck.tui.app import WatchApp
+from ncclcheck.tui.widgets import RankTable, plain_row
 
 HERE = Path(__file__).resolve().parent
 

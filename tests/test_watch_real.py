@@ -23,7 +23,8 @@ from ncclcheck.collectors import sampler
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.sources.watch import LauncherSource, LiveSource
-from ncclcheck.tui.app import RankTable, WatchApp
+from ncclcheck.tui.app import WatchApp
+from ncclcheck.tui.widgets import RankTable
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,8 @@ from watch_states import all_in, job, sample, stack, states
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.watch import Job, WatchState
-from ncclcheck.tui.app import COLUMNS, JobPicker, RankTable, WatchApp
+from ncclcheck.tui.app import WatchApp
+from ncclcheck.tui.widgets import COLUMNS, JobPicker, RankTable
 
 MISMATCH = states(job(4), *[all_in(4, "all_reduce", r2=sample(2, stack("all_gather", 57)))] * 4)
 TIE = states(job(2), *[all_in(2, "all_reduce", r1=sample(1, stack("broadcast", 60)))] * 4)
