@@ -60,7 +60,7 @@ def viewer_cost(nodes: int, refreshes: int = 8) -> tuple[float, float]:
     lines = recorded(nodes, refreshes + 1)
     streams = Streams()
     for line in lines[0]:
-        streams.take(line, 1.8e9)
+        streams.add_line(line, 1.8e9)
     judging = Judging(10.0)
     state = merge(streams.reports, streams.text, 1.8e9, judging, 1.5)
     ours: list[float] = []
@@ -75,7 +75,7 @@ def viewer_cost(nodes: int, refreshes: int = 8) -> tuple[float, float]:
                 now = 1.8e9 + i * 1.5
                 start = time.process_time()
                 for line in lines[i]:
-                    streams.take(line, now)
+                    streams.add_line(line, now)
                 app.state = merge(streams.reports, streams.text, now, judging, 1.5)
                 app.refresh_view()
                 await pilot.pause()

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ncclcheck.analysis.env import analyze
+from ncclcheck.analysis.env import analyse
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import EnvOptions, NodeSnapshot
 from ncclcheck.probes import envvars, gpu, host, ib, net, versions
@@ -38,5 +38,5 @@ def bare(env: Mapping[str, str] | None = None, **fields: Any) -> NodeSnapshot:
 
 
 def check(snapshot: NodeSnapshot, check_id: str) -> Check:
-    report = analyze(snapshot, "test")
+    report = analyse(snapshot, "test")
     return next(c for c in report.checks if c.id == check_id)

@@ -50,7 +50,7 @@ def feed(*pairs: tuple[WatchState, str], received: float = NOW) -> Streams:
     streams = Streams()
     for state, host in pairs:
         for line in lines_of(state, host):
-            streams.take(f"{host}: {line}\n", received)
+            streams.add_line(f"{host}: {line}\n", received)
     return streams
 
 
@@ -59,8 +59,8 @@ def test_a_line_carries_a_stack_only_when_it_changed_and_labels_are_accepted() -
     first, second = lines_of(state, "node0", times=2)
     assert "stack" in first and '"stack"' not in second
     streams = Streams()
-    streams.take(f"node0: {first}\n", NOW)
-    streams.take(f"[pod/trainer-0] {second}\n", NOW + 1)
+    streams.add_line(f"node0: {first}\n", NOW)
+    streams.add_line(f"[pod/trainer-0] {second}\n", NOW + 1)
     views = streams.reports["node0"].views
     assert [v.sample.stack for v in views] == [v.sample.stack for v in state.ranks]
     assert [(v.rank, v.collective, v.quiet_s) for v in views] == [
@@ -98,7 +98,7 @@ def test_every_rank_seen_in_one_collective_is_stalled_but_not_while_a_node_is_si
 
 def test_a_node_that_never_reports_is_missing_with_the_fanout_s_words_but_not_while_starting() -> None:
     streams = feed((node_state(0), "node0"))
-    streams.take("node1: ssh: connect to host node1 port 22: No route to host\n", NOW)
+    streams.add_line("node1: ssh: connect to host node1 port 22: No route to host\n", NOW)
     starting = merged(streams, started=False)
     assert all(f.id != "node-missing" for f in starting.findings)
     state = merged(streams)
@@ -110,7 +110,7 @@ def test_a_node_that_never_reports_is_missing_with_the_fanout_s_words_but_not_wh
 def test_an_agent_that_finds_no_job_makes_its_node_unreachable_with_its_words() -> None:
     streams = feed((node_state(0), "node0"))
     error = agent_line(None, "node1", {}, NOW, 0, error="no torch distributed job found on this node")
-    streams.take(json.dumps(error), NOW)
+    streams.add_line(json.dumps(error), NOW)
     state = merged(streams)
     assert any(
         f.id == "node-unreachable" and "node1: its agent could not watch: no torch" in f.message for f in state.findings
@@ -120,7 +120,7 @@ def test_an_agent_that_finds_no_job_makes_its_node_unreachable_with_its_words() 
 
 def test_no_agent_at_all_is_said_never_healthy() -> None:
     streams = Streams()
-    streams.take("bash: ncclcheck: command not found\n", NOW)
+    streams.add_line("bash: ncclcheck: command not found\n", NOW)
     state = merged(streams)
     assert [f.id for f in state.findings] == ["node-missing"] and "command not found" in state.findings[0].message
     assert state.verdict.status == "problem"
@@ -424,7 +424,7 @@ def test_closing_the_fanout_ends_a_stopped_member_even_after_the_command_exited(
 def test_an_agent_that_writes_every_5_s_is_silent_after_4_of_its_intervals_not_the_viewer_s() -> None:
     streams = feed((node_state(0), "node0"))
     line = agent_line(node_state(1), "node1", {}, NOW, 0, interval_s=5.0)
-    streams.take(json.dumps(line) + "\n", NOW)
+    streams.add_line(json.dumps(line) + "\n", NOW)
     # 12 s: node1 missed two of its 5 s lines (not silent yet); node0's agent said no interval: 10 s is its limit.
     quiet = merge(streams.reports, streams.text, NOW + 12, Judging(10.0), 1.5)
     assert [n.agent for n in quiet.nodes] == ["silent", "ok"], quiet.nodes

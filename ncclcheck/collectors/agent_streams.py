@@ -38,7 +38,7 @@ class Streams:
     stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
     first_seen: float | None = None
 
-    def take(self, raw: str, received: float) -> None:
+    def add_line(self, raw: str, received: float) -> None:
         """One line of output, agent's or not."""
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -179,7 +179,7 @@ class FanOut:
     def _read(self, pipe: IO[str]) -> None:
         for line in pipe:
             with self.lock:
-                self.streams.take(line, time.time())
+                self.streams.add_line(line, time.time())
 
     def running(self) -> bool:
         return self.proc.poll() is None
@@ -230,5 +230,5 @@ def replay(path: str) -> Streams:
         else Path(path).open(encoding="utf-8", errors="replace")
     ) as handle:
         for line in handle:
-            streams.take(line, -1.0)  # -1: the line's own time
+            streams.add_line(line, -1.0)  # -1: the line's own time
     return streams

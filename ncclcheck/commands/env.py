@@ -16,7 +16,7 @@ import os
 
 from rich.console import Console
 
-from ncclcheck.analysis.env import analyze
+from ncclcheck.analysis.env import analyse
 from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
 from ncclcheck.exits import UsageError
 from ncclcheck.model.env import EnvOptions
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     except SavedTreeError as exc:
         raise UsageError(f"ncclcheck env: {exc}") from None
     tree_host = saved_host(options.root) if options.root != "/" else None
-    report = analyze(snapshot, tree_host or (host_name() if options.root == "/" else f"the tree {options.root}"))
+    report = analyse(snapshot, tree_host or (host_name() if options.root == "/" else f"the tree {options.root}"))
     if args.json:
         print(json.dumps(to_json(report), indent=2))
     else:

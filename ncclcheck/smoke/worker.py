@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ncclcheck.analysis.smoke.plan import Drill, elements
-from ncclcheck.analysis.smoke.progress import summarize
+from ncclcheck.analysis.smoke.progress import op_result
 from ncclcheck.smoke import fingerprint as fingerprints
 
 
@@ -310,7 +310,7 @@ def _gather_result(
         return
     rows = [t.tolist() for t in gathered]
     per_iter = [max(row[i] for row in rows) for i in range(len(times))]
-    result = summarize(op, nbytes, count, per_iter, int(sum(row[-1] for row in rows)), world)
+    result = op_result(op, nbytes, count, per_iter, int(sum(row[-1] for row in rows)), world)
     progress.event("result", **dataclasses.asdict(result))
 
 

@@ -41,7 +41,7 @@ NEEDS = {
 SAVE_HINT = "save the node with `python3 probes/save_tree.py DIR` there, then `ncclcheck env --root DIR`"
 
 
-def analyze(snapshot: NodeSnapshot, host_name: str) -> EnvReport:
+def analyse(snapshot: NodeSnapshot, host_name: str) -> EnvReport:
     """Run every check over one node's snapshot; what a saved tree lacks is skipped, never guessed."""
     ctx = context(snapshot)
     rules = version_text(ctx.nccl) if ctx.nccl else "unknown (assuming NCCL >= 2.28)"

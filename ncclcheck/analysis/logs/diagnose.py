@@ -89,7 +89,7 @@ CHILD = re.compile(
 
 
 @dataclass(frozen=True)
-class Said:
+class RuleMatch:
     """One rule's reading of a line: the finding's message and the ranks the message names as the cause."""
 
     rule: Rule
@@ -97,30 +97,34 @@ class Said:
     named: tuple[int, ...] = ()
 
 
-def _said(rule: Rule, match: re.Match[str]) -> Said:
+def _said(rule: Rule, match: re.Match[str]) -> RuleMatch:
     groups = _ordered_pair({k: v for k, v in match.groupdict().items() if v})
-    return Said(rule, _format(rule.message, groups), tuple(int(r) for r in re.findall(r"\d+", groups.get("who", ""))))
+    return RuleMatch(
+        rule, _format(rule.message, groups), tuple(int(r) for r in re.findall(r"\d+", groups.get("who", "")))
+    )
 
 
 LEVELS = (None, "INFO", "WARN", "TRACE", "ABORT")  # a line's NCCL level (frame.HEADER's), None outside NCCL's lines
 
 
 @dataclass(frozen=True)
-class Facts:
+class LineFacts:
     """What a line's text says on its own, whatever its rank, file or place: pure, so remembered per text (a
     message many ranks print, or one printed at every retry, is read once)."""
 
-    said: tuple[Said, ...]  # the rules it matches, in catalogue order, or the generic exception
+    said: tuple[RuleMatch, ...]  # the rules it matches, in catalogue order, or the generic exception
     watchdog: bool  # names a WorkNCCL: a watchdog timeout line, read as a Timeout
     timeout: tuple[str | None, int, str, int | None, int | None, int | None, int | None] | None
     text_rank: int | None  # a rank the text itself names ("[Rank 3]")
     site: str | None  # a traceback frame in the user's code
     fr_start: bool  # opens a Flight Recorder stack
-    fr_frame: tuple[bool, Said] | None  # a Flight Recorder stack frame: whether in the user's code, and its finding
+    fr_frame: (
+        tuple[bool, RuleMatch] | None
+    )  # a Flight Recorder stack frame: whether in the user's code, and its finding
     torchrun: bool  # opens torchrun's failure summary
     summary: bool  # would change the summary block it is in (an entry's start, its end, a field of the entry)
     alarm: bool  # says ERROR/Exception/... (the safety net reads it when no rule does)
-    unrecognised: Said | None  # the safety net's finding, if the line is not mere context
+    unrecognised: RuleMatch | None  # the safety net's finding, if the line is not mere context
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
@@ -138,7 +142,7 @@ class Facts:
         object.__setattr__(self, "quiet", frozenset(quiet))
 
 
-def facts_of(text: str) -> Facts:
+def facts_of(text: str) -> LineFacts:
     """What a line's text says (``facts`` remembers it per text)."""
     said = [
         _said(rule, match)
@@ -170,7 +174,7 @@ def facts_of(text: str) -> Facts:
     unrecognised = None
     if not NOT_ALARM.search(stripped) and (match := UNRECOGNISED.pattern.match(stripped)) is not None:
         unrecognised = _said(UNRECOGNISED, match)
-    return Facts(
+    return LineFacts(
         tuple(said),
         watchdog,
         timeout,
@@ -208,7 +212,7 @@ class _Found:
 
 
 class LogFold:
-    """Feed it LogLines in file order (or their parts: ``take``); ``result()`` gives the LogReport."""
+    """Feed it LogLines in file order (or their parts: ``add_line``); ``result()`` gives the LogReport."""
 
     def __init__(self) -> None:
         self.nccl = RankFold()
@@ -233,10 +237,10 @@ class LogFold:
         self._section = None
 
     def feed(self, line: LogLine) -> None:
-        self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.level, line.rank)
+        self.add_line(line.file, line.line, line.text, line.host, line.pid, line.dev, line.level, line.rank)
 
     def run(self, count: int, ranks: frozenset[int], anonymous: bool = False) -> None:
-        """``count`` lines whose text says nothing (``Facts.quiet``), folded elsewhere, from these ranks (and from
+        """``count`` lines whose text says nothing (``LineFacts.quiet``), folded elsewhere, from these ranks (and from
         none, if ``anonymous``)."""
         self.lines += count
         if len(self.seen) < MAX_TIMEOUTS:
@@ -246,7 +250,7 @@ class LogFold:
             if anonymous:
                 self._fr_stack.discard(None)
 
-    def take(
+    def add_line(
         self,
         file: str,
         number: int,
@@ -262,7 +266,7 @@ class LogFold:
         ``nccl=False``: its NCCL view was folded elsewhere (``RankFold.merge``)."""
         self.lines += 1
         if level is not None and nccl:
-            self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
+            self.nccl.add_line(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
         rank = prefix_rank if prefix_rank is not None else said.text_rank
         if rank is not None and len(self.seen) < MAX_TIMEOUTS:
@@ -290,16 +294,16 @@ class LogFold:
         if not matched and alarm and said.unrecognised is not None:
             self._hit(said.unrecognised, line, rank)
 
-    def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
-        """``take`` of a line whose NCCL header is given as printed (``frame.header``)."""
+    def add_nccl_line(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
+        """``add_line`` of a line whose NCCL header is given as printed (``frame.header``)."""
         host, pid, dev, src, level = header(head)
-        self.take(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, prefix_rank)
+        self.add_line(file, number, f"{src} {msg}" if src else msg, host, pid, dev, level, prefix_rank)
 
-    def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
-        """``take`` of a line's text behind torchrun's rank prefix (``frame.rest_parts``)."""
-        self.take(file, number, *rest_parts(rest)[:5], prefix_rank)
+    def add_prefixed_line(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
+        """``add_line`` of a line's text behind torchrun's rank prefix (``frame.rest_parts``)."""
+        self.add_line(file, number, *rest_parts(rest)[:5], prefix_rank)
 
-    def _fr_frame(self, said: Facts, line: At, rank: int | None) -> bool:
+    def _fr_frame(self, said: LineFacts, line: At, rank: int | None) -> bool:
         """A frame of a Flight Recorder stack: the first in the user's code is the failed collective's site."""
         if rank not in self._fr_stack:
             return False
@@ -312,7 +316,7 @@ class LogFold:
             self._hit(site, line, rank)
         return True
 
-    def _hit(self, said: Said, line: At, rank: int | None) -> None:
+    def _hit(self, said: RuleMatch, line: At, rank: int | None) -> None:
         file, number, text, host, pid, dev, level, prefix_rank = line
         rule, message = said.rule, said.message
         found = self.found.get(rule.id)

@@ -190,10 +190,10 @@ def cut_after(line: str) -> bool:
     return len(line.rstrip("\r\n")) not in WRAP_WIDTHS
 
 
-class Sink(Protocol):
+class LineFold(Protocol):
     """Where ``fold_chunks`` puts lines: a LogFold."""
 
-    def take(
+    def add_line(
         self,
         file: str,
         number: int,
@@ -205,11 +205,11 @@ class Sink(Protocol):
         prefix_rank: int | None,
     ) -> None: ...
 
-    # ``take`` of a line of the fast lane: its NCCL header as printed (``header`` parses it) and its message
-    def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None: ...
+    # ``add_line`` of a line of the fast lane: its NCCL header as printed (``header`` parses it) and its message
+    def add_nccl_line(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None: ...
 
-    # ``take`` of a line of the fast lane with no NCCL header: its text behind torchrun's prefix (``rest_parts``)
-    def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None: ...
+    # ``add_line`` of a line of the fast lane with no NCCL header: its text behind torchrun's prefix (``rest_parts``)
+    def add_prefixed_line(self, file: str, number: int, rest: str, prefix_rank: int) -> None: ...
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None: ...
 
@@ -223,7 +223,7 @@ _HEADER = (
 FAST_HEADER = re.compile(_HEADER)
 
 
-def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], sink: Sink) -> int:
+def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], sink: LineFold) -> int:
     """Every logical line of chunks of whole lines into ``sink``, as ``frame_all`` frames them; a chunk ``quiet``
     says holds nothing of interest is only counted (``sink.skip``): a multi-GB log of training output costs a
     scan. Physical lines are numbered as ``wc -l`` counts them (only \\n ends a line); one longer than MAX_LINE
@@ -234,7 +234,7 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
 
     def let_go(done: tuple[int, str] | None) -> None:
         if done is not None and done[1].strip():
-            sink.take(file, done[0], *parts(done[1]))
+            sink.add_line(file, done[0], *parts(done[1]))
 
     number, broken = 0, False
     for chunk in chunks:
@@ -286,13 +286,17 @@ _RANKS = {str(r): r for r in range(1 << 13)}  # int() of a rank prefix's number,
 
 
 def _busy(
-    piece: str, number: int, file: str, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink
+    piece: str, number: int, file: str, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: LineFold
 ) -> int:
-    """The lines of a piece that may matter: the fast lane's handed to ``sink.take_header`` or ``sink.take_rest``
+    """The lines of a piece that may matter: the fast lane's handed to ``sink.add_nccl_line`` or ``sink.add_prefixed_line``
     unframed (the sink reads a header or a text behind torchrun's prefix once), the others framed."""
     lines = FAST_LINES if "\r" in piece or "\x1b" in piece else FAST_CLEAN
     text = "\n" + piece
-    pos, take_rest, take_header = 1, sink.take_rest, sink.take_header  # pos: where the text not yet framed starts
+    pos, add_prefixed_line, add_nccl_line = (
+        1,
+        sink.add_prefixed_line,
+        sink.add_nccl_line,
+    )  # pos: where the text not yet framed starts
     spans, ranks = _WRAP_SPANS, _RANKS
     for fast in lines.finditer(text):
         start, end = fast.span()  # start: the newline before the line
@@ -311,9 +315,9 @@ def _busy(
             let_go(join.flush())
         rank = None if prefix is None else ranks.get(prefix) or int(prefix)
         if head:
-            take_header(file, number, head, msg, rank)
+            add_nccl_line(file, number, head, msg, rank)
         else:  # behind the rank prefix, no NCCL header
-            take_rest(file, number, msg, rank)  # type: ignore[arg-type]  # the prefix's rank
+            add_prefixed_line(file, number, msg, rank)  # type: ignore[arg-type]  # the prefix's rank
     if pos < len(text):
         number = _framed(text[pos:], number, join, let_go)
     return number
@@ -330,7 +334,9 @@ def _framed(text: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, 
     return number
 
 
-def _quiet(piece: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: Sink) -> int:
+def _quiet(
+    piece: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None], sink: LineFold
+) -> int:
     """A quiet piece: its first lines may finish a line hard-wrapped at the piece before; the rest is counted."""
     head = 0
     for _ in range(QUIET_HEAD):

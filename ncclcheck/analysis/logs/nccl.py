@@ -225,9 +225,9 @@ class RankFold:
         self._accs: dict[Key, Accumulator] = {}
 
     def feed(self, line: LogLine) -> None:
-        self.take(line.file, line.line, line.text, line.host, line.pid, line.dev, line.rank)
+        self.add_line(line.file, line.line, line.text, line.host, line.pid, line.dev, line.rank)
 
-    def take(
+    def add_line(
         self, file: str, number: int, text: str, host: str | None, pid: str | None, dev: int | None, rank: int | None
     ) -> None:
         """``feed`` of a line given in parts (the fast lane makes no LogLine)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ncclcheck.analysis.logs.diagnose import FACTS, At, Facts, LogFold, facts, facts_of, quiet
+from ncclcheck.analysis.logs.diagnose import FACTS, At, LineFacts, LogFold, facts, facts_of, quiet
 from ncclcheck.analysis.logs.frame import fold_chunks, header, rest_parts
 from ncclcheck.analysis.logs.nccl import Accumulator, Keyed, Op, RankFold, only_connection, read_line, steps_of
 from ncclcheck.analysis.logs.remembered import Remembered
@@ -20,14 +20,14 @@ from ncclcheck.analysis.logs.remembered import Remembered
 # The events of a part, as plain tuples (a NamedTuple pickles as its class and costs the parent, which unpickles
 # every part, three times as much), told apart by their length and last item:
 Line = At
-"""A line that says something, as ``LogFold.take`` gets it (its number counted within the part)."""
+"""A line that says something, as ``LogFold.add_line`` gets it (its number counted within the part)."""
 Run = tuple[int, frozenset[int], bool]
 """Plain lines in a row: how many, the ranks that wrote them, and whether one of them names none."""
 Skipped = tuple[int, frozenset[int], None]
 """A quiet stretch: lines counted, not read, and the ranks their prefixes name (``LogFold.skip``)."""
 
 
-def _message(text: str) -> tuple[tuple[Op, ...], Facts, Keyed | None]:
+def _message(text: str) -> tuple[tuple[Op, ...], LineFacts, Keyed | None]:
     """An NCCL message's steps (none when it only adds a connection), what it says, and that connection."""
     steps = steps_of(text)
     conn = only_connection(steps)
@@ -68,7 +68,7 @@ class Recorder:
         # each NCCL header (as printed) of the fast lane: its source's accumulator, source location and level
         self._heads: dict[str, tuple[Accumulator, str | None, str]] = {}
 
-    def take_header(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
+    def add_nccl_line(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
         known = self._heads.get(head)
         if known is None:
             known = self._head(file, number, head, prefix_rank)
@@ -89,10 +89,10 @@ class Recorder:
         else:
             self._said(file, number, text, acc.host, acc.pid, acc.dev, level, prefix_rank)
 
-    def take_rest(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
+    def add_prefixed_line(self, file: str, number: int, rest: str, prefix_rank: int) -> None:
         (text, host, pid, dev, level, _), said = _REST_MESSAGES.get(rest) or _rest_messages(rest)
         if level is not None:
-            self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
+            self.nccl.add_line(file, number, text, host, pid, dev, prefix_rank)
         if level in said.quiet:
             self._count += 1
             self._ranks.add(prefix_rank)
@@ -106,7 +106,7 @@ class Recorder:
         known = self._heads[head] = (self.nccl.source(file, number, host, pid, dev, prefix_rank), src, level)
         return known
 
-    def take(
+    def add_line(
         self,
         file: str,
         number: int,
@@ -118,7 +118,7 @@ class Recorder:
         prefix_rank: int | None,
     ) -> None:
         if level is not None:
-            self.nccl.take(file, number, text, host, pid, dev, prefix_rank)
+            self.nccl.add_line(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
         if level in said.quiet:
             self._plain(prefix_rank if prefix_rank is not None else said.text_rank)
@@ -126,7 +126,7 @@ class Recorder:
             self._said(file, number, text, host, pid, dev, level, prefix_rank)
 
     def _plain(self, rank: int | None) -> None:
-        """A line that says nothing (``Facts.quiet``), from this rank (or none): counted in the run going on."""
+        """A line that says nothing (``LineFacts.quiet``), from this rank (or none): counted in the run going on."""
         self._count += 1
         if rank is None:
             self._anonymous = True
@@ -183,7 +183,7 @@ def _replay(fold: LogFold, events: Iterable[Line | Run | Skipped], offset: int) 
     for event in events:
         if len(event) == 8:
             file, number, text, host, pid, dev, level, rank = event
-            fold.take(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
+            fold.add_line(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
         elif event[2] is None:
             fold.skip(event[0], event[1])
         else:

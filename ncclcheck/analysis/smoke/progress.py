@@ -85,11 +85,11 @@ def local_results(ranks: Sequence[RankProgress], world_size: int) -> tuple[OpRes
             continue
         per_iter = [max(values) for values in zip(*(t.times_us for t in timings))]
         wrong = sum(t.wrong for t in timings)
-        results.append(summarize(op, size, timings[0].count, per_iter, wrong, world_size))
+        results.append(op_result(op, size, timings[0].count, per_iter, wrong, world_size))
     return tuple(results)
 
 
-def summarize(op: str, size: int, count: int, per_iter: Sequence[float], wrong: int, world_size: int) -> OpResult:
+def op_result(op: str, size: int, count: int, per_iter: Sequence[float], wrong: int, world_size: int) -> OpResult:
     """p50/p95 of the per-iteration times and nccl-tests' algbw/busbw at the median."""
     if not per_iter:
         return OpResult(op, size, count, "ok" if not wrong else "wrong", None, None, None, None, wrong)

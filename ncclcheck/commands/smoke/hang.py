@@ -34,7 +34,7 @@ def announce(launch: Launch) -> Link:
     return hang_exchange.announce(launch.master_addr, launch.master_port, launch.node_rank)
 
 
-def take_dumps(ranks: tuple[RankProgress, ...], launch: Launch, console: Console) -> Hang:
+def dump_ranks(ranks: tuple[RankProgress, ...], launch: Launch, console: Console) -> Hang:
     console.print("watchdog: no progress past the deadline; taking py-spy dumps of the local ranks", style="yellow")
     dumps = dump_all([r.pid for r in ranks if r.pid])
     samples = {

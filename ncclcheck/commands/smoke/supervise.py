@@ -63,7 +63,7 @@ def supervise(
                 break
             if late or silent:
                 link = hangs.announce(launch)
-                hang = hangs.exchange(hangs.take_dumps(ranks, launch, console), link, launch, console)
+                hang = hangs.exchange(hangs.dump_ranks(ranks, launch, console), link, launch, console)
                 launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
                 break
             time.sleep(POLL_S)
