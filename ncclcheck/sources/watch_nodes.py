@@ -14,6 +14,7 @@ from ncclcheck.collectors.agent_streams import FanOut, Streams, replay
 from ncclcheck.model.watch import AgentReport, RendezvousEndpoint, RendezvousMap, RendezvousNode, Verdict, WatchState
 
 RDZV_EVERY_S = 5.0  # as often as torchrun's agents beat; one small read adds nothing to the store's load
+FIRST_MAP_S = 15.0  # the store's own timeout (3 s) and torch's import in the reading thread, on a loaded node
 
 
 class NodesSource:
@@ -83,6 +84,11 @@ class NodesSource:
         self.state = state
         return state
 
+    def with_map(self) -> bool:
+        """Wait (at most FIRST_MAP_S) for torchrun's map where a read of it is under way and none has come yet, so
+        that a one-shot answer carries it; whether a map came by waiting (then poll again)."""
+        return self.map.wait_first(FIRST_MAP_S)
+
     def ended(self) -> bool:
         """Nothing more will come: the fan-out ended (or the lines were recorded)."""
         return self.fanout is None or not self.fanout.running()
@@ -103,6 +109,7 @@ class JobMap:
         self.beats: dict[int, tuple[RendezvousNode, float | None]] = {}  # node rank: node, last beat (epoch)
         self.reading = False
         self.read_at = -RDZV_EVERY_S
+        self.first = threading.Event()  # set once a read has ended (with a map or an error)
 
     def now(self, reports: Mapping[str, AgentReport], now: float) -> RendezvousMap | None:
         """The map as of ``now`` (heartbeat ages counted to it); None when no agent names a c10d rendezvous."""
@@ -136,11 +143,18 @@ class JobMap:
         )
         return RendezvousMap(latest.endpoint, latest.run_id, latest.round, nodes, latest.error)
 
+    def wait_first(self, timeout_s: float) -> bool:
+        """Wait for the first read where one is under way; whether it ended while waited for."""
+        with self.lock:
+            pending = self.reading and not self.first.is_set()
+        return pending and self.first.wait(timeout_s)
+
     def _read(self, endpoint: RendezvousEndpoint) -> None:
         got = rendezvous.read(endpoint)
         read_at = time.time()
         with self.lock:
             self.latest, self.reading = got, False
+            self.first.set()
             if got.error is None:
                 for node in got.nodes:
                     beat = None if node.heartbeat_age_s is None else read_at - node.heartbeat_age_s

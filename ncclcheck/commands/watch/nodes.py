@@ -104,10 +104,11 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
         if time.monotonic() - begun > window + 2 * SILENT_MIN_S:
             break  # no agent reported at all, or one never did: the final poll names what is missing
         if state.verdict.status == "finished" and not state.launcher_running:
-            return state
+            return source.poll() if source.with_map() else state
         judged = first is not None and time.monotonic() - first >= args.stall  # node warnings come at once
         if args.settle is None and decided(state) and (state.verdict.status != "warning" or judged):
-            return state
+            return source.poll() if source.with_map() else state  # the answer carries torchrun's map too
         time.sleep(next_delay(state, args.interval))
         state = source.poll()
+    source.with_map()
     return source.poll(final=True)
