@@ -5,7 +5,7 @@ NCCL_SOCKET_FAMILY settings, the real ``libnccl.so.2`` (NVIDIA's wheel, ``tests/
 init through ``ncclGetUniqueId`` and says which interface it uses (``tests/workers/nccl_bootstrap.py``), and
 ``ncclcheck env --json`` runs on the same host with the same environment and the same library: the interface
 ``env`` predicts (``net.socket_ifname``) must be the one NCCL really took, and where NCCL finds none, ``env``'s
-check fails with NCCL's own error. Each row also names the interface expected, so a broken host setup (say,
+check fails quoting NCCL's own error. Each row also names the interface expected, so a broken host setup (say,
 every row finding nothing) cannot pass.
 """
 
@@ -27,9 +27,7 @@ from netns import Namespace, namespaces
 pytestmark = pytest.mark.integration
 
 WORKER = REPO / "tests" / "workers" / "nccl_bootstrap.py"
-NO_INTERFACE = "Bootstrap : no socket interface found"
-SOCKETS = re.compile(r"^NCCL sockets \(.*\): (?P<pick>.*)$")
-FIRST = re.compile(r"^(?P<name>[^(,]+)\((?P<addr>[^)]*)\)")
+BOOTS = re.compile(r"^NCCL bootstraps on (?P<name>\S+) \((?P<addr>[^)]*)\)$")
 Pick = tuple[str, str] | None  # (interface, address) NCCL bootstraps on, or None: NCCL finds no interface
 
 
@@ -99,17 +97,15 @@ def env_check(ns: Namespace, lib: Path, env: dict[str, str]) -> dict[str, Any]:
 
 
 def predicted(check: dict[str, Any]) -> Pick:
-    """The bootstrap interface ``env`` predicts, read from its details and held to its wording."""
-    (pick,) = [m["pick"] for line in check["details"] if (m := SOCKETS.match(line))][:1]
+    """The bootstrap interface ``env`` predicts: its "NCCL bootstraps on NAME (ADDR)" line (the summary, or a
+    detail line under a warning), or None where its check fails because NCCL finds none."""
     lines = [check["summary"], *check["details"]]
-    if pick == "nothing":
-        assert "NCCL finds no socket interface" in lines, check
+    said = {(m["name"], m["addr"]) for line in lines if (m := BOOTS.match(line))}
+    assert len(said) <= 1, check
+    if not said:
+        assert check["status"] == "fail", check
         return None
-    first = FIRST.match(pick)
-    assert first, pick
-    name, addr = first["name"], first["addr"]
-    assert f"NCCL bootstraps on {name} ({addr})" in lines, check
-    return name, addr
+    return said.pop()
 
 
 ROWS: list[tuple[str, dict[str, str], Pick]] = [
@@ -134,6 +130,18 @@ ROWS: list[tuple[str, dict[str, str], Pick]] = [
     ("ipv6-only-as-inet", {"NCCL_SOCKET_IFNAME": "=ens5", "NCCL_SOCKET_FAMILY": "AF_INET"}, None),
     ("dual-stack-as-inet6", {"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_SOCKET_FAMILY": "AF_INET6"}, ("eth0", "fd77::1")),
     ("link-local-ipv6", {"NCCL_SOCKET_IFNAME": "ens"}, ("ens6", "fe80::6")),
+    # NCCL_COMM_ID: the bootstrap takes the first interface in the subnet of its address, NCCL_SOCKET_IFNAME or not
+    (
+        "comm-id-subnet-over-ifname",
+        {"NCCL_COMM_ID": "10.77.1.99:29500", "NCCL_SOCKET_IFNAME": "ib"},
+        ("eth0", "10.77.1.1"),
+    ),
+    ("comm-id-loopback", {"NCCL_COMM_ID": "127.0.0.1:29500"}, ("lo", "127.0.0.1")),
+    ("comm-id-ipv6", {"NCCL_COMM_ID": "[fd78::9]:29500", "NCCL_SOCKET_FAMILY": "AF_INET"}, ("ens5", "fd78::5")),
+    ("comm-id-link-local-scoped", {"NCCL_COMM_ID": "[fe80::9%ens6]:29500"}, ("ens6", "fe80::6")),
+    ("comm-id-link-local-unscoped", {"NCCL_COMM_ID": "[fe80::9]:29500"}, None),
+    ("comm-id-no-subnet", {"NCCL_COMM_ID": "10.99.0.1:29500"}, None),
+    ("comm-id-no-address", {"NCCL_COMM_ID": ":29500"}, None),
     (
         "inet6-exclude-skips-loopback",
         {"NCCL_SOCKET_IFNAME": "^eth", "NCCL_SOCKET_FAMILY": "AF_INET6"},
@@ -150,20 +158,23 @@ def test_env_predicts_the_interface_real_nccl_bootstraps_on(
     check = env_check(host, lib, env)
     assert predicted(check) == real, (check, answer["log"])
     assert real == expected, answer["log"]
-    if real is None:
-        assert answer["last_error"] == NO_INTERFACE, answer["log"]
-        assert check["status"] == "fail" and NO_INTERFACE in check["summary"], check
+    if real is None:  # env's failure quotes NCCL's own words
+        assert answer["last_error"] and answer["last_error"] in check["summary"], (check, answer["log"])
 
 
 def test_interfaces_not_running_are_skipped_by_both(host: Namespace, lib: Path) -> None:
     """ib0 down (and virbr0, its veth peer, without carrier): neither is RUNNING, so NCCL >= 2.28 passes over
-    them; the default then takes eth0."""
+    them; the default then takes eth0. NCCL_COMM_ID's subnet match takes ib0 all the same."""
     host.set("ib0", "down")
     try:
         real, answer = real_nccl(host, lib, {})
         assert predicted(env_check(host, lib, {})) == real == ("eth0", "10.77.1.1"), answer["log"]
         real, answer = real_nccl(host, lib, {"NCCL_SOCKET_IFNAME": "=ib0"})
-        assert real is None and answer["last_error"] == NO_INTERFACE, answer["log"]
+        assert real is None and answer["last_error"] == "Bootstrap : no socket interface found", answer["log"]
         assert predicted(env_check(host, lib, {"NCCL_SOCKET_IFNAME": "=ib0"})) is None
+        # NCCL_COMM_ID's subnet match does not ask whether the interface runs
+        real, answer = real_nccl(host, lib, {"NCCL_COMM_ID": "192.168.77.9:29500"})
+        assert predicted(env_check(host, lib, {"NCCL_COMM_ID": "192.168.77.9:29500"})) == real, answer["log"]
+        assert real == ("ib0", "192.168.77.1"), answer["log"]
     finally:
         host.set("ib0", "up")

@@ -15,7 +15,7 @@ import re
 import sys
 import tempfile
 
-USING = re.compile(r"NCCL INFO Bootstrap: Using (?P<name>[^:\s]+):(?P<addr>\S+?)<(?P<port>\d+)>\s*$", re.M)
+USING = re.compile(r"NCCL INFO Bootstrap ?: Using (?P<name>[^:\s]+):(?P<addr>\S+?)<(?P<port>\d+)>\s*$", re.M)
 
 
 def main(lib_path: str) -> int:
