@@ -2,7 +2,8 @@
 
 A real GPU node has a real libnccl; here two tiny shared libraries that export ncclGetVersion
 (compiled with the system C compiler) stand in, so the ctypes call, the version decoding and
-the LD_PRELOAD > LD_LIBRARY_PATH ordering run for real.
+the LD_PRELOAD > LD_LIBRARY_PATH ordering run for real. The last tests read the real libnccl from
+NVIDIA's wheel (``tests/libnccl.py``; they skip when it cannot be had), whose ncclGetVersion runs without a GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from libnccl import VERSION, require_libnccl
+
+from ncclcheck.analysis.nccl_rules import decode_version, version_text
 
 pytestmark = pytest.mark.integration
 
@@ -85,3 +89,32 @@ def test_broken_library_is_a_finding_not_a_crash(tmp_path: Path) -> None:
     facts = probe({"LD_LIBRARY_PATH": str(tmp_path)})
     libs = facts["nccl_libs"]
     assert isinstance(libs, list) and libs[0]["version_code"] is None and libs[0]["error"]
+
+
+def test_probe_reads_the_real_libnccl() -> None:
+    lib = require_libnccl()
+    for variable, value in (("LD_LIBRARY_PATH", str(lib.parent)), ("LD_PRELOAD", str(lib))):
+        libs = probe({variable: value})["nccl_libs"]
+        assert isinstance(libs, list)
+        first = libs[0]
+        assert (first["path"], first["origin"], first["error"]) == (str(lib), variable, None)
+        assert version_text(decode_version(first["version_code"])) == VERSION
+
+
+def test_env_reports_the_real_libnccl() -> None:
+    lib = require_libnccl()
+    full = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    full["LD_PRELOAD"] = str(lib)
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "env", "--json"],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=60,
+        check=False,
+    )
+    report = json.loads(done.stdout)
+    versions = next(c for c in report["checks"] if c["id"] == "versions")
+    assert f"NCCL {VERSION}" in versions["summary"]
+    assert report["nccl_rules"] == VERSION
+    assert f"libnccl {VERSION} from LD_PRELOAD: {lib} (would load)" in versions["details"]

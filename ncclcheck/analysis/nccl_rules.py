@@ -1,7 +1,8 @@
 """NCCL's own selection rules, re-implemented as pure functions so ncclcheck predicts what NCCL does.
 
 Sources (NVIDIA/nccl 2.30.7 unless noted): ``parseStringList``/``matchIfList`` (src/misc/utils.cc),
-``ncclFindInterfaces`` (src/misc/socket.cc, src/os/linux.cc), ``ncclIbInitDevices``
+``ncclFindInterfaces``, ``ncclSocketGetAddrFromString`` (src/misc/socket.cc), ``ncclOsFindInterfaces``,
+``ncclFindInterfaceMatchSubnet`` (src/os/linux.cc), ``bootstrapNetInit`` (src/bootstrap.cc), ``ncclIbInitDevices``
 (src/transport/net_ib/init.cc) and ``ncclIbGetGidIndex`` (src/transport/net_ib/connect.cc).
 """
 
@@ -104,17 +105,43 @@ def find_interfaces(
     return tuple(found[:MAX_IFS])
 
 
+NO_INTERFACE = "Bootstrap : no socket interface found"
+NO_SUBNET = "NET/Socket : No usable listening interface found"
+BAD_COMM_ID = "Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or [<ipv6>]:<port> or <hostname>:<port>"
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The interface NCCL's bootstrap binds (``bootstrapNetInit``). ``addr`` None: NCCL finds none and fails
+    with ``error`` (NCCL's words), or, ``error`` None too, it cannot be told here (NCCL_COMM_ID names a host,
+    and which interface is in the subnet of its address depends on what the name resolves to)."""
+
+    addr: IfAddr | None
+    rule: str
+    error: str | None
+
+
 @dataclass(frozen=True)
 class SocketPick:
-    """The interfaces NCCL would use for sockets; the first one is the bootstrap interface."""
+    """The interfaces NCCL would use for sockets and the one its bootstrap binds: the first of them, unless
+    NCCL_COMM_ID is set."""
 
     interfaces: tuple[IfAddr, ...]
     rule: str
     ignored_value: str | None
+    bootstrap: Bootstrap
 
 
 def socket_interfaces(addrs: Sequence[IfAddr], env: Mapping[str, str], version: Version | None) -> SocketPick:
-    """What NCCL picks with the effective environment ``env`` (NCCL_SOCKET_IFNAME, _FAMILY)."""
+    """What NCCL picks with the effective environment ``env`` (NCCL_SOCKET_IFNAME, _FAMILY, NCCL_COMM_ID)."""
+    interfaces, rule, ignored = _find_interfaces(addrs, env, version)
+    return SocketPick(interfaces, rule, ignored, bootstrap_interface(addrs, env, interfaces, rule))
+
+
+def _find_interfaces(
+    addrs: Sequence[IfAddr], env: Mapping[str, str], version: Version | None
+) -> tuple[tuple[IfAddr, ...], str, str | None]:
+    """``ncclFindInterfaces``: the interfaces, the rule that found them, and a one-character value NCCL ignored."""
     new_rules = version is None or version >= (2, 28, 0)
     family = env.get("NCCL_SOCKET_FAMILY")
     family = family if family in ("AF_INET", "AF_INET6") else None
@@ -125,14 +152,97 @@ def socket_interfaces(addrs: Sequence[IfAddr], env: Mapping[str, str], version: 
         return find_interfaces(addrs, prefixes, need_running=new_rules, family=family)
 
     if value is not None and len(value) > 1:
-        return SocketPick(find(value), f"NCCL_SOCKET_IFNAME={value}", None)
+        return find(value), f"NCCL_SOCKET_IFNAME={value}", None
+    found = find("ib")
+    if found:
+        return found, "default (ib)", ignored
+    comm_id = env.get("NCCL_COMM_ID")
+    if comm_id is not None and len(comm_id) > 1:
+        remote = parse_comm_id(comm_id)
+        hit = subnet_interface(addrs, remote) if isinstance(remote, CommId) else None
+        if hit is not None:
+            return (hit,), f"default (the subnet of NCCL_COMM_ID={comm_id})", ignored
     default = "^docker,lo,virbr" if new_rules else "^docker,lo"
-    fallbacks = ["ib", default, "docker", "lo"] + (["virbr"] if new_rules else [])
-    for prefixes in fallbacks:
+    for prefixes in [default, "docker", "lo"] + (["virbr"] if new_rules else []):
         found = find(prefixes)
         if found:
-            return SocketPick(found, f"default ({prefixes})", ignored)
-    return SocketPick((), "default", ignored)
+            return found, f"default ({prefixes})", ignored
+    return (), "default", ignored
+
+
+@dataclass(frozen=True)
+class CommId:
+    """An ``NCCL_COMM_ID`` address as ``ncclSocketGetAddrFromString`` reads it: an IP literal (``scope``: the
+    interface named after ``%`` in ``[fe80::1%eth0]:port``), or ``host``, a name NCCL resolves."""
+
+    addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    scope: str | None = None
+    host: str | None = None
+
+
+def parse_comm_id(value: str) -> CommId | None:
+    """``<ipv4>:<port>``, ``[<ipv6>]:<port>`` or ``<host>:<port>``; None where NCCL rejects it."""
+    if len(value) <= 1:
+        return None
+    if value.startswith("["):
+        close = value.find("]", 1)
+        if close < 0:
+            return None
+        inside = value[1:close]
+        text, percent, scope = inside.rpartition("%") if "%" in inside else (inside, "", "")
+        try:
+            return CommId(ipaddress.IPv6Address(text), scope if percent else None)
+        except ValueError:
+            return CommId(None, host=text)  # inet_pton fails and NCCL goes on with an address never set
+    first = next((t for t in value.split(",") if t), "")  # parseStringList(value, &ni, 1)
+    name = first.split(":", 1)[0]
+    if not name:
+        return None
+    try:
+        return CommId(ipaddress.ip_address(name))
+    except ValueError:
+        return CommId(None, host=name)  # getaddrinfo: what it resolves to is not known here
+
+
+def same_subnet(local: IfAddr, remote: CommId) -> bool:
+    """``matchSubnet``: the same family, the same network under the local netmask, and (IPv6) the same scope:
+    a link-local local address carries its interface as scope, a global one none."""
+    if remote.addr is None or local.family != ("AF_INET" if remote.addr.version == 4 else "AF_INET6"):
+        return False
+    try:
+        mine = ipaddress.ip_address(local.addr.split("%", 1)[0])
+        mask = int(ipaddress.ip_address(local.netmask)) if local.netmask else 0
+    except ValueError:
+        return False
+    if int(mine) & mask != int(remote.addr) & mask:
+        return False
+    if remote.addr.version == 6:
+        scoped = mine.is_link_local
+        return (remote.scope == local.name) if scoped else remote.scope is None
+    return True
+
+
+def subnet_interface(addrs: Sequence[IfAddr], remote: CommId) -> IfAddr | None:
+    """``ncclFindInterfaceMatchSubnet``: the first getifaddrs entry in ``remote``'s subnet, running or not."""
+    return next((a for a in addrs if same_subnet(a, remote)), None)
+
+
+def bootstrap_interface(
+    addrs: Sequence[IfAddr], env: Mapping[str, str], interfaces: Sequence[IfAddr], rule: str
+) -> Bootstrap:
+    """``bootstrapNetInit``: with NCCL_COMM_ID set (even empty) the interface in its address's subnet, whatever
+    NCCL_SOCKET_IFNAME says; otherwise the first interface ``ncclFindInterfaces`` found."""
+    value = env.get("NCCL_COMM_ID")
+    if value is None:
+        return Bootstrap(interfaces[0] if interfaces else None, rule, None if interfaces else NO_INTERFACE)
+    comm_rule = f"the subnet of NCCL_COMM_ID={value}"
+    remote = parse_comm_id(value)
+    if remote is None:
+        return Bootstrap(None, comm_rule, BAD_COMM_ID)
+    if remote.addr is None:
+        return Bootstrap(None, comm_rule, None)
+    hit = subnet_interface(addrs, remote)
+    return Bootstrap(hit, comm_rule, None if hit else NO_SUBNET)
 
 
 def port_usable(port: Port) -> bool:

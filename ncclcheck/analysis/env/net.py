@@ -5,7 +5,14 @@ from __future__ import annotations
 from ncclcheck.analysis.env.context import Context, is_link_local, is_loopback
 from ncclcheck.analysis.env.ib import used_ports
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
-from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE, SocketPick, parse_list, socket_interfaces
+from ncclcheck.analysis.nccl_rules import (
+    BAD_COMM_ID,
+    NO_INTERFACE,
+    VIRTUAL_INTERFACE,
+    SocketPick,
+    parse_list,
+    socket_interfaces,
+)
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
 from ncclcheck.probes.net import IfAddr, prefix_len
@@ -88,9 +95,17 @@ def check_socket_ifname(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if value is not None:
         default = socket_interfaces(addrs, {k: v for k, v in ctx.env.items() if k != "NCCL_SOCKET_IFNAME"}, ctx.nccl)
         details.append(f"without NCCL_SOCKET_IFNAME ({default.rule}): {_pick_text(default)}")
+    boot = pick.bootstrap.addr
+    if "NCCL_COMM_ID" in ctx.env:
+        shown = f"{boot.name}({boot.addr})" if boot else "nothing" if pick.bootstrap.error else "not known here"
+        details.append(f"NCCL bootstrap ({pick.bootstrap.rule}; NCCL_SOCKET_IFNAME plays no part): {shown}")
     issues = _syntax_issues(ctx) + _pick_issues(snapshot, pick, ctx)
-    boot = pick.interfaces[0] if pick.interfaces else None
-    summary = f"NCCL bootstraps on {boot.name} ({boot.addr})" if boot else "NCCL finds no socket interface"
+    if boot:
+        summary = f"NCCL bootstraps on {boot.name} ({boot.addr})"
+    elif pick.bootstrap.error:
+        summary = "NCCL finds no socket interface"
+    else:
+        summary = f"NCCL bootstraps on the interface in {pick.bootstrap.rule} (a host name, not resolved here)"
     return conclude("net.socket_ifname", summary, issues, details)
 
 
@@ -132,28 +147,46 @@ def _syntax_issues(ctx: Context) -> list[Issue]:
 def _pick_issues(snapshot: NodeSnapshot, pick: SocketPick, ctx: Context) -> list[Issue]:
     names = sorted({a.name for a in snapshot.net.ifaddrs})
     value = ctx.env.get("NCCL_SOCKET_IFNAME")
+    comm_id = ctx.env.get("NCCL_COMM_ID")
+    if comm_id is not None and pick.bootstrap.error:
+        fix = "unset NCCL_COMM_ID (torch.distributed does not need it), or set it to <root node's address>:<port>"
+        if pick.bootstrap.error == BAD_COMM_ID:
+            return [fail(f"NCCL_COMM_ID={comm_id} is not an address and port: '{BAD_COMM_ID}'", fix)]
+        return [
+            fail(
+                f"NCCL_COMM_ID={comm_id}: no interface here is in the subnet of its address, which NCCL's bootstrap"
+                f" needs (present: {', '.join(names)}): '{pick.bootstrap.error}'",
+                fix,
+            )
+        ]
     if not pick.interfaces:
+        # With NCCL_COMM_ID the bootstrap found its interface above: NCCL's socket transport fails instead.
+        said = NO_INTERFACE if comm_id is None else "NET/Socket : no interface found"
         if value and len(value) > 1:
             return [
                 fail(
                     f"NCCL_SOCKET_IFNAME={value} matches no running interface with an address"
-                    f" (present: {', '.join(names)}): 'Bootstrap : no socket interface found'",
+                    f" (present: {', '.join(names)}): '{said}'",
                     "use a name or prefix present on every node (e.g. ens,eth) or an exclude list like ^docker,lo",
                 )
             ]
         return [
             fail(
-                "NCCL finds no socket interface: 'Bootstrap : no socket interface found'",
+                f"NCCL finds no socket interface: '{said}'",
                 "bring up a network interface, or set NCCL_SOCKET_IFNAME to one",
             )
         ]
     issues: list[Issue] = []
-    boot = pick.interfaces[0]
-    if boot.name == "lo" or is_loopback(boot.addr) or is_link_local(boot.addr):
+    boot = pick.bootstrap.addr
+    # With NCCL_COMM_ID, its address decides the bootstrap interface; NCCL_SOCKET_IFNAME does not.
+    cure = "set NCCL_COMM_ID to the root node's routed address and a port, or unset it" if comm_id is not None else None
+    if boot is None:
+        pass  # NCCL_COMM_ID names a host: which interface is not known here
+    elif boot.name == "lo" or is_loopback(boot.addr) or is_link_local(boot.addr):
         text = f"NCCL would bootstrap on {boot.name} ({boot.addr}), which other nodes cannot reach"
-        if value and parse_list(value).exclude:
+        if value and parse_list(value).exclude and comm_id is None:
             text += f" (an exclude list like {value} drops NCCL's own lo/docker exclusion)"
-        fix = f"set NCCL_SOCKET_IFNAME to the routed interface{_routed_hint(snapshot)}, or ^docker,lo"
+        fix = cure or f"set NCCL_SOCKET_IFNAME to the routed interface{_routed_hint(snapshot)}, or ^docker,lo"
         if ctx.multi_node is not False:
             issues.append(fail(text, fix) if ctx.multi_node else warn(text + " (fine on a single node)", fix))
     elif SUSPICIOUS.match(boot.name):
@@ -161,7 +194,7 @@ def _pick_issues(snapshot: NodeSnapshot, pick: SocketPick, ctx: Context) -> list
             warn(
                 f"NCCL would bootstrap on {boot.name} ({boot.addr}), a bridge/overlay interface other nodes"
                 " often cannot reach",
-                f"set NCCL_SOCKET_IFNAME to the routed interface{_routed_hint(snapshot)}",
+                cure or f"set NCCL_SOCKET_IFNAME to the routed interface{_routed_hint(snapshot)}",
             )
         )
     stale = [a.name for a in pick.interfaces if "RUNNING" not in a.flags]
