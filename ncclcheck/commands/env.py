@@ -1,7 +1,9 @@
 """Check this node for everything that makes NCCL or gloo fail or hang, with the fix.
 
 Reads sysfs, /dev and /proc, the network interfaces, the NCCL_*/TORCH_*/GLOO_* variables and
-NCCL's config files; never imports torch. Exit code: 0 nothing fails, 1 a check fails, 2 usage error.
+NCCL's config files. torch is never imported into ncclcheck's own process: torch's files are read,
+and (live, not with --root) a child Python runs `import torch.distributed`, most of env's time, so
+that a torch that is installed but broken is caught. Exit code: 0 nothing fails, 1 a check fails, 2 usage error.
 
 examples:
   ncclcheck env
