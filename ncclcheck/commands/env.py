@@ -16,13 +16,12 @@ import argparse
 import json
 import os
 
-from rich.console import Console
-
 from ncclcheck.analysis.env import analyze
 from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
 from ncclcheck.exits import UsageError
 from ncclcheck.model.env import EnvOptions
 from ncclcheck.probes._sysfs import SavedTreeError, parse_int
+from ncclcheck.views.console import make_console
 from ncclcheck.views.env import render, to_json
 
 
@@ -85,5 +84,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(report), indent=2))
     else:
-        render(report, Console(), verbose=args.verbose)
+        render(report, make_console(), verbose=args.verbose)
     return report.exit_code
