@@ -107,14 +107,15 @@ def results_table(summary: SmokeSummary) -> Table:
         table.add_column(name, justify="right", no_wrap=True, min_width=keep)
     previous = None
     for r in summary.results:
+        unsized = r.op == "barrier" or _never_ran(r)  # a barrier moves no data of its own
         table.add_row(
             r.op if r.op != previous else "",
-            "-" if r.op == "barrier" else str(r.bytes),  # a barrier moves no data of its own
-            "-" if r.op == "barrier" or r.status == "hang" else str(r.count),
+            "-" if unsized else str(r.bytes),
+            "-" if r.op == "barrier" or r.status in ("hang", "error") else str(r.count),
             "float",
             REDOP.get(r.op, "none"),
             ROOT.get(r.op, "-1"),
-            _num(r.time_us_p50),
+            _outcome(r) or _num(r.time_us_p50),
             _num(r.time_us_p95),
             _num(r.algbw_gbps, 3),
             _num(r.busbw_gbps, 3),
@@ -124,6 +125,20 @@ def results_table(summary: SmokeSummary) -> Table:
         )
         previous = r.op
     return table
+
+
+def _never_ran(r: OpResult) -> bool:
+    """The row of an op a failure stopped before any rank entered it: no size is known (bytes 0)."""
+    return r.status == "error" and not r.bytes and r.op != "init"
+
+
+def _outcome(r: OpResult) -> str | None:
+    """In the time column of a row that has no time: what happened to the op instead."""
+    if r.status == "hang":
+        return "hung"
+    if r.status == "error":
+        return "not run" if _never_ran(r) else "failed"
+    return None
 
 
 def render(summary: SmokeSummary, console: Console) -> None:
