@@ -62,6 +62,29 @@ def test_console_script_is_installed() -> None:
     assert done.returncode == 0 and "--master-addr" in done.stdout
 
 
+def test_env_help_says_torch_is_imported_in_a_child_not_never(capsys: pytest.CaptureFixture[str]) -> None:
+    """env runs ``import torch.distributed`` in a child to catch a broken install: its help must not say it never
+    imports torch, and must say where the import happens (the newcomer's issue 24, point 6)."""
+    with pytest.raises(SystemExit) as done:
+        main(["env", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert done.value.code == 0
+    assert "never imports torch" not in text
+    assert "a child Python runs `import torch.distributed`" in text and "own process" in text
+
+
+def test_readme_install_and_faq_say_what_holds() -> None:
+    """The README's install recipe names what it needs and where to run it; its FAQ gives env's real cost (a child's
+    ``import torch.distributed``), not "well under a second, about 0.1x" of collect_env."""
+    readme = (REPO / "README.md").read_text()
+    faq = " ".join(readme.split("## FAQ", 1)[1].split())
+    assert "<this repository>" not in readme and "from a checkout of this repository" in readme
+    assert "pip install build && python -m build --wheel" in readme
+    assert "Well under a second" not in faq and "about 0.1x" not in faq
+    assert "`import torch.distributed` in a child Python" in faq
+    assert "a bare `import torch.distributed`" in faq and "2-core" in faq
+
+
 @pytest.mark.parametrize(
     ("argv", "words"),
     [

@@ -71,6 +71,41 @@ def test_hang_drill_names_the_culprit_and_stacks(tmp_path: Path) -> None:
     no_orphans()
 
 
+def test_a_hang_written_without_a_terminal_says_which_rank_stands_still(tmp_path: Path) -> None:
+    """A CI log of a hang: while rank 1 sits in the drill, lines say it stands still and for how long of the
+    --timeout, not only the last result for the whole wait."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ncclcheck",
+            "smoke",
+            *QUICK,
+            "--nproc",
+            "3",
+            "--ops",
+            "broadcast,all_reduce",
+            "--timeout",
+            "6",
+            "--drill",
+            "hang@1:all_reduce",
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    still = [line for line in done.stdout.splitlines() if "standing still" in line]
+    assert any(
+        "rank 1 standing still" in line and "s of 6 s held by a drill before all_reduce" in line for line in still
+    )
+    assert any("rank 0,2 standing still" in line and "in all_reduce 8B" in line for line in still), still
+    no_orphans()
+
+
 def test_crash_drill_names_the_rank_that_failed_first(tmp_path: Path) -> None:
     # Ranks 0 and 1 fail too, within the same second, as echoes; torchrun's "first observed
     # failure" would name rank 0. The rank named must be the one that raised first.

@@ -21,7 +21,9 @@ import pytest
 from ncclcheck.cli import main
 from ncclcheck.collectors import sampler
 from ncclcheck.collectors.jobs import discover
+from ncclcheck.collectors.progress import read_progress
 from ncclcheck.collectors.pyspy import dump_all
+from ncclcheck.model.watch import WatchState
 from ncclcheck.sources.watch import LauncherSource, LiveSource
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.tui.widgets import RankTable
@@ -477,6 +479,51 @@ def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang
         # from the next one on, nothing moves, and nothing may say ✓
         hung = next(i for i, s in enumerate(seen) if any(v.doing == "drill_hang" for v in s.ranks))
         assert all(s.verdict.status != "ok" for s in seen[hung + 1 :]), [s.verdict for s in seen[hung:]]
+    finally:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        for p in tree:
+            p.kill()
+        stop_tree(proc)
+        psutil.wait_procs(tree, timeout=10)
+        assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "orphans left"
+
+
+def test_smoke_tui_judges_with_smoke_progress_and_deadline(tmp_path: Path) -> None:
+    """``smoke --tui`` hands its source smoke's --timeout and log dir: from the moment rank 1's progress file says the
+    drill holds it, no state says ✓ or "moving"; the top line counts rank 1 standing still against the timeout."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "smoke",
+        "--nproc",
+        "3",
+        "--backend",
+        "gloo",
+        "--ops",
+        "broadcast,all_reduce",
+        "--timeout",
+        "120",
+        "--drill",
+        "hang@1:all_reduce",
+        "--log-dir",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        source = LauncherSource(proc.pid, 3, 120.0, str(tmp_path))
+        held: list[WatchState] = []  # the states polled once rank 1's progress said the drill holds it
+        deadline = time.monotonic() + 120
+        while len(held) < 8 or not any("rank 1 standing still" in s.verdict.message for s in held):
+            assert time.monotonic() < deadline and proc.poll() is None, [s.verdict for s in held[-5:]]
+            drill = any(r.rank == 1 and r.last_event == "drill" for r in read_progress(str(tmp_path)))
+            state = source.poll()
+            if drill:
+                held.append(state)
+            time.sleep(0.5)
+        verdicts = [s.verdict for s in held]
+        assert all(v.status != "ok" and "✓" not in v.message and "moving" not in v.message for v in verdicts), verdicts
+        assert "rank 1 standing still" in verdicts[-1].message and "of 120 s" in verdicts[-1].message, verdicts[-1]
     finally:
         tree = psutil.Process(proc.pid).children(recursive=True)
         for p in tree:

@@ -1,7 +1,9 @@
 """Check this node for everything that makes NCCL or gloo fail or hang, with the fix.
 
 Reads sysfs, /dev and /proc, the network interfaces, the NCCL_*/TORCH_*/GLOO_* variables and
-NCCL's config files; never imports torch. Exit code: 0 nothing fails, 1 a check fails, 2 usage error.
+NCCL's config files. torch is never imported into ncclcheck's own process: torch's files are read,
+and (live, not with --root) a child Python runs `import torch.distributed`, most of env's time, so
+that a torch that is installed but broken is caught. Exit code: 0 nothing fails, 1 a check fails, 2 usage error.
 
 examples:
   ncclcheck env
@@ -14,13 +16,12 @@ import argparse
 import json
 import os
 
-from rich.console import Console
-
 from ncclcheck.analysis.env import analyse
 from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
 from ncclcheck.exits import UsageError
 from ncclcheck.model.env import EnvOptions
 from ncclcheck.probes._sysfs import SavedTreeError, parse_int
+from ncclcheck.views.console import make_console
 from ncclcheck.views.env import render, to_json
 
 
@@ -83,5 +84,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(report), indent=2))
     else:
-        render(report, Console(), verbose=args.verbose)
+        render(report, make_console(), verbose=args.verbose)
     return report.exit_code

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import RankLog
+from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import Frame
 
 
@@ -55,6 +56,28 @@ class RankProgress:
     job_fingerprints: tuple[Fingerprint, ...] = ()
     error: str | None = None  # the exception this rank failed with, if it failed in Python
     error_time: float | None = None
+
+
+@dataclass(frozen=True)
+class StandingStill:
+    """Ranks at one place that made no progress (no step, no finished iteration) for ``still_s`` of the ``limit_s``
+    smoke's watchdog gives them (``--timeout``, plus the init grace while in init) before it calls a hang."""
+
+    ranks: tuple[int, ...]
+    place: str  # "in all_reduce 1M", "held by a drill before all_reduce", "after broadcast 8B", "in init"
+    still_s: float
+    limit_s: float
+
+    def text(self) -> str:
+        return f"rank {span(self.ranks)} standing still {self.still_s:.0f} s of {self.limit_s:g} s {self.place}"
+
+
+def size_text(nbytes: int) -> str:
+    """``1M`` for 1048576, ``8B`` for 8: the sizes as ``--sizes`` takes them."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return f"{nbytes}B"
 
 
 @dataclass(frozen=True)

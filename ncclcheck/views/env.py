@@ -45,7 +45,10 @@ def _cell(check: Check, verbose: bool) -> Group:
 
 
 def render(report: EnvReport, console: Console, verbose: bool = False) -> None:
-    table = Table(title=f"ncclcheck env on {report.host}", title_justify="left", show_lines=False, expand=True)
+    # on a terminal the table fills its width; without one it takes its natural width (see views/console.py)
+    table = Table(
+        title=f"ncclcheck env on {report.host}", title_justify="left", show_lines=False, expand=console.is_terminal
+    )
     table.add_column("", width=1, no_wrap=True)
     table.add_column("check", no_wrap=True)
     table.add_column("finding", ratio=1, overflow="fold")

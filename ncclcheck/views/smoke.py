@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ncclcheck.model.findings import by_severity
-from ncclcheck.model.smoke import Fingerprint, Hang, OpResult, SmokeSummary
+from ncclcheck.model.smoke import Fingerprint, Hang, OpResult, SmokeSummary, StandingStill, size_text
 from ncclcheck.views.transports import render_transports, transports_json
 
 SCHEMA = "ncclcheck.smoke/1"
@@ -60,31 +60,34 @@ def hang_json(hang: Hang) -> dict[str, Any]:
     }
 
 
-def status_line(results: tuple[OpResult, ...]) -> Text:
-    """The one live line on a terminal: how far the run is, and the last result."""
+def status_line(results: tuple[OpResult, ...], still: tuple[StandingStill, ...] = ()) -> Text:
+    """The one live line on a terminal: how far the run is, the last result, and which ranks stand still."""
+    standing = "".join(f"; {s.text()}" for s in still)
     if not results:
-        return Text("starting the ranks ...")
+        return Text(f"starting the ranks ...{standing}")
     last, wrong = results[-1], sum(r.status != "ok" for r in results)
-    size = "" if last.op == "barrier" else f" {_size(last.bytes)}"
+    size = "" if last.op == "barrier" else f" {size_text(last.bytes)}"
     bad = f", {wrong} not ok" if wrong else ""
-    return Text(f"{len(results)} result(s){bad}; last: {last.op}{size} {last.time_us_p50 or 0:.1f} us")
+    return Text(f"{len(results)} result(s){bad}; last: {last.op}{size} {last.time_us_p50 or 0:.1f} us{standing}")
+
+
+def still_line(still: tuple[StandingStill, ...]) -> Text:
+    """Without a terminal, now and then while ranks stand still: who, where, and how long of their deadline."""
+    return Text("  … " + "; ".join(s.text() for s in still), style="yellow")
 
 
 def op_line(op: str, results: list[OpResult]) -> Text:
     """One line per op once its sizes are done (without a terminal: a CI log gets ten lines, not hundreds)."""
     bad = [r for r in results if r.status != "ok"]
-    sizes = "" if op == "barrier" else f" {len(results)} size(s) {_size(results[0].bytes)}..{_size(results[-1].bytes)}"
+    sizes = (
+        ""
+        if op == "barrier"
+        else f" {len(results)} size(s) {size_text(results[0].bytes)}..{size_text(results[-1].bytes)}"
+    )
     best = max((r.busbw_gbps or 0.0 for r in results), default=0.0)
     bw = f", busbw up to {best:.3f} GB/s" if best else ""
-    state = f"{len(bad)} not ok ({bad[0].status} at {_size(bad[0].bytes)})" if bad else "ok"
+    state = f"{len(bad)} not ok ({bad[0].status} at {size_text(bad[0].bytes)})" if bad else "ok"
     return Text(f"  {op:<15}{sizes}{bw}: {state}", style="bold red" if bad else "green")
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale}{unit}"
-    return f"{nbytes}B"
 
 
 def results_table(summary: SmokeSummary) -> Table:
@@ -104,14 +107,15 @@ def results_table(summary: SmokeSummary) -> Table:
         table.add_column(name, justify="right", no_wrap=True, min_width=keep)
     previous = None
     for r in summary.results:
+        unsized = r.op == "barrier" or _never_ran(r)  # a barrier moves no data of its own
         table.add_row(
             r.op if r.op != previous else "",
-            "-" if r.op == "barrier" else str(r.bytes),  # a barrier moves no data of its own
-            "-" if r.op == "barrier" or r.status == "hang" else str(r.count),
+            "-" if unsized else str(r.bytes),
+            "-" if r.op == "barrier" or r.status in ("hang", "error") else str(r.count),
             "float",
             REDOP.get(r.op, "none"),
             ROOT.get(r.op, "-1"),
-            _num(r.time_us_p50),
+            _outcome(r) or _num(r.time_us_p50),
             _num(r.time_us_p95),
             _num(r.algbw_gbps, 3),
             _num(r.busbw_gbps, 3),
@@ -121,6 +125,20 @@ def results_table(summary: SmokeSummary) -> Table:
         )
         previous = r.op
     return table
+
+
+def _never_ran(r: OpResult) -> bool:
+    """The row of an op a failure stopped before any rank entered it: no size is known (bytes 0)."""
+    return r.status == "error" and not r.bytes and r.op != "init"
+
+
+def _outcome(r: OpResult) -> str | None:
+    """In the time column of a row that has no time: what happened to the op instead."""
+    if r.status == "hang":
+        return "hung"
+    if r.status == "error":
+        return "not run" if _never_ran(r) else "failed"
+    return None
 
 
 def render(summary: SmokeSummary, console: Console) -> None:

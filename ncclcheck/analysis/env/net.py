@@ -283,4 +283,8 @@ def _gloo_named(snapshot: NodeSnapshot, value: str) -> Check:
         else:
             chosen.append(f"{item}({addrs[0].addr})")
     details = ["gloo uses every listed interface round-robin; every rank must list the same number"]
-    return conclude("net.gloo", f"gloo binds {', '.join(chosen)} (GLOO_SOCKET_IFNAME)", issues, details)
+    if not issues:
+        return conclude("net.gloo", f"gloo binds {', '.join(chosen)} (GLOO_SOCKET_IFNAME)", issues, details)
+    # gloo raises at the first item it cannot find, so it binds nothing: say what does resolve, if anything
+    found = f"of GLOO_SOCKET_IFNAME='{value}', {', '.join(chosen)} would resolve" if chosen else ""
+    return conclude("net.gloo", found, issues, details)

@@ -24,6 +24,8 @@ from ncclcheck.model.logs import ChildFailure, LogLine, Timeout
 from ncclcheck.probes._sysfs import parse_int
 
 MAX_EVIDENCE = 5
+# A message's {name} that its line did not give, said in words ("the line does not name the peer").
+UNKNOWN_NOUNS = {"why": "reason", "what": "error", "n": "count", "who": "ranks", "addr": "address", "err": "error"}
 ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES})))
 # Summaries of an error reported elsewhere: the root cause only when nothing more specific is in the logs.
 # What a log says when ranks stop agreeing; a Flight Recorder dump says which rank and which call, so it wins.
@@ -438,9 +440,17 @@ def _text_rank(text: str) -> int | None:
 
 def _format(template: str, groups: dict[str, str]) -> str:
     """The message with each {name} filled; a pattern whose alternatives cannot share a group name says name2,
-    name3 (Python's re allows a name once): the one that matched fills {name}."""
-    values = {k: v.strip() for k, v in groups.items()}
+    name3 (Python's re allows a name once): the one that matched fills {name}. What the line does not give is
+    said in words, never as a bare "?": "(peer {peer})" or "({peer})" becomes "(the line does not name the peer)"."""
+    values = {k: v.strip() for k, v in groups.items() if v.strip()}
     for name in re.findall(r"{(\w+)}", template):
-        if name not in values:
-            values[name] = next((values[k] for k in (f"{name}2", f"{name}3") if k in values), "?")
+        if name in values:
+            continue
+        given = next((values[k] for k in (f"{name}2", f"{name}3") if k in values), None)
+        if given is not None:
+            values[name] = given
+            continue
+        noun = UNKNOWN_NOUNS.get(name, name)
+        template = re.sub(rf"\((?:\w+ )?{{{name}}}\)", f"(the line does not name the {noun})", template)
+        values[name] = f"(no {noun} in the line)"
     return template.format(**values)

@@ -159,7 +159,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "peer-closed", "error", "Connection closed by ",
-        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+)|peer\b)",
+        # "by peer" alone: torch's watchdog names none; gloo's "by peer [ADDR]:PORT" is peer-crashed's, named
+        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+)|peer\b(?! \[))",
         "a peer closed its connection ({peer}): usually that process exited",
         "a consequence: read the peer's log for its first error", True,
     ),

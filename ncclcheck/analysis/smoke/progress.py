@@ -11,23 +11,82 @@ from ncclcheck.analysis.smoke.plan import bus_factor
 from ncclcheck.analysis.stacks import call_site, collective, render
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import ChildFailure
-from ncclcheck.model.smoke import Hang, HangSample, OpResult, RankProgress, RankState, Timing
+from ncclcheck.model.smoke import (
+    Hang,
+    HangSample,
+    OpResult,
+    RankProgress,
+    RankState,
+    StandingStill,
+    Timing,
+    size_text,
+)
+from ncclcheck.model.watch import Verdict
 
 INIT_GRACE_S = 30.0
 BAD_PROCESS = {"gone": "dead", "zombie": "dead", "stopped": "stopped"}
+# Shown as standing still after this long without a step or a finished iteration: an iteration of a small op takes
+# milliseconds, so a second without one is worth saying (a rank a drill holds stands still from its first moment).
+STILL_S = 1.0
+# What the watch view of ``smoke --tui`` says that is more than "moving" or "not judged yet": kept over smoke's line.
+SAYS_MORE = frozenset({"problem", "warning", "undecided", "finished"})
+
+
+def deadline(rank: RankProgress, timeout_s: float) -> float:
+    """How long the watchdog lets ``rank`` stand still: ``--timeout``, and the init grace more while in init."""
+    return timeout_s + (INIT_GRACE_S if rank.last_op == "init" else 0.0)
+
+
+def last_progress(rank: RankProgress, beats: Mapping[int, float]) -> float:
+    """The time of the rank's last step or finished iteration (its heartbeat)."""
+    return max(rank.last_time, beats.get(rank.rank, 0.0))
 
 
 def stalled_ranks(
     ranks: Sequence[RankProgress], beats: Mapping[int, float], now: float, timeout_s: float
 ) -> tuple[int, ...]:
     """Ranks not finished whose last step or iteration (heartbeat) is older than their deadline."""
-    late = []
-    for r in ranks:
-        limit = timeout_s + (INIT_GRACE_S if r.last_op == "init" else 0.0)
-        last = max(r.last_time, beats.get(r.rank, 0.0))
-        if not r.ended and now - last > limit:
-            late.append(r.rank)
+    late = [r.rank for r in ranks if not r.ended and now - last_progress(r, beats) > deadline(r, timeout_s)]
     return tuple(late)
+
+
+def standing_still(
+    ranks: Sequence[RankProgress], beats: Mapping[int, float], now: float, timeout_s: float
+) -> tuple[StandingStill, ...]:
+    """Unfinished ranks without progress for ``STILL_S`` or more (a drill's from the start), grouped by place."""
+    places: dict[str, list[tuple[int, float, float]]] = {}
+    for r in ranks:
+        still = max(0.0, now - last_progress(r, beats))
+        if not r.ended and (still >= STILL_S or r.last_event == "drill"):
+            places.setdefault(_place(r), []).append((r.rank, still, deadline(r, timeout_s)))
+    found = [
+        StandingStill(tuple(r for r, _, _ in group), place, max(s for _, s, _ in group), max(d for _, _, d in group))
+        for place, group in places.items()
+    ]
+    return tuple(sorted(found, key=lambda s: s.ranks))
+
+
+def _place(rank: RankProgress) -> str:
+    op = rank.last_op
+    if op is None:
+        return "before its first step"
+    if rank.last_event == "drill":
+        return f"held by a drill before {op}"
+    size = "" if op in ("init", "barrier") else f" {size_text(rank.last_bytes)}"
+    called = f" (calling {rank.last_call})" if rank.last_call and rank.last_call != op else ""
+    return f"{'in' if rank.last_event == 'start' else 'after'} {op}{size}{called}"
+
+
+def smoke_verdict(verdict: Verdict, still: Sequence[StandingStill]) -> Verdict:
+    """``smoke --tui``'s top line: a rank that smoke's own progress files show standing still is never "moving".
+
+    The watch view judges from stacks and sockets with its own clock; smoke knows better whether a rank took a
+    step. Until smoke's watchdog calls the hang (at ``--timeout``), the line counts the standing still up to it.
+    """
+    if not still or verdict.status in SAYS_MORE:
+        return verdict
+    said = "; ".join(s.text() for s in still)
+    return Verdict("pending", f"… smoke: {said} (its watchdog calls a hang at the deadline)")
 
 
 def first_failure(ranks: Sequence[RankProgress], failures: Sequence[ChildFailure]) -> int | None:

@@ -121,7 +121,11 @@ def failed_rows(ranks: tuple[RankProgress, ...], hang: Hang | None, failed: bool
     if hang:
         return (OpResult(hang.op, hang.bytes, 0, "hang", None, None, None, None, 0),)
     if failed and ranks:
-        step = next((r for r in ranks if not r.ended and r.last_op), None)
+        # a rank inside a step knows the op and size; a drill that crashed its rank before the op knows the op only
+        # (bytes 0: the row says it never ran); ranks between steps ("done init") say least
+        live = [r for r in ranks if not r.ended and r.last_op]
+        step = min(live, key=lambda r: {"start": 0, "drill": 1}.get(r.last_event, 2), default=None)
         if step and step.last_op:
-            return (OpResult(step.last_op, step.last_bytes, 0, "error", None, None, None, None, 0),)
+            size = step.last_bytes if step.last_event == "start" else 0
+            return (OpResult(step.last_op, size, 0, "error", None, None, None, None, 0),)
     return ()

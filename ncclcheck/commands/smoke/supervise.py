@@ -16,7 +16,14 @@ from contextlib import AbstractContextManager, nullcontext
 from rich.console import Console
 from rich.status import Status
 
-from ncclcheck.analysis.smoke.progress import INIT_GRACE_S, job_results, local_results, stalled_ranks
+from ncclcheck.analysis.smoke.progress import (
+    INIT_GRACE_S,
+    STILL_S,
+    job_results,
+    local_results,
+    stalled_ranks,
+    standing_still,
+)
 from ncclcheck.analysis.smoke.summary import (
     failed_rows,
     never_started,
@@ -29,12 +36,24 @@ from ncclcheck.collectors import launch as launcher
 from ncclcheck.collectors.progress import read_beats, read_progress
 from ncclcheck.commands.smoke import hang as hangs
 from ncclcheck.model.findings import Finding
-from ncclcheck.model.smoke import INTERRUPTED, RUNNING, Hang, Launch, OpResult, RankProgress, SmokeSummary
+from ncclcheck.model.smoke import (
+    INTERRUPTED,
+    RUNNING,
+    Hang,
+    Launch,
+    OpResult,
+    RankProgress,
+    SmokeSummary,
+    StandingStill,
+)
 from ncclcheck.report_files import replace_json
 from ncclcheck.views.console import make_console
-from ncclcheck.views.smoke import op_line, status_line, to_json
+from ncclcheck.views.smoke import op_line, status_line, still_line, to_json
 
 POLL_S = 0.2
+# Without a terminal, a line on the ranks standing still at most every quarter of --timeout (and 2 s at least):
+# a CI log of a hang shows who stands still and for how long, in a handful of lines.
+STILL_EVERY_MIN_S = 2.0
 
 
 def supervise(
@@ -42,12 +61,12 @@ def supervise(
 ) -> SmokeSummary:
     """Until torchrun exits, a rank is stuck past ``timeout_s``, or no rank ever starts; then the summary."""
     started, hang, never = time.time(), None, False
-    shown = Shown(console)
+    shown = Shown(console, max(STILL_EVERY_MIN_S, timeout_s / 4))
     with shown.live():
         while True:
             code = proc.poll()
-            ranks = read_progress(launch.log_dir)
-            shown.update(results_of(ranks, launch))
+            ranks, beats, now = read_progress(launch.log_dir), read_beats(launch.log_dir), time.time()
+            shown.update(results_of(ranks, launch), standing_still(ranks, beats, now, timeout_s))
             if json_path:
                 replace_json(
                     json_path,
@@ -55,7 +74,7 @@ def supervise(
                 )
             if code is not None:
                 break
-            late = stalled_ranks(ranks, read_beats(launch.log_dir), time.time(), timeout_s)
+            late = stalled_ranks(ranks, beats, now, timeout_s)
             silent = len(ranks) < launch.nproc and time.time() - started > timeout_s + INIT_GRACE_S
             if silent and not ranks:  # no rank ever started: a launch failure, not a hang
                 launcher.end_tree(proc, [])
@@ -105,13 +124,19 @@ def results_of(ranks: tuple[RankProgress, ...], launch: Launch) -> tuple[OpResul
 
 
 class Shown:
-    """Progress, each result once: on a terminal one live line replaced in place, else a line per op done."""
+    """Progress, each result once: on a terminal one live line replaced in place, else a line per op done.
 
-    def __init__(self, console: Console) -> None:
+    Both say which ranks stand still and for how long of their deadline: the live line as it counts, without a
+    terminal a line each ``still_every_s`` of it.
+    """
+
+    def __init__(self, console: Console, still_every_s: float = STILL_EVERY_MIN_S) -> None:
         self.console = console
         self.results: tuple[OpResult, ...] = ()
         self.printed = 0
         self.status: Status | None = None
+        self.still_every_s = still_every_s
+        self.next_still_s = still_every_s
 
     def live(self) -> AbstractContextManager[object]:
         if not self.console.is_terminal:
@@ -119,15 +144,24 @@ class Shown:
         self.status = self.console.status("starting the ranks ...")
         return self.status
 
-    def update(self, results: tuple[OpResult, ...]) -> None:
+    def update(self, results: tuple[OpResult, ...], still: tuple[StandingStill, ...] = ()) -> None:
         self.results = results
         if self.status is not None:
-            self.status.update(status_line(results))
+            self.status.update(status_line(results, still))
             return
         done = list(dict.fromkeys(r.op for r in results))[:-1]  # an op is done once the next one has results
         for op in done[self.printed :]:
             self.console.print(op_line(op, [r for r in results if r.op == op]))
         self.printed = max(self.printed, len(done))
+        self._standing(still)
+
+    def _standing(self, still: tuple[StandingStill, ...]) -> None:
+        longest = max((s.still_s for s in still), default=0.0)
+        if longest < STILL_S:  # progress again (or never stopped): the count starts over
+            self.next_still_s = self.still_every_s
+        if longest >= self.next_still_s:
+            self.console.print(still_line(still))
+            self.next_still_s = longest + self.still_every_s
 
     def finish(self) -> None:
         if self.status is None:
@@ -141,7 +175,7 @@ def with_tui(proc: subprocess.Popen[bytes], launch: Launch, timeout_s: float, js
     from ncclcheck.sources.watch import LauncherSource
     from ncclcheck.tui.app import WatchApp
 
-    app = WatchApp(LauncherSource(proc.pid, launch.nproc, timeout_s), 1.0)
+    app = WatchApp(LauncherSource(proc.pid, launch.nproc, timeout_s, launch.log_dir), 1.0)
     done: list[SmokeSummary] = []
     closed = threading.Event()
 
