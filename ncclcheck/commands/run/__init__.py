@@ -117,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
         launched.signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)  # torchrun ends its workers
 
     live = threading.Thread(
-        target=sample_live, args=(launched, args, run_dir, console, hangs, gone, stop, end_now), daemon=True
+        target=sample_live,
+        args=(launched, args, run_dir, console, hangs, gone, stop, end_now, interrupted),
+        daemon=True,
     )
     with handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), on_signal):
         live.start()

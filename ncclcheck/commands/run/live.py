@@ -34,8 +34,11 @@ def sample_live(
     gone: dict[int, float],
     stop: threading.Event,
     end_now: threading.Event,
+    interrupted: threading.Event,
 ) -> None:
-    """The watch sampler beside the job: a hang record when ranks stand still past --stall."""
+    """The watch sampler beside the job: a hang record when ranks stand still past --stall. Once the user or a
+    signal ended the job (``interrupted``, set before the launcher is signalled), ranks that exit or stop answering
+    do so because we ended them: that is neither a hang nor an early leaver, and nothing more is recorded."""
     source: LiveSource | None = None
     last: tuple[Any, ...] | None = None
     said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
@@ -67,6 +70,9 @@ def sample_live(
                 if note not in said:
                     said.add(note)
                     console.print(f"ncclcheck run: {note}", style="yellow")
+            if interrupted.is_set():  # this sample may already show the ranks the launcher is ending
+                stop.wait(args.interval)
+                continue
             for v in state.ranks:
                 if v.sample.status in EXITED:
                     gone.setdefault(v.rank, now)
