@@ -30,7 +30,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest -n $(TEST_JOBS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
 
 test-fast: lint
 	$(PY) -m pytest -m "not integration"

@@ -267,6 +267,7 @@ def test_a_dump_is_asked_through_each_rank_s_pipe_and_a_pipe_nobody_reads_is_cou
     assert ask_for_dumps(str(tmp_path / "none_")) == (0, 0)
 
 
+@pytest.mark.xdist_group("whole_jobs_on_test_hosts")
 def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path) -> None:
     """`ncclcheck run` on each of two test hosts (a c10d job, rank 1 on node0 in its data loader): node0's run records
     the hang and names rank 1; node1's cannot see rank 1 and records nothing. `logs` over both run dirs gives one job

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from netns import Host, two_hosts
 
-pytestmark = pytest.mark.integration
+# Two test hosts (or a SLURM cluster) each run a whole job: one such test at a time, on one xdist worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("whole_jobs_on_test_hosts")]
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 

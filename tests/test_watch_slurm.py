@@ -16,7 +16,8 @@ import pytest
 from slurm_cluster import slurm_cluster
 from test_watch_real import stop_tree
 
-pytestmark = pytest.mark.integration
+# Two test hosts (or a SLURM cluster) each run a whole job: one such test at a time, on one xdist worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("whole_jobs_on_test_hosts")]
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 
