@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO
@@ -65,19 +66,23 @@ def test_loader_order_and_decoding(tmp_path: Path) -> None:
     ]
 
 
-def test_env_reports_the_preloaded_library(tmp_path: Path) -> None:
-    lib = build(tmp_path, "only", 22304)
-    full = {**os.environ, "LD_LIBRARY_PATH": str(lib.parent)}
+def env_versions(env: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``ncclcheck env --json`` run with ``env``: the report and its versions check."""
     done = subprocess.run(
         [sys.executable, "-m", "ncclcheck", "env", "--json"],
         capture_output=True,
         text=True,
-        env=full,
+        env=env,
         timeout=60,
         check=False,
     )
-    report = json.loads(done.stdout)
-    versions = next(c for c in report["checks"] if c["id"] == "versions")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report, next(c for c in report["checks"] if c["id"] == "versions")
+
+
+def test_env_reports_the_preloaded_library(tmp_path: Path) -> None:
+    lib = build(tmp_path, "only", 22304)
+    report, versions = env_versions({**os.environ, "LD_LIBRARY_PATH": str(lib.parent)})
     assert "NCCL 2.23.4" in versions["summary"]
     assert report["nccl_rules"] == "2.23.4"
     assert any("libnccl 2.23.4 from LD_LIBRARY_PATH" in d for d in versions["details"])
@@ -105,16 +110,7 @@ def test_env_reports_the_real_libnccl() -> None:
     lib = require_libnccl()
     full = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
     full["LD_PRELOAD"] = str(lib)
-    done = subprocess.run(
-        [sys.executable, "-m", "ncclcheck", "env", "--json"],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=60,
-        check=False,
-    )
-    report = json.loads(done.stdout)
-    versions = next(c for c in report["checks"] if c["id"] == "versions")
+    report, versions = env_versions(full)
     assert f"NCCL {VERSION}" in versions["summary"]
     assert report["nccl_rules"] == VERSION
     assert f"libnccl {VERSION} from LD_PRELOAD: {lib} (would load)" in versions["details"]

@@ -441,18 +441,11 @@ def test_native_frames_show_where_the_collective_waits(job: Any, capsys: pytest.
     assert rank0["call_site"] == f"{WORKERS / at('    dist.all_reduce(t)')} (train_step)"
 
 
-def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang(tmp_path: Path) -> None:
-    """What ``smoke --tui`` shows: all 3 ranks (not the first one found, the rest "missing"), then, with rank 1
-    sitting in the hang drill, "watching" until the straggler is judged, never ✓."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "ncclcheck",
-        "smoke",
-        "--nproc",
-        "3",
-        "--backend",
-        "gloo",
+@contextlib.contextmanager
+def smoke_held_at_rank_1(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``ncclcheck smoke`` on 3 gloo ranks, rank 1 held by the hang drill (timeout 120 s); ended with its tree."""
+    cmd = [sys.executable, "-m", "ncclcheck", "smoke", "--nproc", "3", "--backend", "gloo"]
+    cmd += [
         "--ops",
         "broadcast,all_reduce",
         "--timeout",
@@ -464,6 +457,20 @@ def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
+        yield proc
+    finally:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        for p in tree:
+            p.kill()
+        stop_tree(proc)
+        psutil.wait_procs(tree, timeout=10)
+        assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "orphans left"
+
+
+def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang(tmp_path: Path) -> None:
+    """What ``smoke --tui`` shows: all 3 ranks (not the first one found, the rest "missing"), then, with rank 1
+    sitting in the hang drill, "watching" until the straggler is judged, never ✓."""
+    with smoke_held_at_rank_1(tmp_path) as proc:
         source = LauncherSource(proc.pid, 3, 3.0)
         seen = [source.poll()]
         deadline = time.monotonic() + 120
@@ -479,38 +486,12 @@ def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang
         # from the next one on, nothing moves, and nothing may say ✓
         hung = next(i for i, s in enumerate(seen) if any(v.doing == "drill_hang" for v in s.ranks))
         assert all(s.verdict.status != "ok" for s in seen[hung + 1 :]), [s.verdict for s in seen[hung:]]
-    finally:
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        for p in tree:
-            p.kill()
-        stop_tree(proc)
-        psutil.wait_procs(tree, timeout=10)
-        assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "orphans left"
 
 
 def test_smoke_tui_judges_with_smoke_progress_and_deadline(tmp_path: Path) -> None:
     """``smoke --tui`` hands its source smoke's --timeout and log dir: from the moment rank 1's progress file says the
     drill holds it, no state says ✓ or "moving"; the top line counts rank 1 standing still against the timeout."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "ncclcheck",
-        "smoke",
-        "--nproc",
-        "3",
-        "--backend",
-        "gloo",
-        "--ops",
-        "broadcast,all_reduce",
-        "--timeout",
-        "120",
-        "--drill",
-        "hang@1:all_reduce",
-        "--log-dir",
-        str(tmp_path),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
+    with smoke_held_at_rank_1(tmp_path) as proc:
         source = LauncherSource(proc.pid, 3, 120.0, str(tmp_path))
         held: list[WatchState] = []  # the states polled once rank 1's progress said the drill holds it
         deadline = time.monotonic() + 120
@@ -524,13 +505,6 @@ def test_smoke_tui_judges_with_smoke_progress_and_deadline(tmp_path: Path) -> No
         verdicts = [s.verdict for s in held]
         assert all(v.status != "ok" and "✓" not in v.message and "moving" not in v.message for v in verdicts), verdicts
         assert "rank 1 standing still" in verdicts[-1].message and "of 120 s" in verdicts[-1].message, verdicts[-1]
-    finally:
-        tree = psutil.Process(proc.pid).children(recursive=True)
-        for p in tree:
-            p.kill()
-        stop_tree(proc)
-        psutil.wait_procs(tree, timeout=10)
-        assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "orphans left"
 
 
 def test_ranks_spinning_at_one_line_cannot_be_told_from_a_hang(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
