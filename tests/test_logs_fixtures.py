@@ -38,7 +38,11 @@ EXPECTED = [
     ("16", "ib-local-protection", {"ib-local-protection", "peer-closed"}),
     ("17", "ib-wr-flush", {"ib-wr-flush"}),
     ("18", "ib-retry-exceeded", {"ib-retry-exceeded", "ib-wr-flush"}),
-    ("19", "ib-retry-exceeded", {"ib-retry-exceeded", "nccl-system-error", "peer-crashed", "process-aborted"}),
+    (
+        "19",
+        "ib-retry-exceeded",
+        {"ib-retry-exceeded", "nccl-system-error", "peer-crashed", "process-aborted", "process-taken-down"},
+    ),
     ("20", "ib-modify-qp-failed", {"ib-modify-qp-failed", "peer-closed", "proxy-failed"}),
     ("21", "ib-modify-qp-failed", {"ib-modify-qp-failed"}),
     ("22", None, {"ib-no-device"}),
@@ -63,13 +67,13 @@ EXPECTED = [
     ("41", "collective-timeout", {"collective-timeout"}),
     ("42", "collective-timeout", {"collective-timeout", "watchdog-exception"}),
     ("43", "collective-timeout", {"collective-timeout", "watchdog-stuck"}),
-    ("44", "collective-timeout", {"collective-timeout"}),
+    ("44", "collective-timeout", {"collective-timeout", "process-taken-down"}),
     ("45", "collective-timeout", {"collective-timeout", "process-aborted"}),
     ("46", "store-connection-lost", {"store-connection-lost"}),
     ("47", "store-connect-failed", {"store-connect-failed"}),
     ("48", "store-connect-failed", {"store-connect-failed", "unrecognised-error"}),  # the launcher's own ERROR line
     ("49", "child-failed", {"child-failed"}),
-    ("50", "child-failed", {"child-failed"}),
+    ("50", "child-failed", {"child-failed", "slurm-task-ended"}),
 ]
 
 

@@ -43,6 +43,22 @@ EXCEPTION = Rule(
 # never passed over (NCCL's own WARN lines, and these words outside NCCL's lines).
 ALARM_WORDS = ("ERROR", "Error", "FAILED", "FATAL", "Fatal error", "Exception", "terminate called")
 ALARM = re.compile(r"\b(?:" + "|".join(ALARM_WORDS) + r")\b")
+# ... and lines whose emitter marks them as an error or a crash in its own grammar, whatever words follow:
+SEVERE = re.compile(
+    r"^\[?[EF]\d{3,4} \d\d:\d\d:\d\d"  # glog and c10d: severity E or F (E0820 14:27:21.48, [E210 02:06:33.39)
+    r"|^\[[EF] [\w.]+\.(?:cpp|cc|h):\d+\]"  # c10d before torch 2.4: [E ProcessGroupNCCL.cpp:916]
+    r"|^(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:Error|Exception)$"  # a traceback's last line: a bare exception class
+    r"|^srun: error: |slurmstepd: error: "  # SLURM: a task failed, a step was cancelled or killed
+    r"|Caught signal \d+ \(|\*\*\* Process received signal \*\*\*|^==== backtrace \(tid:"  # UCX, Open MPI
+    r"|^Fatal Python error: |\bSegmentation fault\b|\bBus error\b|\(core dumped\)"  # a native crash
+    r"|NVRM: Xid\b|fallen off the bus"  # the kernel's GPU driver: a GPU fault
+    r"|\bNCCL WARN\b"  # NCCL's own severity behind a header it was not told to print (NCCL_DEBUG_FILE formats)
+    r"|: ?Received \d+ death signal"  # torchrun's agent: the job was ended from outside
+)
+# their literals, for the gate (a chunk holding none is only counted): the glog/c10d header's file name ends so
+SEVERE_LITERALS = ("Error", "Exception", ".cpp:", ".cc:", ".h:", "srun: error", "slurmstepd: error", "Caught signal",
+                   "received signal", "backtrace (tid", "Fatal Python error", "Segmentation fault", "Bus error",
+                   "core dumped", "NVRM", "fallen off the bus", "NCCL WARN", "death signal")  # fmt: skip
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
@@ -59,7 +75,7 @@ UNRECOGNISED = Rule(
 )
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
-_TRIGGERS |= set(ALARM_WORDS)  # the safety net reads these lines: a chunk holding one is never skipped
+_TRIGGERS |= set(ALARM_WORDS) | set(SEVERE_LITERALS)  # the safety net reads these lines: never skipped
 # every line of torchrun's failure summary (its keys as torchrun pads them): a piece that is only counted never
 # falls inside one and cuts it short (what is read must not depend on where a chunk ends)
 _TRIGGERS |= {"time      : ", "host      : ", "rank      : ", "error_file: ", "traceback : "}
@@ -125,7 +141,7 @@ class LineFacts:
     )  # a Flight Recorder stack frame: whether in the user's code, and its finding
     torchrun: bool  # opens torchrun's failure summary
     summary: bool  # would change the summary block it is in (an entry's start, its end, a field of the entry)
-    alarm: bool  # says ERROR/Exception/... (the safety net reads it when no rule does)
+    alarm: bool  # says ERROR/Exception/..., or its emitter's grammar says error (the safety net reads it)
     unrecognised: RuleMatch | None  # the safety net's finding, if the line is not mere context
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
@@ -186,7 +202,7 @@ def facts_of(text: str) -> LineFacts:
         fr_frame,
         stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped,
         bool(ENTRY.fullmatch(stripped) or stripped.startswith(("===", "---")) or CHILD.search(text)),
-        ALARM.search(text) is not None,
+        ALARM.search(text) is not None or SEVERE.search(stripped) is not None,
         unrecognised,
     )
 
@@ -286,8 +302,8 @@ class LogFold:
         for one in said.said:
             self._hit(one, line, rank)
         matched = bool(said.said)
-        if said.watchdog and len(self.timeouts) < MAX_TIMEOUTS:
-            if said.timeout is not None:
+        if said.watchdog and said.timeout is not None:  # one it cannot read (a terminal cut it) is left to the net
+            if len(self.timeouts) < MAX_TIMEOUTS:
                 self.timeouts.append(Timeout(rank, *said.timeout, file, number))
             matched = True
         in_summary = self._child is not None or self._section is not None

@@ -99,6 +99,12 @@ RULES: tuple[Rule, ...] = (
         NO_RDMA, NO_RDMA_FIX,
     ),
     _rule("ib-no-device", "warning", "Call to ibv_open_device failed", r"Call to ibv_open_device failed", NO_RDMA, NO_RDMA_FIX),
+    _rule(  # benign: what the subnet manager asks of every port after a restart or failover (not an error event)
+        "ib-sm-event", "info", "Got async event",
+        r"NET/IB : (?:[\w.]+:\d+ )?Got async event : (?P<event>client reregistration|port active|GID table change|LID change|SM change|P_Key change)",
+        "the InfiniBand subnet manager announced a {event} (an SM restart or failover): harmless on its own",
+        "nothing, unless it repeats or completion errors follow it: then read the subnet manager's log (opensm, UFM)",
+    ),
     _rule(
         "gdr-disabled", "warning", "GPU Direct RDMA Disabled",
         r"GPU Direct RDMA Disabled for (?:HCA \d+ '(?P<hca>[\w-]+)'(?P<nomod> \(no module\))?|GPU (?P<gpu>\S+) / HCA)",
@@ -376,7 +382,14 @@ RULES: tuple[Rule, ...] = (
         " (their last lines, `ncclcheck watch` on a live job); a longer timeout only hides a straggler",
     ),
     _rule(
-        "watchdog-stuck", "warning", "watchdog got stuck",
+        "watchdog-stuck", "error", "Heartbeat monitor timed out",
+        r"Heartbeat monitor timed out! Process will be terminated",
+        "torch's heartbeat monitor found the ProcessGroupNCCL watchdog stuck and ends the process",
+        "debug the timeout before it; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC / TORCH_NCCL_ENABLE_MONITORING only change"
+        " this abort", True,
+    ),
+    _rule(
+        "watchdog-stuck", "error", "watchdog got stuck",
         r"watchdog got stuck for (?P<s>\d+) seconds",
         "the ProcessGroupNCCL watchdog itself was stuck for {s} s (blocked in CUDA/NCCL while aborting)",
         "debug the timeout before it; TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC / TORCH_NCCL_ENABLE_MONITORING only change"
@@ -488,6 +501,31 @@ RULES: tuple[Rule, ...] = (
         "torch's watchdog saw work #{seq} fail (last enqueued {e}, last completed {c})",
         "a consequence: the timeout or NCCL error next to it says which; the rank that never joined is the cause",
         True,
+    ),
+    _rule(
+        "process-taken-down", "error", "taking the entire process down",
+        r"To avoid data inconsistency, we are taking the entire process down",
+        "torch's watchdog took the process down after a collective failed or timed out",
+        "a consequence: the timeout or NCCL error next to it is the one to read", True,
+    ),
+    _rule(
+        "process-taken-down", "error", "Some NCCL operations have failed",
+        r"Some NCCL operations have failed or timed out",
+        "torch's watchdog took the process down after a collective failed or timed out",
+        "a consequence: the timeout or NCCL error next to it is the one to read", True,
+    ),
+    _rule(
+        "slurm-task-ended", "error", "srun: error: ",
+        r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,\-\[\]]+): (?P<how>Exited with exit code \d+|Terminated|Killed|Segmentation fault|Bus error|Aborted)",
+        "SLURM: task {task} on {host}: {how}",
+        "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
+    ),
+    _rule(
+        "slurm-cancelled", "error", "CANCELLED AT",
+        r"slurmstepd: error: \*\*\* (?P<what>STEP|JOB) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)",
+        "SLURM cancelled {what} {id} on {host} at {at}",
+        "it was ended from outside: scancel, its time limit (the line then ends DUE TO TIME LIMIT: raise --time or"
+        " checkpoint more often), preemption or a node failure; `sacct -j <job> -o JobID,State,Reason,ExitCode` says which",
     ),
     _rule(
         "process-aborted", "error", "terminate called after throwing",

@@ -1,0 +1,133 @@
+"""``ncclcheck logs`` over the 40 real excerpts of tests/fixtures/nccl_logs_more (INDEX.md: each one's source and
+what a good tool should say): no failed job reads "pass", no healthy one reads anything else. A failure in words no
+rule knows is read by its emitter's own severity (glog/c10d E and F, a bare exception class ending a traceback,
+SLURM's error lines, a native crash's banner, the kernel's GPU driver, NCCL's WARN behind any header) and reported
+as unknown with the line quoted, never passed over."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FIXTURES
+
+from ncclcheck.analysis.logs.diagnose import SEVERE
+from ncclcheck.cli import main
+
+MORE = FIXTURES / "nccl_logs_more"
+HEALTHY = {f"M{n:02d}" for n in range(1, 12)}  # INDEX.md: "Healthy (or healthy up to the end of the excerpt)"
+
+
+def excerpt(name: str) -> Path:
+    (path,) = MORE.glob(f"{name}_*.log")
+    return path
+
+
+def report(name: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["logs", "--json", str(excerpt(name))])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def quoted(data: dict[str, Any]) -> str:
+    """Every line the unrecognised-error finding quotes, one per line."""
+    return "\n".join(e["text"] for f in data["findings"] if f["id"] == "unrecognised-error" for e in f["evidence"])
+
+
+def test_the_corpus_is_complete() -> None:
+    assert len(list(MORE.glob("M*.log"))) == 40 and (MORE / "INDEX.md").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_a_healthy_excerpt_passes_with_no_error(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = report(name, capsys)
+    assert code == 0 and data["verdict"]["status"] == "pass", data["findings"]
+    assert not [f for f in data["findings"] if f["severity"] == "error"]
+
+
+@pytest.mark.parametrize("name", sorted(f"M{n:02d}" for n in range(12, 41)))
+def test_a_failed_job_never_reads_pass(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = report(name, capsys)
+    assert data["verdict"]["status"] in ("fail", "unknown") and code in (1, 4), data["verdict"]
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        (
+            "M14",
+            "[E210 02:06:33.393862144 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 0] Process group watchdog",
+        ),
+        ("M22", "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"),
+        ("M24", "Received 15 death signal, shutting down workers"),
+        ("M28", "Caught signal 7 (Bus error: nonexistent physical address)"),
+        ("M30", "*** Process received signal ***"),
+        ("M32", "NVRM: fallen off the bus and is not responding to commands."),
+        ("M35", "Fatal Python error: Aborted"),
+        ("M39", "==== backtrace (tid:  25645) ===="),
+        ("M40", "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events"),
+    ],
+)
+def test_an_error_in_its_emitters_grammar_is_quoted_as_unknown(
+    name: str, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, data = report(name, capsys)
+    assert line in quoted(data), quoted(data)
+
+
+def test_a_cancelled_slurm_step_glued_to_a_progress_bar_is_the_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = report("M27", capsys)
+    assert code == 1 and data["verdict"]["root_cause"] == "slurm-cancelled", data["verdict"]
+    assert "SLURM cancelled STEP 6053.0 on DEL2212S020 at 2024-04-23T12:18:08" in data["verdict"]["message"]
+    ended = next(f for f in data["findings"] if f["id"] == "slurm-task-ended")
+    assert ended["message"] == "SLURM: task 0 on DEL2212S020: Terminated"
+
+
+def test_the_subnet_managers_reregistration_is_benign(capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = report("M10", capsys)
+    assert code == 0 and [(f["id"], f["severity"]) for f in data["findings"]] == [("ib-sm-event", "info")]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "E0820 14:27:21.482718 4030958 socket.cpp:752] [c10d] The server socket has failed to listen on any local",
+        "[E1107 09:12:01.123456 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0 Rank 3] Process group watchdog",
+        "[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 1] watchdog got stuck",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+        "srun: error: node7: task 3: Killed",
+        "slurmstepd: error: *** JOB 81234 ON node7 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***",
+        "Segmentation fault (core dumped)",
+        "Bus error (core dumped)",
+        "Fatal Python error: Segmentation fault",
+        "[ 1843.3] NVRM: Xid (PCI:0000:b3:00): 79, pid=0, GPU has fallen off the bus.",
+    ],
+)
+def test_severe_reads_the_emitters_own_marks(line: str) -> None:
+    assert SEVERE.search(line.strip()) is not None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "W0820 14:27:21.486460 4030958 ProcessGroupNCCL.cpp:980] TORCH_NCCL_AVOID_RECORD_STREAMS is deprecated",
+        "[I1107 09:12:01.123456 ProcessGroupNCCL.cpp:911] [PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL initialized",
+        "[W503 10:00:00.000000 socket.cpp:204] [c10d] The hostname of the client socket cannot be retrieved. err=-3",
+        "[Epoch 3] E1234 loss=0.12",
+        "Error-free steps: 1200",
+        "model.ErrorHandler registered",
+        "gpu1:5021:5386 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+        "srun: Job step created",
+    ],
+)
+def test_severe_does_not_read_info_warnings_or_words(line: str) -> None:
+    assert SEVERE.search(line.strip()) is None
+
+
+def test_a_stuck_watchdog_ended_by_the_heartbeat_monitor_is_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    """The monitor kills the process (SIGABRT): an error, not a note, though no collective timed out here."""
+    code, data = report("M17", capsys)
+    assert code == 1 and data["verdict"]["root_cause"] == "watchdog-stuck", data["verdict"]
+    stuck = next(f for f in data["findings"] if f["id"] == "watchdog-stuck")
+    assert stuck["severity"] == "error" and stuck["ranks"] == [0, 1, 2]
