@@ -42,22 +42,38 @@ class NotPure(AssertionError):
     """A test of the pure tier started a process or used the network."""
 
 
-@pytest.fixture(autouse=True)
-def _pure_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def _refuse(what: str) -> Any:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise NotPure(f"a pure-tier test {what}: mark it @pytest.mark.integration")
+
+    return refused
+
+
+# What the pure tier may not do, and the real thing each stands for while it runs.
+_GUARDED: list[tuple[Any, str, str]] = [
+    (subprocess.Popen, "_execute_child", "started a process"),
+    (os, "fork", "forked"),
+    (os, "posix_spawn", "started a process"),
+    (socket.socket, "connect", "opened a connection"),
+    (socket.socket, "bind", "bound a socket"),
+]
+_REAL = [getattr(owner, name) for owner, name, _ in _GUARDED]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
     """The pure tier (every test without the ``integration`` mark; ``make test-fast``) starts no process, forks
-    nothing, and opens no network connection: this holds it to that, so the tier cannot grow slow by accident.
-    A test that needs a real process, socket, namespace or terminal is marked ``integration``."""
-    if request.node.get_closest_marker("integration"):
-        return
+    nothing and opens no network connection, in the test or in any fixture it sets up (a module-scoped one too):
+    this holds it to that, so the tier cannot grow slow by accident. A test that needs a real process, socket,
+    namespace or terminal is marked ``integration``. Teardown runs unguarded (a module fixture's cleanup)."""
+    if item.get_closest_marker("integration") is None:
+        for owner, name, what in _GUARDED:
+            setattr(owner, name, _refuse(what))
+    yield
 
-    def refuse(what: str) -> Any:
-        def refused(*args: object, **kwargs: object) -> None:
-            raise NotPure(f"a pure-tier test {what}: mark it @pytest.mark.integration")
 
-        return refused
-
-    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("started a process"))
-    monkeypatch.setattr(os, "fork", refuse("forked"))
-    monkeypatch.setattr(os, "posix_spawn", refuse("started a process"))
-    monkeypatch.setattr(socket.socket, "connect", refuse("opened a connection"))
-    monkeypatch.setattr(socket.socket, "bind", refuse("bound a socket"))
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    for (owner, name, _), real in zip(_GUARDED, _REAL):
+        setattr(owner, name, real)
+    yield

@@ -50,6 +50,7 @@ def by_group(rep: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["desc"]: g for g in rep["flight_recorder"]["groups"]}
 
 
+@pytest.mark.integration  # the dumps come from a real torchrun job (module fixture)
 @pytest.mark.parametrize("kind", ["pickle", "json"])
 def test_real_gloo_divergence_per_group(real_dumps: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
     code, rep = report([real_dumps / kind], capsys)
@@ -82,6 +83,7 @@ def test_real_gloo_divergence_per_group(real_dumps: Path, capsys: pytest.Capture
         assert "fr_diverge.py:" in op["message"]
 
 
+@pytest.mark.integration  # the dumps come from a real torchrun job (module fixture)
 def test_human_report_shows_both_sides_of_a_tie(real_dumps: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", str(real_dumps / "pickle")]) == 1
     out = capsys.readouterr().out
@@ -94,6 +96,7 @@ def test_human_report_shows_both_sides_of_a_tie(real_dumps: Path, capsys: pytest
     assert " -1 " not in out and "gloo records no start" in " ".join(out.split())
 
 
+@pytest.mark.integration  # the dumps come from a real torchrun job (module fixture)
 def test_missing_and_corrupt_dumps_analyse_the_rest(
     real_dumps: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -47,8 +47,16 @@ def run(
     return done.returncode, done.stdout, done.stderr, json.loads((tmp / "run" / "report.json").read_text())
 
 
-def no_job_left() -> bool:
-    return not any("watch_job.py" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+def ours(process_info: dict[str, Any], tmp: Path) -> bool:
+    """A rank of this test's job: ``run`` puts the run dir (under the test's tmp_path) in every rank's environment,
+    so a job another pytest-xdist worker runs at the same time is never taken for this one's."""
+    return "watch_job.py" in " ".join(process_info["cmdline"] or []) and any(
+        str(tmp) in value for value in (process_info["environ"] or {}).values()
+    )
+
+
+def no_job_left(tmp: Path) -> bool:
+    return not any(ours(p.info, tmp) for p in psutil.process_iter(["cmdline", "environ"]))
 
 
 def complete(run_dir: Path) -> None:
@@ -74,7 +82,7 @@ def test_a_healthy_job_passes_and_its_output_is_passed_through(tmp_path: Path) -
         check=False,
     )
     assert logs.returncode == 0 and json.loads(logs.stdout)["verdict"]["status"] == "pass", logs.stdout
-    assert no_job_left()
+    assert no_job_left(tmp_path)
 
 
 def test_the_user_s_own_settings_are_kept_and_the_rest_is_set(tmp_path: Path) -> None:
@@ -104,7 +112,7 @@ def test_a_crash_passes_its_exit_code_through_and_names_the_rank(tmp_path: Path)
     assert report["verdict"]["status"] == "fail" and report["verdict"]["ranks"] == [1], report["verdict"]
     assert "rank-left-early" not in json.dumps(report["findings"])
     complete(tmp_path / "run")
-    assert no_job_left()
+    assert no_job_left(tmp_path)
 
 
 def test_a_rank_that_leaves_early_while_the_others_fail_is_named(tmp_path: Path) -> None:
@@ -112,7 +120,7 @@ def test_a_rank_that_leaves_early_while_the_others_fail_is_named(tmp_path: Path)
     assert code == 1, err
     assert report["verdict"]["root_cause"] == "rank-left-early" and report["verdict"]["ranks"] == [0], report
     complete(tmp_path / "run")
-    assert no_job_left()
+    assert no_job_left(tmp_path)
 
 
 def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -181,7 +189,7 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
     seen = json.loads(view.stdout)
     assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
     deadline = time.monotonic() + 30
-    while not no_job_left():
+    while not no_job_left(tmp_path):
         assert time.monotonic() < deadline, "ranks left behind after ^C"
         time.sleep(0.2)
 
@@ -196,8 +204,7 @@ def test_a_sigkilled_rank_is_named(tmp_path: Path) -> None:
     while victim is None:
         assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
         for p in psutil.process_iter(["cmdline", "environ"]):
-            with_rank = (p.info["environ"] or {}).get("RANK") == "1"
-            if with_rank and "watch_job.py" in " ".join(p.info["cmdline"] or []):
+            if (p.info["environ"] or {}).get("RANK") == "1" and ours(p.info, tmp_path):
                 victim = p
         time.sleep(0.3)
     time.sleep(2)
@@ -207,7 +214,7 @@ def test_a_sigkilled_rank_is_named(tmp_path: Path) -> None:
     assert proc.returncode == 1 and report["verdict"]["status"] == "fail", err
     assert report["verdict"]["ranks"] == [1], report["verdict"]
     complete(tmp_path / "run")
-    assert no_job_left()
+    assert no_job_left(tmp_path)
 
 
 def test_bad_usage_is_one_line(tmp_path: Path) -> None:
@@ -247,7 +254,7 @@ def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) ->
     assert len(report["hangs"]) == 1 and Path(report["hangs"][0]["path"]).is_file()
     assert report["exit_code"] == code
     complete(tmp_path / "run")
-    assert no_job_left()
+    assert no_job_left(tmp_path)
 
 
 def test_a_dump_is_asked_through_each_rank_s_pipe_and_a_pipe_nobody_reads_is_counted(tmp_path: Path) -> None:
@@ -267,7 +274,7 @@ def test_a_dump_is_asked_through_each_rank_s_pipe_and_a_pipe_nobody_reads_is_cou
     assert ask_for_dumps(str(tmp_path / "none_")) == (0, 0)
 
 
-@pytest.mark.xdist_group("whole_jobs_on_test_hosts")
+@pytest.mark.xdist_group("agents_and_test_hosts")
 def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path) -> None:
     """`ncclcheck run` on each of two test hosts (a c10d job, rank 1 on node0 in its data loader): node0's run records
     the hang and names rank 1; node1's cannot see rank 1 and records nothing. `logs` over both run dirs gives one job
@@ -363,7 +370,7 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
     seen = json.loads(view.stdout)
     assert [(n["host"], n["agent"]) for n in seen["nodes"]] == [("node0", "ok"), ("node1", "ok")], seen["nodes"]
     assert [(f["kind"], f["culprits"]) for f in seen["findings"]][:1] == [("straggler", [1])], seen["findings"]
-    assert no_job_left()
+    assert no_job_left(tmp_path)
 
 
 def test_both_flight_recorder_names_are_set_for_a_torch_older_than_2_8_and_the_user_s_are_kept() -> None:

@@ -16,8 +16,9 @@ import pytest
 from netns import Namespace, namespaces
 from test_smoke import no_orphans
 
-# Two test hosts (or a SLURM cluster) each run a whole job: one such test at a time, on one xdist worker.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("whole_jobs_on_test_hosts")]
+# Two test hosts (or a SLURM cluster) each run a whole job, and watch agents are found by their command line:
+# one such test at a time, on one xdist worker (the group is shared with test_watch_agents and test_run).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("agents_and_test_hosts")]
 
 QUICK = ["--backend", "gloo", "--nproc", "1", "--sizes", "8:2K", "--iters", "2", "--warmup", "0"]
 ADDRS = ("10.77.0.1", "10.77.0.2")

@@ -25,6 +25,9 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RendezvousEndpoint, RendezvousMap, RendezvousNode, WatchState
 from ncclcheck.views.watch_agent import agent_line
 
+# Its agents are found by their command line, as test_watch_nodes' are: one xdist worker runs both.
+pytestmark = pytest.mark.xdist_group("agents_and_test_hosts")
+
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 NOW = 1_800_000_000.0
 

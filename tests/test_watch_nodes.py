@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from netns import Host, two_hosts
 
-# Two test hosts (or a SLURM cluster) each run a whole job: one such test at a time, on one xdist worker.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("whole_jobs_on_test_hosts")]
+# Two test hosts (or a SLURM cluster) each run a whole job, and watch agents are found by their command line:
+# one such test at a time, on one xdist worker (the group is shared with test_watch_agents and test_run).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("agents_and_test_hosts")]
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 

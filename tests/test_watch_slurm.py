@@ -16,8 +16,9 @@ import pytest
 from slurm_cluster import slurm_cluster
 from test_watch_real import stop_tree
 
-# Two test hosts (or a SLURM cluster) each run a whole job: one such test at a time, on one xdist worker.
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("whole_jobs_on_test_hosts")]
+# Two test hosts (or a SLURM cluster) each run a whole job, and watch agents are found by their command line:
+# one such test at a time, on one xdist worker (the group is shared with test_watch_agents and test_run).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("agents_and_test_hosts")]
 
 WORKER = Path(__file__).parent / "workers" / "watch_job.py"
 
@@ -85,7 +86,11 @@ def test_watch_slurm_installs_slurm_wlm_and_sees_the_job_s_ranks_through_srun_ov
             stop_tree(outside)
             subprocess.run(["scancel", job_id], env=env, timeout=30, check=False)
         deadline = time.monotonic() + 60
-        while any("watch_job.py" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+        while any(  # this SLURM job's ranks (another xdist worker's jobs carry no SLURM_JOB_ID of it)
+            "watch_job.py" in " ".join(p.info["cmdline"] or [])
+            and (p.info["environ"] or {}).get("SLURM_JOB_ID") == job_id
+            for p in psutil.process_iter(["cmdline", "environ"])
+        ):
             assert time.monotonic() < deadline, "the job's ranks outlived scancel"
             time.sleep(0.5)
     assert done.stdout, done.stderr
