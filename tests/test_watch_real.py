@@ -471,7 +471,8 @@ def test_smoke_tui_source_waits_for_every_rank_and_never_shows_ok_through_a_hang
     """What ``smoke --tui`` shows: all 3 ranks (not the first one found, the rest "missing"), then, with rank 1
     sitting in the hang drill, "watching" until the straggler is judged, never ✓."""
     with smoke_held_at_rank_1(tmp_path) as proc:
-        source = LauncherSource(proc.pid, 3, 3.0)
+        # as `smoke --tui` makes it, with smoke's log dir (its progress files); a --stall of 3 s, to see the straggler
+        source = LauncherSource(proc.pid, 3, 3.0, str(tmp_path))
         seen = [source.poll()]
         deadline = time.monotonic() + 120
         while not any(f.id == "straggler" for f in seen[-1].findings):
