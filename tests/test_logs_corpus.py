@@ -131,3 +131,26 @@ def test_a_stuck_watchdog_ended_by_the_heartbeat_monitor_is_a_failure(capsys: py
     assert code == 1 and data["verdict"]["root_cause"] == "watchdog-stuck", data["verdict"]
     stuck = next(f for f in data["findings"] if f["id"] == "watchdog-stuck")
     assert stuck["severity"] == "error" and stuck["ranks"] == [0, 1, 2]
+
+
+def test_a_rank_its_watchdog_took_down_is_no_silent_suspect(capsys: pytest.CaptureFixture[str]) -> None:
+    """M15: rank 2's BROADCAST timed out; rank 3's only line says its watchdog takes the process down (a collective
+    failed there too). Rank 3 did not sit silent: it is not blamed as the rank that "did not report it"."""
+    code, data = report("M15", capsys)
+    verdict = data["verdict"]
+    assert code == 1 and verdict["root_cause"] == "collective-timeout" and verdict["culprits"] == [], verdict
+    assert "rank(s) 3 did not sit silent" in verdict["message"] and "look at them first" not in verdict["message"]
+    assert "rank(s) 0-1 did not report it (no line of theirs is in these logs" in verdict["message"]
+
+
+def test_a_silent_rank_is_still_the_suspect_beside_one_taken_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Must still fire: a rank whose lines are here but that neither timed out nor was taken down is the suspect."""
+    taken_down, timed_out = excerpt("M15").read_text(encoding="utf-8").splitlines()[:2]
+    log = tmp_path / "job.log"
+    log.write_text(f"{timed_out}\n{taken_down}\n[rank1]:step 120 | loss 2.31\n", encoding="utf-8")
+    main(["logs", "--json", str(log)])
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert verdict["culprits"] == [1], verdict
+    assert "rank(s) 1 did not report it: look at them first" in verdict["message"]

@@ -237,6 +237,9 @@ RAS_BESIDE_TIMEOUT = (
 )
 
 
+FAILED_TOO = frozenset({"process-taken-down", "watchdog-exception"})
+
+
 def annotate_timeouts(
     findings: list[Finding],
     timeouts: tuple[Timeout, ...],
@@ -253,6 +256,9 @@ def annotate_timeouts(
     nccl = sorted({t.rank for t in timeouts if t.rank is not None})
     gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
     several = any(f.id == "several-jobs" for f in findings)  # cross_checks' jobs_of: ranks not compared across
+    # ranks whose own watchdog failed a collective and took them down did not sit silent, whichever collective it was
+    # (the line does not say): never a suspect of "did not report it", and never cleared either
+    failed = {r for f in findings if f.id in FAILED_TOO for r in f.ranks}
     implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [0])
     out = []
     for f in findings:
@@ -269,9 +275,16 @@ def annotate_timeouts(
             f = Finding(f.id, f.severity, f.message + note, f.fix, tuple(reporters), f.evidence, ())
         elif reporters:
             exist = set(range(max(implied, max(reporters) + 1))) | seen
-            suspects = sorted((seen - set(reporters)) & exist)
-            unseen = sorted(exist - seen - set(reporters))
+            down = sorted((failed - set(reporters)) & exist)
+            suspects = sorted((seen - set(reporters) - failed) & exist)
+            unseen = sorted(exist - seen - set(reporters) - failed)
             note = f"; reported by rank(s) {span(reporters)}"
+            if down:
+                note += (
+                    f"; rank(s) {span(down)} did not sit silent: their watchdog took them down after a collective"
+                    " failed there too (which one is not in these logs), so whether the others waited on them cannot"
+                    " be told from these lines"
+                )
             if suspects:
                 note += f"; rank(s) {span(suspects)} did not report it: look at them first"
             if unseen:
@@ -279,14 +292,14 @@ def annotate_timeouts(
                     f"; rank(s) {span(unseen)} did not report it (no line of theirs is in these logs: stuck, or"
                     " their logs are elsewhere)"
                 )
-            if not suspects and not unseen:
+            if not suspects and not unseen and not down:
                 note += "; no other rank's lines are in these logs: which rank they waited on cannot be told here"
             f = Finding(
                 f.id,
                 f.severity,
                 f.message + note,
                 f.fix,
-                tuple(sorted({*reporters, *suspects, *unseen})),
+                tuple(sorted({*reporters, *down, *suspects, *unseen})),
                 f.evidence,
                 tuple(suspects),
             )
