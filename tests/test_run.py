@@ -199,17 +199,26 @@ def test_a_sigkilled_rank_is_named(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         argv, env={**os.environ, "MODE": "wait"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.monotonic() + 120
-    victim = None
-    while victim is None:
-        assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
-        for p in psutil.process_iter(["cmdline", "environ"]):
-            if (p.info["environ"] or {}).get("RANK") == "1" and ours(p.info, tmp_path):
-                victim = p
-        time.sleep(0.3)
-    time.sleep(2)
-    victim.kill()
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None:
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+            for p in psutil.process_iter(["cmdline", "environ"]):
+                if (p.info["environ"] or {}).get("RANK") == "1" and ours(p.info, tmp_path):
+                    victim = p
+            time.sleep(0.3)
+        time.sleep(2)
+        victim.kill()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # failed on the way: SIGTERM to run ends its job too; nothing is left behind
+            proc.terminate()
+            try:
+                proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert proc.returncode == 1 and report["verdict"]["status"] == "fail", err
     assert report["verdict"]["ranks"] == [1], report["verdict"]
