@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
-from ncclcheck.analysis.logs.diagnose import SEVERE
+from ncclcheck.analysis.logs.diagnose import SEVERE, analyse
+from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.cli import main
 
 MORE = FIXTURES / "nccl_logs_more"
@@ -154,3 +155,23 @@ def test_a_silent_rank_is_still_the_suspect_beside_one_taken_down(
     verdict = json.loads(capsys.readouterr().out)["verdict"]
     assert verdict["culprits"] == [1], verdict
     assert "rank(s) 1 did not report it: look at them first" in verdict["message"]
+
+
+@pytest.mark.parametrize("event", ["port error", "local catastrophic error", "QP fatal error"])
+def test_an_ib_error_event_is_never_taken_for_the_benign_one(event: str) -> None:
+    """Must not: NCCL's same WARN with an error event (ibv_event_type_str's words) stays an unexplained error."""
+    real = "gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration"
+    found = analyse(frame_all([real.replace("client reregistration", event)], "x.log"))
+    assert [f.id for f in found.findings] == ["unrecognised-error"] and found.status == "unknown"
+
+
+def test_srun_out_of_memory_is_the_oom_killer_not_a_task_that_ended() -> None:
+    """Must not: a task SLURM killed for host memory is host-oom-killed (the cause), not the echo slurm-task-ended."""
+    found = analyse(frame_all(["srun: error: node7: task 3: Out Of Memory"], "x.log"))
+    assert [f.id for f in found.findings] == ["host-oom-killed"] and found.status == "fail"
+
+
+def test_a_step_that_finished_is_not_a_cancelled_one() -> None:
+    """Must not: SLURM's ordinary lines around a step that ends well say nothing of a failure."""
+    lines = ["srun: Job step created", "srun: debug:  task 0 done", "srun: debug:  IO thread exiting"]
+    assert analyse(frame_all(lines, "x.log")).status == "pass"
