@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
-from ncclcheck.analysis.logs.diagnose import SEVERE, analyse
+from ncclcheck.analysis.logs.diagnose import GATE, SEVERE, analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.cli import main
 
@@ -107,6 +107,7 @@ def test_the_subnet_managers_reregistration_is_benign(capsys: pytest.CaptureFixt
 )
 def test_severe_reads_the_emitters_own_marks(line: str) -> None:
     assert SEVERE.search(line.strip()) is not None
+    assert GATE.hit(line)  # a chunk holding only this line is read, not only counted
 
 
 @pytest.mark.parametrize(

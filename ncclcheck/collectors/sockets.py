@@ -33,7 +33,7 @@ MESSAGE = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg, through idi
 RTATTR = struct.Struct("=HH")
 BYTES_ACKED_AT, BYTES_RECEIVED_AT = 120, 128
 WELL_KNOWN = 1024
-SMALL = 1024  # bytes per socket and second between two samples (1 KiB at least): keepalives and polls, not a collective  # offsets in struct tcp_info (Linux >= 4.1 and 4.2)
+SMALL = 1024  # bytes per socket and second between two samples (1 KiB at least): keepalives and polls, not a collective
 
 
 @dataclass(frozen=True)

@@ -56,9 +56,26 @@ SEVERE = re.compile(
     r"|: ?Received \d+ death signal"  # torchrun's agent: the job was ended from outside
 )
 # their literals, for the gate (a chunk holding none is only counted): the glog/c10d header's file name ends so
-SEVERE_LITERALS = ("Error", "Exception", ".cpp:", ".cc:", ".h:", "srun: error", "slurmstepd: error", "Caught signal",
-                   "received signal", "backtrace (tid", "Fatal Python error", "Segmentation fault", "Bus error",
-                   "core dumped", "NVRM", "fallen off the bus", "NCCL WARN", "death signal")  # fmt: skip
+SEVERE_LITERALS = (
+    "Error",
+    "Exception",
+    ".cpp:",
+    ".cc:",
+    ".h:",
+    "srun: error",
+    "slurmstepd: error",
+    "Caught signal",
+    "received signal",
+    "backtrace (tid",
+    "Fatal Python error",
+    "Segmentation fault",
+    "Bus error",
+    "core dumped",
+    "NVRM",
+    "fallen off the bus",
+    "NCCL WARN",
+    "death signal",
+)
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
