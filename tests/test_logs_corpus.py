@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
-from ncclcheck.analysis.logs.diagnose import GATE, SEVERE, analyse
-from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs import events
+from ncclcheck.analysis.logs.diagnose import GATE, analyse
+from ncclcheck.analysis.logs.frame import frame, frame_all
 from ncclcheck.cli import main
 
 MORE = FIXTURES / "nccl_logs_more"
@@ -106,7 +107,8 @@ def test_the_subnet_managers_reregistration_is_benign(capsys: pytest.CaptureFixt
     ],
 )
 def test_severe_reads_the_emitters_own_marks(line: str) -> None:
-    assert SEVERE.search(line.strip()) is not None
+    framed = frame(line, "x.log", 1)
+    assert events.read(framed.text, framed.level).severity == events.ERROR
     assert GATE.hit(line)  # a chunk holding only this line is read, not only counted
 
 
@@ -124,7 +126,8 @@ def test_severe_reads_the_emitters_own_marks(line: str) -> None:
     ],
 )
 def test_severe_does_not_read_info_warnings_or_words(line: str) -> None:
-    assert SEVERE.search(line.strip()) is None
+    framed = frame(line, "x.log", 1)
+    assert events.read(framed.text, framed.level).severity != events.ERROR
 
 
 def test_a_stuck_watchdog_ended_by_the_heartbeat_monitor_is_a_failure(capsys: pytest.CaptureFixture[str]) -> None:

@@ -96,7 +96,11 @@ class ChildFailure:
     host: str | None
     exitcode: int | None
     signal: str | None
-    root_cause: bool
+    root_cause: bool  # the entry its table calls "Root Cause (first observed failure)"
+    time: str | None = None  # as the table gives it: "2026-11-24_15:23:15" (whole seconds, the agent's clock)
+    table: int = 0  # which failure table of the logs (each agent prints its own)
+    pid: int | None = None
+    at: str | None = None  # the agent's own "failed (exitcode: N) ... (pid: P)" line's time ("1124 15:23:15.686")
 
 
 def peer_map(log: RankLog) -> dict[int, tuple[str, ...]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ncclcheck.analysis.logs.failure_tables import child_findings
 from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE
-from ncclcheck.analysis.rank_exits import hint, how, killed
 from ncclcheck.model.findings import Evidence, Finding
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
 from ncclcheck.model.ranks import span
@@ -26,7 +26,7 @@ def cross_checks(
     out = (
         _several_jobs(jobs) + versions + _interface_findings(ranks) + _link_layer_findings(ranks) + _loopback_net(ranks)
     )
-    out += _timeout_mismatch(timeouts) + _child_findings(failures)
+    out += _timeout_mismatch(timeouts) + child_findings(failures)
     return out
 
 
@@ -208,25 +208,6 @@ def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
             tuple(Evidence(t.file, t.line, f"SeqNum={t.seq}, OpType={t.op}") for t in by_rank.values())[:5],
         )
     ]
-
-
-def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
-    if not failures:
-        return []
-    reported = next((f for f in failures if f.root_cause), failures[0])
-    first = killed(failures) or reported
-    fix = hint(first.signal) or "the rank's own traceback is earlier in its output"
-    others = sorted({f.rank for f in failures} - {first.rank})
-    also = f"; rank(s) {span(others)} failed too" if others else ""
-    where = f" on {first.host}" if first.host else ""
-    if first is reported:
-        message = f"torchrun: rank {first.rank}{where} failed first ({how(first)}){also}"
-    else:
-        message = (
-            f"torchrun: rank {first.rank}{where} was killed ({how(first)}){also}; torchrun's"
-            f' "first observed failure" names rank {reported.rank} ({how(reported)}), an echo of it'
-        )
-    return [Finding("child-failed", "error", message, fix, (first.rank,))]
 
 
 RAS_BESIDE_TIMEOUT = (

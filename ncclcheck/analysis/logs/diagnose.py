@@ -6,11 +6,14 @@ A single pass with bounded state (evidence and timeouts are capped). Cross-line 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ncclcheck.analysis.logs import events
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
+from ncclcheck.analysis.logs.failure_tables import first_failed
 from ncclcheck.analysis.logs.frame import header, rest_parts
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
@@ -39,43 +42,6 @@ EXCEPTION = Rule(
     "{type}: {what}",
     "the first traceback of the first failing rank is the bug; other ranks' errors are echoes of it",
 )
-# The safety net: a line that says it is an error while no rule explains it is reported as unrecognised,
-# never passed over (NCCL's own WARN lines, and these words outside NCCL's lines).
-ALARM_WORDS = ("ERROR", "Error", "FAILED", "FATAL", "Fatal error", "Exception", "terminate called")
-ALARM = re.compile(r"\b(?:" + "|".join(ALARM_WORDS) + r")\b")
-# ... and lines whose emitter marks them as an error or a crash in its own grammar, whatever words follow:
-SEVERE = re.compile(
-    r"^\[?[EF]\d{3,4} \d\d:\d\d:\d\d"  # glog and c10d: severity E or F (E0820 14:27:21.48, [E210 02:06:33.39)
-    r"|^\[[EF] [\w.]+\.(?:cpp|cc|h):\d+\]"  # c10d before torch 2.4: [E ProcessGroupNCCL.cpp:916]
-    r"|^(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?:Error|Exception)$"  # a traceback's last line: a bare exception class
-    r"|^srun: error: |slurmstepd: error: "  # SLURM: a task failed, a step was cancelled or killed
-    r"|Caught signal \d+ \(|\*\*\* Process received signal \*\*\*|^==== backtrace \(tid:"  # UCX, Open MPI
-    r"|^Fatal Python error: |\bSegmentation fault\b|\bBus error\b|\(core dumped\)"  # a native crash
-    r"|NVRM: Xid\b|fallen off the bus"  # the kernel's GPU driver: a GPU fault
-    r"|\bNCCL WARN\b"  # NCCL's own severity behind a header it was not told to print (NCCL_DEBUG_FILE formats)
-    r"|: ?Received \d+ death signal"  # torchrun's agent: the job was ended from outside
-)
-# their literals, for the gate (a chunk holding none is only counted): the glog/c10d header's file name ends so
-SEVERE_LITERALS = (
-    "Error",
-    "Exception",
-    ".cpp:",
-    ".cc:",
-    ".h:",
-    "srun: error",
-    "slurmstepd: error",
-    "Caught signal",
-    "received signal",
-    "backtrace (tid",
-    "Fatal Python error",
-    "Segmentation fault",
-    "Bus error",
-    "core dumped",
-    "NVRM",
-    "fallen off the bus",
-    "NCCL WARN",
-    "death signal",
-)
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
@@ -92,7 +58,7 @@ UNRECOGNISED = Rule(
 )
 # Every line that feeds a finding, a timeout, the transport map or torchrun's summary holds one of these.
 _TRIGGERS = {r.literal for r in RULES} | {"NCCL", "Error: ", "Exception: ", "Failures:", "Root Cause", "exitcode"}
-_TRIGGERS |= set(ALARM_WORDS) | set(SEVERE_LITERALS)  # the safety net reads these lines: never skipped
+_TRIGGERS |= set(events.ALARM_WORDS) | set(events.LITERALS)  # the safety net reads these lines: never skipped
 # every line of torchrun's failure summary (its keys as torchrun pads them): a piece that is only counted never
 # falls inside one and cuts it short (what is read must not depend on where a chunk ends)
 _TRIGGERS |= {"time      : ", "host      : ", "rank      : ", "error_file: ", "traceback : "}
@@ -118,8 +84,12 @@ FR_SITE = Rule(
     "that call site is where this rank waited: compare it with the other ranks' (a rank elsewhere is the suspect)",
 )
 ENTRY = re.compile(r"\[\d+\]:")  # an entry of torchrun's summary
+# torchrun's agent saying a worker failed, in its own log (glog's header gives the time to the microsecond)
+AGENT_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: (\d+)\)")
 CHILD = re.compile(
-    r"rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?|host\s*:\s*(\S+)|exitcode\s*:\s*(-?\d+)|Signal \d+ \((SIG\w+)\)"
+    r"rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?|host\s*:\s*(\S+)|exitcode\s*:\s*(-?\d+)(?: \(pid: (\d+)\))?"
+    r"|Signal \d+ \((SIG\w+)\)"
+    r"|^\s*time\s*:\s*(\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)"
 )
 
 
@@ -158,15 +128,20 @@ class LineFacts:
     )  # a Flight Recorder stack frame: whether in the user's code, and its finding
     torchrun: bool  # opens torchrun's failure summary
     summary: bool  # would change the summary block it is in (an entry's start, its end, a field of the entry)
-    alarm: bool  # says ERROR/Exception/..., or its emitter's grammar says error (the safety net reads it)
+    alarm: bool  # read as an error by its emitter's grammar (events.read) outside NCCL's lines: the net reads it
+    trail: bool  # NCCL's error trail ("file.cc:12 -> 2"): an error at any NCCL level
     unrecognised: RuleMatch | None  # the safety net's finding, if the line is not mere context
+    time: str | None  # the time its emitter's header gives, as printed
+    agent_failed: int | None  # the pid of a worker torchrun's agent says failed (its failure table's entry)
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
 
     def alarmed(self, level: str | None) -> bool:
-        """Whether the line raises the alarm: NCCL's WARN, or an error word outside NCCL's own lines."""
-        return level == "WARN" or (level is None and self.alarm)
+        """Whether the line is read as an error (``events.read`` of the line at this NCCL level)."""
+        if level is None:
+            return self.alarm
+        return level in ("WARN", "ABORT") or self.trail
 
     def __post_init__(self) -> None:
         busy = (
@@ -206,6 +181,7 @@ def facts_of(text: str) -> LineFacts:
     stripped = text.strip()
     fr = FR_FRAME.match(stripped)
     fr_frame = (not any(x in fr["file"] for x in LIBRARY), _said(FR_SITE, fr)) if fr else None
+    reading = events.read(text)
     unrecognised = None
     if not NOT_ALARM.search(stripped) and (match := UNRECOGNISED.pattern.match(stripped)) is not None:
         unrecognised = _said(UNRECOGNISED, match)
@@ -219,8 +195,11 @@ def facts_of(text: str) -> LineFacts:
         fr_frame,
         stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped,
         bool(ENTRY.fullmatch(stripped) or stripped.startswith(("===", "---")) or CHILD.search(text)),
-        ALARM.search(text) is not None or SEVERE.search(stripped) is not None,
+        reading.severity == events.ERROR,
+        events.TRAIL.match(text) is not None,
         unrecognised,
+        reading.time,
+        int(agent[1]) if "exitcode" in text and (agent := AGENT_FAILED.search(text)) else None,
     )
 
 
@@ -244,6 +223,7 @@ class _Found:
     count: int = 0
     sites: dict[int, str] = field(default_factory=dict)  # rank -> the user's call site its traceback named
     named: set[int] = field(default_factory=set)  # ranks the message itself names as the cause (desync report)
+    by_rank: dict[int, str] = field(default_factory=dict)  # each rank's first message (the lead: the first failing's)
 
 
 class LogFold:
@@ -256,10 +236,12 @@ class LogFold:
         self.failures: list[ChildFailure] = []
         self._child: dict[str, object] | None = None
         self._section: str | None = None
+        self._table = 0  # failure tables ended so far: each torchrun agent prints its own
         self.lines = 0
         self.seen: set[int] = set()  # every rank some line names: who is in these logs at all
         self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
         self._fr_stack: set[int | None] = set()  # ranks whose Flight Recorder stack is being read
+        self._agent_times: dict[int, str] = {}  # worker pid -> when torchrun's agent logged its failure
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing), from these ranks (their launcher
@@ -316,6 +298,8 @@ class LogFold:
             return
         if said.fr_start:
             self._fr_stack.add(rank)
+        if said.agent_failed is not None and said.time and len(self._agent_times) < MAX_TIMEOUTS:
+            self._agent_times[said.agent_failed] = said.time
         for one in said.said:
             self._hit(one, line, rank)
         matched = bool(said.said)
@@ -324,7 +308,7 @@ class LogFold:
                 self.timeouts.append(Timeout(rank, *said.timeout, file, number))
             matched = True
         in_summary = self._child is not None or self._section is not None
-        if ((said.torchrun or in_summary) and self._torchrun(text)) or in_summary:
+        if ((said.torchrun or said.summary or in_summary) and self._torchrun(text)) or in_summary:
             matched = True
         if not matched and alarm and said.unrecognised is not None:
             self._hit(said.unrecognised, line, rank)
@@ -366,6 +350,8 @@ class LogFold:
             found.sites.setdefault(rank, self.site[rank])
         if rank is not None:
             found.ranks.add(rank)
+            if len(found.by_rank) < 64:
+                found.by_rank.setdefault(rank, message)
         elif level is not None and len(found.keys) < 64:
             found.keys.append(key_of(file, host, pid, dev, prefix_rank))
         if len(found.evidence) < MAX_EVIDENCE and all(e.line != number or e.file != file for e in found.evidence):
@@ -378,8 +364,12 @@ class LogFold:
         stripped = text.strip()
         if stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped:
             self._close_child()
+            if stripped.startswith("Failures:"):  # a table starts with it (its closing "===" may be cut off)
+                self._next_table()
             self._section = "root" if "Root Cause" in stripped else "failures"
             return True
+        if self._section is None and ENTRY.fullmatch(stripped):
+            self._section = "failures"  # a table whose head is cut off (an excerpt, a log's tail): read what is left
         if self._section is None:
             return False
         if ENTRY.fullmatch(stripped):
@@ -389,13 +379,20 @@ class LogFold:
             self._close_child()
             if stripped.startswith("==="):
                 self._section = None
+                self._next_table()
         elif self._child is not None:
             for m in CHILD.finditer(text):
-                rank, local, host, code, sig = m.groups()
+                rank, local, host, code, pid, sig, time = m.groups()
                 if rank:
                     self._child.update(rank=int(rank), local=parse_int(local))
-                self._child.update({k: v for k, v in (("host", host), ("code", code), ("sig", sig)) if v})
+                given = (("host", host), ("code", code), ("pid", pid), ("sig", sig), ("time", time))
+                self._child.update({k: v for k, v in given if v})
         return True
+
+    def _next_table(self) -> None:
+        """The failure table read so far has ended: what follows is another agent's (or another run's)."""
+        if self.failures and self.failures[-1].table == self._table:
+            self._table += 1
 
     def _close_child(self) -> None:
         child, self._child = self._child, None
@@ -410,13 +407,22 @@ class LogFold:
                     code,
                     sig,  # type: ignore[arg-type]
                     bool(child.get("root")),
+                    child.get("time"),  # type: ignore[arg-type]
+                    self._table,
+                    parse_int(child.get("pid")),
                 )
             )
 
     def result(self) -> LogReport:
         self._close_child()
+        if self._agent_times:
+            times = self._agent_times
+            self.failures = [dataclasses.replace(f, at=times.get(f.pid or -1)) for f in self.failures]
         ranks = self.nccl.result()
-        findings = [self._finding(f) for f in sorted(self.found.values(), key=lambda f: f.order)]
+        first = first_failed(self.failures)
+        lead = first.rank if first is not None else None
+        found = sorted(self.found.values(), key=lambda f: f.order)
+        findings = _without_lone_echoes([self._finding(f, lead) for f in found])
         findings += cross_checks(ranks, tuple(self.timeouts), tuple(self.failures))
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
@@ -426,22 +432,38 @@ class LogFold:
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines
         )
 
-    def _finding(self, found: _Found) -> Finding:
+    def _finding(self, found: _Found, lead: int | None) -> Finding:
+        """A rule's finding: its message is the first rank's to fail (torchrun's tables), else the first read."""
         ranks = set(found.ranks) | {r for k in found.keys if (r := self.nccl.rank_of(k)) is not None}
         count = f" ({found.count} lines)" if found.count > 1 else ""
-        also = f"; also: {'; '.join(found.others)}" if found.others else ""
+        message, others = found.message, found.others
+        if lead is not None and found.by_rank.get(lead, message) != message:
+            message = found.by_rank[lead]
+            others = [found.message, *(m for m in others if m != message)]
+        also = f"; also: {'; '.join(others)}" if others else ""
         sites = "; ".join(f"rank {r} at {site}" for r, site in sorted(found.sites.items()))
         where = f"; call sites: {sites}" if sites else ""
         named = tuple(sorted(found.named))
         return Finding(
             found.rule.id,
             found.rule.severity,
-            found.message + count + also + where,
+            message + count + also + where,
             found.rule.fix,
             tuple(sorted(ranks | found.named)),
             tuple(found.evidence),
             named,
         )
+
+
+# Echoes of an error that another line reports: NCCL's error trail, and the result name torch's exception adds
+ECHOES_ONLY = frozenset({"nccl-error-trail", "nccl-result"})
+
+
+def _without_lone_echoes(findings: list[Finding]) -> list[Finding]:
+    """NCCL's error trail and result lines echo the error that starts them: said only when no other line reports
+    one (an NCCL_DEBUG=INFO log cut before its WARN, an exception printed elsewhere), as what is left of a failure."""
+    reported = any(f.id not in ECHOES_ONLY and (f.severity == "error" or f.id == UNRECOGNISED.id) for f in findings)
+    return [f for f in findings if not (reported and f.id in ECHOES_ONLY)]
 
 
 def quiet(chunk: str) -> bool:

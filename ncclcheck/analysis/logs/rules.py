@@ -29,6 +29,10 @@ def _rule(fid: str, severity: str, literal: str, regex: str, message: str, fix: 
     return Rule(fid, severity, literal, re.compile(regex), message, fix, secondary)
 
 
+TRAIL_FIX = (
+    "a consequence: NCCL prints this at each call on the way up from an error; the WARN line before the trail (or"
+    " the first error of the rank at the bottom of it) says what failed; rerun with NCCL_DEBUG=WARN if it is missing"
+)
 GID_FIX = (
     "on RoCE set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (`ncclcheck env` shows it), NCCL_CROSS_NIC=0 on"
     " rail-optimised fabrics; test the path with ib_write_bw; check switch PFC/ECN and link flaps"
@@ -532,6 +536,49 @@ RULES: tuple[Rule, ...] = (
         r"terminate called after throwing an instance of '(?P<type>[^']+)'",
         "the process aborted on an uncaught {type} (torch's watchdog rethrows a collective's failure to end it)",
         "a consequence: the exception's message (the lines above it) is the error to read", True,
+    ),
+    _rule(
+        "nccl-error-trail", "error", " -> 1",
+        r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 1(?:\s|$)",
+        "an NCCL call failed: a CUDA call failed (ncclUnhandledCudaError), returned up NCCL's calls (its error trail, from {src})",
+        TRAIL_FIX, True,
+    ),
+    _rule(
+        "nccl-error-trail", "error", " -> 2",
+        r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 2(?:\s|$)",
+        "an NCCL call failed: a system call or the network failed (ncclSystemError), returned up NCCL's calls (its error trail, from {src})",
+        TRAIL_FIX, True,
+    ),
+    _rule(
+        "nccl-error-trail", "error", " -> 3",
+        r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 3(?:\s|$)",
+        "an NCCL call failed: NCCL hit an internal error (ncclInternalError), returned up NCCL's calls (its error trail, from {src})",
+        TRAIL_FIX, True,
+    ),
+    _rule(
+        "nccl-error-trail", "error", " -> 4",
+        r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 4(?:\s|$)",
+        "an NCCL call failed: NCCL was given an invalid argument (ncclInvalidArgument), returned up NCCL's calls (its error trail, from {src})",
+        TRAIL_FIX, True,
+    ),
+    _rule(
+        "nccl-error-trail", "error", " -> 5",
+        r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 5(?:\s|$)",
+        "an NCCL call failed: NCCL was used wrongly (ncclInvalidUsage), returned up NCCL's calls (its error trail, from {src})",
+        TRAIL_FIX, True,
+    ),
+    _rule(
+        "nccl-error-trail", "error", " -> 6",
+        r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 6(?:\s|$)",
+        "an NCCL call failed: a remote peer failed or went away (ncclRemoteError), returned up NCCL's calls (its error trail, from {src})",
+        TRAIL_FIX, True,
+    ),
+    _rule(
+        "nccl-result", "error", "Error: ",
+        r"^(?P<type>nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error): (?P<what>.{1,200})",
+        "NCCL returned {type}: {what}",
+        "a consequence: the exception line above it says which call failed, and NCCL's WARN lines (NCCL_DEBUG=WARN)"
+        " say why", True,
     ),
 )  # fmt: skip
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)

@@ -1,0 +1,98 @@
+"""torchrun's failure tables across agents (tests/fixtures/torchrun/two_nodes*: real two-agent jobs on this machine,
+INDEX.md says how): the rank that failed first is the earliest by the tables' own times, not the first table's
+"first observed failure" (which is its own lowest failing rank); in one second, the agents' own log lines order
+the tables; without them a tie is said, not broken."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.log_report import LogReport
+
+TORCHRUN = FIXTURES / "torchrun"
+
+
+def read(*paths: Path, keep: str = "") -> LogReport:
+    """The report over these files in this order; ``keep`` drops every line holding it when it is the word
+    ``no-agent-lines`` (a partial log: what an excerpt without the agents' own lines gives)."""
+    lines = []
+    for path in paths:
+        text = path.read_text().splitlines()
+        if keep == "no-agent-lines":
+            text = [t for t in text if "failed (exitcode" not in t]
+        lines += list(frame_all(text, path.name))
+    return analyse(lines)
+
+
+def child(report: LogReport) -> Finding:
+    return next(f for f in report.findings if f.id == "child-failed")
+
+
+@pytest.mark.parametrize("order", [("node0", "node1"), ("node1", "node0")])
+def test_the_earliest_table_names_the_first_failure_in_any_file_order(order: tuple[str, str]) -> None:
+    """Node 1's table (rank 3, 15:23:15) is 3 s before node 0's (rank 0, its own "first observed failure")."""
+    report = read(*(TORCHRUN / "two_nodes" / f"{n}.log" for n in order))
+    found = child(report)
+    assert found.ranks == (3,), found.message
+    assert "rank 3 on localhost failed first (exit code 1, at 15:23:15)" in found.message
+    assert "later first failure (rank 0 on localhost at 15:23:18): echoes of it" in found.message
+    assert report.root_cause is not None and "rank 3 gives up" in report.root_cause.message
+
+
+def test_two_tables_in_one_file_are_two_tables() -> None:
+    """An agent's output and another's pasted into one file: the tables are still told apart."""
+    both = TORCHRUN / "two_nodes"
+    text = (both / "node0.log").read_text().splitlines() + (both / "node1.log").read_text().splitlines()
+    report = analyse(frame_all(text, "both.log"))
+    assert child(report).ranks == (3,)
+    assert {f.table for f in report.failures} == {0, 1}
+
+
+def test_in_one_second_the_agents_own_lines_order_the_tables() -> None:
+    """Both tables say 15:25:12; the agents' glog lines say node 1's failure came 0.424 s before node 0's."""
+    found = child(read(*(TORCHRUN / "two_nodes_same_second" / f"node{n}.log" for n in (0, 1))))
+    assert found.ranks == (3,), found.message
+    assert "rank 0 on localhost 0.424 s later by the agents' own log lines" in found.message
+
+
+def test_in_one_second_without_the_agents_lines_the_tie_is_said_not_broken() -> None:
+    report = read(*(TORCHRUN / "two_nodes_same_second" / f"node{n}.log" for n in (0, 1)), keep="no-agent-lines")
+    found = child(report)
+    assert found.ranks == (0, 3) and not found.culprits
+    assert "failed in the same second (15:25:12)" in found.message
+    assert "which failed first cannot be told" in found.message
+    assert "failed first (" not in found.message
+
+
+@pytest.mark.parametrize("order", [("node0", "node1"), ("node1", "node0")])
+def test_the_first_failing_ranks_own_error_leads(order: tuple[str, str]) -> None:
+    """Two ranks raise their own errors (rank 3 at 15:26:04, rank 0 two seconds later): rank 3's leads the
+    report whichever file is read first."""
+    report = read(*(TORCHRUN / "two_nodes_two_errors" / f"{n}.log" for n in order))
+    assert child(report).ranks == (3,)
+    assert report.root_cause is not None
+    assert report.root_cause.message.startswith("RuntimeError: rank 3: the shard it was given is empty")
+    assert "ValueError: rank 0: checkpoint directory" in report.root_cause.message  # said, behind it
+
+
+def test_one_table_keeps_its_own_first_observed_failure() -> None:
+    """One agent's table alone: its "first observed failure" stands (the times cannot say more than it does)."""
+    found = child(read(TORCHRUN / "two_nodes" / "node0.log"))
+    assert found.ranks == (0,)
+    assert found.message.startswith("torchrun: rank 0 on localhost failed first (exit code 1)")
+    assert "at 15:" not in found.message
+
+
+def test_a_table_whose_head_was_cut_off_is_read_whole() -> None:
+    """M26 starts at entry [5] of its table (the excerpt's cut): those rows are failures too, not stray errors."""
+    (path,) = (FIXTURES / "nccl_logs_more").glob("M26_*.log")
+    report = read(path)
+    assert {f.rank for f in report.failures} == {0, 6, 7}
+    assert child(report).ranks == (0,)
+    assert not any(f.id == "unrecognised-error" for f in report.findings)
