@@ -97,6 +97,7 @@ class ChildFailure:
     exitcode: int | None
     signal: str | None
     root_cause: bool
+    pid: str | None = None  # the worker's, as the table gives it: the agent's "failed (...) (pid: N)" line names it
 
 
 def peer_map(log: RankLog) -> dict[int, tuple[str, ...]]:

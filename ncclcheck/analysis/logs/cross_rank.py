@@ -226,6 +226,12 @@ def _child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
             f"torchrun: rank {first.rank}{where} was killed ({how(first)}){also}; torchrun's"
             f' "first observed failure" names rank {reported.rank} ({how(reported)}), an echo of it'
         )
+    if first.signal == "SIGKILL":
+        message += (
+            f"; SIGKILL is not a crash: the host's OOM killer, a kill from outside (kill -9, the scheduler) or the"
+            f" rank's own code sent it, and these logs cannot tell which (`dmesg -T` on {first.host or 'its host'}"
+            " names an OOM kill)"
+        )
     return [Finding("child-failed", "error", message, fix, (first.rank,))]
 
 
