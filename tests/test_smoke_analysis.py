@@ -143,9 +143,9 @@ Root Cause (first observed failure):
 def test_torchrun_failures_are_read_per_rank(tmp_path: Path) -> None:
     (tmp_path / "torchrun.log").write_text("W1121 worker log line rank: 7\n" + TORCHRUN_SUMMARY)
     assert torchrun_report(torchrun_log(str(tmp_path))).failures == (
-        ChildFailure(0, 0, "localhost", -15, "SIGTERM", False),
-        ChildFailure(2, 2, "localhost", -15, "SIGTERM", False),
-        ChildFailure(1, 1, "localhost", -9, "SIGKILL", True),
+        ChildFailure(0, 0, "localhost", -15, "SIGTERM", False, "24369"),
+        ChildFailure(2, 2, "localhost", -15, "SIGTERM", False, "24371"),
+        ChildFailure(1, 1, "localhost", -9, "SIGKILL", True, "24370"),
     )
     assert torchrun_log(str(tmp_path / "absent")) == []
 
