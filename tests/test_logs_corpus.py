@@ -66,7 +66,8 @@ def test_a_failed_job_never_reads_pass(name: str, capsys: pytest.CaptureFixture[
         ("M28", "Caught signal 7 (Bus error: nonexistent physical address)"),
         ("M30", "*** Process received signal ***"),
         ("M32", "NVRM: fallen off the bus and is not responding to commands."),
-        ("M35", "Fatal Python error: Aborted"),
+        # its "Fatal Python error: Aborted" is read now (native-crash, a warning: no frame of the user's code)
+        ("M35", "[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception"),
         ("M39", "==== backtrace (tid:  25645) ===="),
         ("M40", "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events"),
     ],

@@ -191,5 +191,7 @@ Root Cause (first observed failure):
     assert report.root_cause.ranks == (2,)
     assert report.root_cause.message == (
         "torchrun: rank 2 on gpu-7 was killed (signal SIGKILL); rank(s) 0 failed too; torchrun's"
-        ' "first observed failure" names rank 0 (exit code 1), an echo of it'
+        ' "first observed failure" names rank 0 (exit code 1), an echo of it; SIGKILL is not a crash: the host\'s OOM'
+        " killer, a kill from outside (kill -9, the scheduler) or the rank's own code sent it, and these logs cannot"
+        " tell which (`dmesg -T` on gpu-7 names an OOM kill)"
     )

@@ -11,9 +11,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ncclcheck.analysis.logs import events
+from ncclcheck.analysis.logs import crashes, events
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
 from ncclcheck.analysis.logs.failure_tables import first_failed
+from ncclcheck.analysis.logs.fingerprints import Fingerprints
 from ncclcheck.analysis.logs.frame import header, rest_parts
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
@@ -62,6 +63,7 @@ _TRIGGERS |= set(events.ALARM_WORDS) | set(events.LITERALS)  # the safety net re
 # every line of torchrun's failure summary (its keys as torchrun pads them): a piece that is only counted never
 # falls inside one and cuts it short (what is read must not depend on where a chunk ends)
 _TRIGGERS |= {"time      : ", "host      : ", "rank      : ", "error_file: ", "traceback : "}
+_TRIGGERS |= set(crashes.LITERALS)  # a crash's block: its frames, thread headers and end (crashes.py)
 GATE = Gate.of(_TRIGGERS)
 MAX_TIMEOUTS = 10_000  # also the most torchrun failure entries kept
 TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
@@ -133,6 +135,7 @@ class LineFacts:
     unrecognised: RuleMatch | None  # the safety net's finding, if the line is not mere context
     time: str | None  # the time its emitter's header gives, as printed
     agent_failed: int | None  # the pid of a worker torchrun's agent says failed (its failure table's entry)
+    crash: str | None = None  # a line of a crash's block, a dead thread's, torchrun's agent's (``crashes.kind_of``)
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
@@ -145,7 +148,14 @@ class LineFacts:
 
     def __post_init__(self) -> None:
         busy = (
-            self.said or self.watchdog or self.site or self.fr_start or self.fr_frame or self.torchrun or self.summary
+            self.said
+            or self.watchdog
+            or self.site
+            or self.fr_start
+            or self.fr_frame
+            or self.torchrun
+            or self.summary
+            or self.crash
         )
         levels = () if busy else LEVELS
         quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
@@ -200,6 +210,7 @@ def facts_of(text: str) -> LineFacts:
         unrecognised,
         reading.time,
         int(agent[1]) if "exitcode" in text and (agent := AGENT_FAILED.search(text)) else None,
+        crashes.kind_of(stripped),
     )
 
 
@@ -242,6 +253,8 @@ class LogFold:
         self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
         self._fr_stack: set[int | None] = set()  # ranks whose Flight Recorder stack is being read
         self._agent_times: dict[int, str] = {}  # worker pid -> when torchrun's agent logged its failure
+        self.crashes = crashes.CrashFold()  # faulthandler blocks, agent exits, dead threads
+        self.prints = Fingerprints()  # TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints of each rank's collective
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing), from these ranks (their launcher
@@ -303,6 +316,12 @@ class LogFold:
         for one in said.said:
             self._hit(one, line, rank)
         matched = bool(said.said)
+        if said.crash is not None:
+            matched = self.crashes.line(said.crash, file, number, text, prefix_rank) or matched
+        elif self.crashes.open:
+            self.crashes.other(prefix_rank)
+        if said.said and self.crashes.threads:
+            self.crashes.exception(prefix_rank, text, self.site.get(rank))
         if said.watchdog and said.timeout is not None:  # one it cannot read (a terminal cut it) is left to the net
             if len(self.timeouts) < MAX_TIMEOUTS:
                 self.timeouts.append(Timeout(rank, *said.timeout, file, number))
@@ -348,6 +367,8 @@ class LogFold:
             found.named.update(said.named)
         if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
             found.sites.setdefault(rank, self.site[rank])
+        if rule.id == "collective-mismatch" and "CollectiveFingerPrint(" in text:
+            self.prints.add(text)
         if rank is not None:
             found.ranks.add(rank)
             if len(found.by_rank) < 64:
@@ -423,14 +444,32 @@ class LogFold:
         lead = first.rank if first is not None else None
         found = sorted(self.found.values(), key=lambda f: f.order)
         findings = _without_lone_echoes([self._finding(f, lead) for f in found])
-        findings += cross_checks(ranks, tuple(self.timeouts), tuple(self.failures))
+        failures = tuple(self.failures)
+        findings += cross_checks(ranks, tuple(self.timeouts), failures)
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
+        findings = self._deaths(findings, failures, seen)
         findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen)
         ordered = by_severity(tuple(findings))
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines
         )
+
+    def _deaths(
+        self, findings: list[Finding], failures: tuple[ChildFailure, ...], seen: frozenset[int]
+    ) -> list[Finding]:
+        """What the crash blocks, the agent's lines and dead threads add (crashes.py): a rule's own native-crash,
+        if one read the banner, gives way to the block's, which names the rank and the frame."""
+        native = crashes.crash_findings(self.crashes, failures)
+        if native:
+            findings = [f for f in findings if f.id != "native-crash"]
+        waited = {
+            "gloo-timeout": {r for f in findings if f.id == "gloo-timeout" for r in f.ranks},
+            "collective-timeout": {t.rank for t in self.timeouts if t.rank is not None},
+        }
+        findings = crashes.attribute(findings, self.crashes, failures) + native
+        findings += crashes.thread_findings(self.crashes, waited, seen)
+        return findings + crashes.exit_findings(self.crashes, failures, {f.id for f in findings})
 
     def _finding(self, found: _Found, lead: int | None) -> Finding:
         """A rule's finding: its message is the first rank's to fail (torchrun's tables), else the first read."""
@@ -444,6 +483,10 @@ class LogFold:
         sites = "; ".join(f"rank {r} at {site}" for r, site in sorted(found.sites.items()))
         where = f"; call sites: {sites}" if sites else ""
         named = tuple(sorted(found.named))
+        if found.rule.id == "collective-mismatch" and (told := self.prints.told()) is not None:
+            message, named = told
+            others = [o for o in found.others if "CollectiveFingerPrint" not in o and not o.startswith("ranks call")]
+            also = f"; also: {'; '.join(others)}" if others else ""
         return Finding(
             found.rule.id,
             found.rule.severity,

@@ -40,6 +40,7 @@ def child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
         ranks = tuple(sorted({first.rank, *(f.rank for f in tied)}))
         return [Finding("child-failed", "error", message, fix, ranks)]
     if timed:
+        also += _sigkill(first)
         message = f"torchrun: rank {first.rank}{where} failed first ({how(first)}, at {_clock(first)}){also}"
         return [Finding("child-failed", "error", message + _across(failures, first), fix, (first.rank,))]
     reported = _reported(failures)
@@ -50,6 +51,7 @@ def child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
             f"torchrun: rank {first.rank}{where} was killed ({how(first)}){also}; torchrun's"
             f' "first observed failure" names rank {reported.rank} ({how(reported)}), an echo of it'
         )
+    message += _sigkill(first)
     return [Finding("child-failed", "error", message, fix, (first.rank,))]
 
 
@@ -69,6 +71,16 @@ def _first(failures: Sequence[ChildFailure]) -> ChildFailure:
 
 def _timed(failures: Sequence[ChildFailure]) -> bool:
     return len({f.table for f in failures}) > 1 and all(f.time for f in failures)
+
+
+def _sigkill(first: ChildFailure) -> str:
+    if first.signal != "SIGKILL":
+        return ""
+    return (
+        "; SIGKILL is not a crash: the host's OOM killer, a kill from outside (kill -9, the scheduler) or the rank's"
+        f" own code sent it, and these logs cannot tell which (`dmesg -T` on {first.host or 'its host'} names an OOM"
+        " kill)"
+    )
 
 
 def _reported(failures: Sequence[ChildFailure]) -> ChildFailure:

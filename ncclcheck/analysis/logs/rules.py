@@ -401,7 +401,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "store-port-in-use", "error", "The server socket has failed to listen",
-        r"The server socket has failed to listen on any local network address\.(?: port: (?P<port>\d+))?.*?"
+        r"The server socket has failed to listen on any local network address\.(?: port: (?P<port>\d+)"
+        r"| The server socket has failed to bind to \S*?:(?P<port2>\d+) )?.*?"
         r"(?:EADDRINUSE|[Aa]ddress already in use)",
         "the store/rendezvous port {port} is already taken on this node: the c10d store could not listen",
         "another job, a second \"rank 0\" or a process left from an earlier run holds the port: find it with"

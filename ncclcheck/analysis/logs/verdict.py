@@ -15,6 +15,8 @@ from ncclcheck.model.run import HangRecord
 
 WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception", "launcher-terminated"})
 SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismatch"})
+# a rank's own death that names the rank: what the timeouts and peers' errors beside it waited on (crashes.py)
+DEATHS = frozenset({"native-crash", "thread-died"})
 
 
 def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
@@ -60,7 +62,9 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
     wrappers = [f for f in errors if f.id in WRAPPERS]
     if killed(tuple(failures)):
         wrappers.sort(key=lambda f: f.id != "child-failed")
-    # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it
+    # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
+    # rank's crash or dead thread
     named = [f for f in primary if f.id == "desync-report" and f.culprits]
+    named += [f for f in primary if f.id in DEATHS and f.culprits]
     chosen = named or primary or wrappers or errors
     return chosen[0] if chosen else None
