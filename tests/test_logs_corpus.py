@@ -68,7 +68,6 @@ def test_a_failed_job_never_reads_pass(name: str, capsys: pytest.CaptureFixture[
         ("M32", "NVRM: fallen off the bus and is not responding to commands."),
         # its "Fatal Python error: Aborted" is read now (native-crash, a warning: no frame of the user's code)
         ("M35", "[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception"),
-        ("M39", "==== backtrace (tid:  25645) ===="),
         ("M40", "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events"),
     ],
 )

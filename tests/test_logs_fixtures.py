@@ -34,7 +34,7 @@ EXPECTED = [
     ("12", None, set()),
     ("13", None, set()),
     ("14", None, set()),
-    ("15", "ib-local-protection", {"ib-local-protection"}),
+    ("15", "ib-local-protection", {"ib-local-protection", "nccl-tests-failed"}),
     ("16", "ib-local-protection", {"ib-local-protection", "peer-closed"}),
     ("17", "ib-wr-flush", {"ib-wr-flush"}),
     ("18", "ib-retry-exceeded", {"ib-retry-exceeded", "ib-wr-flush"}),
@@ -51,7 +51,7 @@ EXPECTED = [
     ("25", "address-family-mismatch", {"address-family-mismatch"}),
     ("26", "connect-failed", {"connect-failed", "ib-no-device", "suspicious-interface"}),
     ("27", "connect-failed", {"connect-failed"}),
-    ("28", "connect-failed", {"connect-failed"}),
+    ("28", "connect-failed", {"connect-failed", "unrecognised-error"}),  # sglang: "Scheduler hit an exception"
     ("29", "connect-failed", {"connect-failed"}),
     ("30", "nccl-system-error", {"nccl-system-error"}),
     ("31", "connect-failed", {"connect-failed", "peer-closed", "proxy-failed"}),

@@ -552,3 +552,12 @@ def _format(template: str, groups: dict[str, str]) -> str:
         template = re.sub(rf"\((?:\w+ )?{{{name}}}\)", f"(the line does not name the {noun})", template)
         values[name] = f"(no {noun} in the line)"
     return template.format(**values)
+
+
+def severity_of(text: str, level: str | None) -> str:
+    """A framed line's severity: its emitter's (``events.read``), information where the catalogue lists the line as
+    benign (a rule of severity info explains it: the IB subnet manager's re-registration event, an FR note)."""
+    said = FACTS.get(text) or facts(text)
+    if any(m.rule.severity == "info" for m in said.said):
+        return events.INFO
+    return events.read(text, level).severity

@@ -12,7 +12,11 @@ over.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from ncclcheck.analysis.logs.rules import RULES
+from ncclcheck.model.logs import LogLine
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 RANK = {INFO: 0, WARNING: 1, ERROR: 2}
@@ -24,20 +28,39 @@ GLOG = re.compile(
 C10D_OLD = re.compile(r"^\[(?P<sev>[IWEF]) [\w.]+\.(?:cpp|cc|h):\d+\]\s?")  # c10d before torch 2.4
 PY_LOGGING = re.compile(r"^(?P<sev>CRITICAL|ERROR|WARNING|INFO|DEBUG):[\w.<>-]*:")
 PY_WARNING = re.compile(r"^\S+\.py:\d+: (?:[A-Z]\w*)?Warning: ")  # warnings.warn's "file.py:12: UserWarning: ..."
+RAY_CPP = re.compile(r"^(?P<sev>[IWEF]) \d+ \d+\] ")  # Ray's C++ logger, its "[2025-02-03 10:34:03,841" taken off
+DMESG = re.compile(r"^\[\s*(?P<time>\d+\.\d+)\]\s?")  # the kernel's ring buffer: seconds since boot
+# The kernel says no severity in dmesg's text: its GPU driver's and PCIe AER's own words do
+KERNEL_ERROR = re.compile(
+    r"NVRM: .*(?:\bXid\b|fallen off the bus|not responding|\bfailed\b|\berror\b)|AER: Uncorrected"
+    r"|severity=Uncorrected",
+    re.IGNORECASE,
+)
+# Context an error carries, not an error of its own: a traceback's header and frames, C++ frames and where the
+# exception was raised, a signal handler's backtrace, an abseil stack frame, CUDA's standard advice after its error
+CONTEXT = re.compile(
+    r"^(?:Traceback \(most recent call last\)|Exception raised from |frame #\d+: |==== backtrace|The above exception"
+    r"|During handling of |\s+File \"|(?:\S+:\d+:)?\s*@\s+0x[0-9a-f]+ |CUDA kernel errors might be asynchronously reported"
+    r"|For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)"
+)
+KERNEL_WARNING = re.compile(r"AER: Corrected|severity=Corrected|no AER-aware driver")
 LETTERS = {"I": INFO, "W": WARNING, "E": ERROR, "F": ERROR}
 WORDS = {"CRITICAL": ERROR, "ERROR": ERROR, "WARNING": WARNING, "INFO": INFO, "DEBUG": INFO}
 
 # Statements of failure in an emitter's own words, whatever header (or none) is in front of them.
 FAILED = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?:: |:?$)"  # a traceback's last line, a bare class too
+    r"^\.?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?:: |:?$)"  # a traceback's last line, a bare class too
     r"|^terminate called after throwing|^\s*what\(\): "  # a C++ exception that ended the process
     r"|^srun: error: |slurmstepd: error: |^srun: (?:Job step aborted|forcing job termination)"  # SLURM
-    r"|Caught signal \d+ \(|\*\*\* Process received signal \*\*\*|^==== backtrace \(tid:"  # UCX, Open MPI
+    r"|Caught signal \d+ \(|\*\*\* Process received signal \*\*\*"  # UCX, Open MPI
     r"|^Fatal Python error: |\bSegmentation fault\b|\bBus error\b|\(core dumped\)"  # a native crash
     r"|NVRM: Xid\b|fallen off the bus|AER: Uncorrected"  # the kernel: a GPU or PCIe fault
     r"|\bNCCL WARN\b"  # NCCL's own severity behind a header it was not told to print (NCCL_DEBUG_FILE formats)
     r"|: ?Received \d+ death signal|failed \(exitcode: -?[1-9]|Worker group FAILED|FAILED with no error file"  # agent
-    r"|^\s*exitcode\s*:\s*-?[1-9]\d*\s*(?:\(|$)"  # a row of torchrun's failure table
+    r"|^\s*exitcode\s*:\s*-?[1-9]\d*\s*(?:\(|$)|Signal \d+ \(SIG\w+\) received by PID"  # torchrun's table
+    r"|^srun: Force Terminated|^Test (?:NCCL|CUDA) failure |Unhandled exception: "  # srun, nccl-tests, Ray's C++
+    r"|\[[EF](?:\d{3,4} \d\d:\d\d:\d\d|\s[\w.]+\.(?:cpp|cc):\d+\])"  # c10d's error header glued behind a line
+    r"|\b(?:hit|raised|caught|got|threw|encountered) an? (?:exception|error)\b"  # a program saying it failed
 )
 # NCCL's error trail: each call on the way up prints "file.cc:LINE -> CODE" at INFO; codes 1-6 are errors (7 is
 # ncclInProgress, a non-blocking communicator still being set up)
@@ -72,7 +95,14 @@ LITERALS = (
     "death signal",
     "exitcode",
     "FAILED",
+    "received by PID",
+    "Force Terminated",
+    " failure ",
+    "exception",
+    "Uncorrected",
 )
+# The catalogue's benign lines (rules of severity info): alarming words, a known harmless meaning
+BENIGN = tuple(r for r in RULES if r.severity == INFO)
 
 
 @dataclass(frozen=True)
@@ -88,13 +118,19 @@ class Reading:
 def read(text: str, level: str | None = None) -> Reading:
     """``text`` (a framed line: launcher prefixes and NCCL's header taken off; ``level`` NCCL's, None outside NCCL's
     lines) by its emitter's grammar."""
+    if any(r.literal in text and r.pattern.search(text) for r in BENIGN):
+        return Reading("nccl" if level is not None else "text", INFO, None, text)
     if level is not None:
         severity = ERROR if level in ("WARN", "ABORT") or TRAIL.match(text) else INFO
         return Reading("nccl", severity, None, text)
+    if CONTEXT.match(text) is not None:
+        return Reading("context", INFO, None, text)
     body = text.strip()
     declared = _declared(body)
     if declared is not None:
         emitter, severity, time, rest = declared
+        if CONTEXT.match(rest) is not None:
+            return Reading("context", INFO, time, rest)
         if severity != ERROR and FAILED.search(rest):
             severity = ERROR
         return Reading(emitter, severity, time, rest)
@@ -105,6 +141,13 @@ def read(text: str, level: str | None = None) -> Reading:
 
 def _declared(body: str) -> tuple[str, str, str | None, str] | None:
     first = body[:1]
+    if first == "[" and (m := DMESG.match(body)) is not None:
+        rest = body[m.end() :]
+        return "kernel", _kernel(rest), m["time"], rest
+    if "NVRM" in body[:40]:  # a kernel line without dmesg's stamp (journalctl -k, a continuation)
+        return "kernel", _kernel(body), None, body
+    if first in "IWEF" and (m := RAY_CPP.match(body)) is not None:
+        return "ray", LETTERS[m["sev"]], None, body[m.end() :]
     if first in "IWEF[" and (m := GLOG.match(body)) is not None:
         return "glog", LETTERS[m["sev"]], f"{m['date']} {m['time']}", body[m.end() :]
     if first == "[" and (m := C10D_OLD.match(body)) is not None:
@@ -116,6 +159,10 @@ def _declared(body: str) -> tuple[str, str, str | None, str] | None:
     return None
 
 
+def _kernel(body: str) -> str:
+    return ERROR if KERNEL_ERROR.search(body) else WARNING if KERNEL_WARNING.search(body) else INFO
+
+
 STATED = (
     ("slurm", ("srun:", "slurmstepd:")),
     ("kernel", ("NVRM", "fallen off the bus", "AER:")),
@@ -125,9 +172,95 @@ STATED = (
     ("nccl", ("NCCL WARN",)),
     ("c++", ("terminate called", "what():")),
     ("shell", ("Segmentation fault", "Bus error", "core dumped")),
+    ("nccl-tests", ("Test NCCL failure", "Test CUDA failure")),
 )
 
 
 def _stated_by(body: str) -> str:
     """Which emitter a failure statement without a header comes from (a traceback's last line if none)."""
     return next((name for name, marks in STATED if any(m in body for m in marks)), "python")
+
+
+@dataclass(frozen=True)
+class Event:
+    """A framed line as its emitter wrote it: who, how severe, from which rank and host, when."""
+
+    file: str
+    line: int
+    emitter: str
+    severity: str
+    rank: int | None
+    host: str | None
+    time: str | None
+    text: str
+
+
+# What starts a record of its own, so it cannot continue an exception's message or a kernel message
+RECORD_START = re.compile(
+    r"^(?:Traceback \(|File \"|frame #\d+:|Exception raised from |The above exception |During handling of "
+    r"|\[\d+\]:$|={3,}|-{3,}|Root Cause |Failures:|[\w./-]+ FAILED$)"
+)
+NVRM_MORE = re.compile(r"^\s+NVRM: ")  # a kernel message's continuation: indented, no stamp of its own
+AER_DEVICE = re.compile(r"^(?P<dev>\S+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d+): ")
+
+
+def stream(lines: Iterable[LogLine]) -> Iterator[Event]:
+    """Each line as an event, in order, read with the block it belongs to: the lines of an exception's message
+    after its ``Type: message`` line (torch's "Last error:" and what follows) are that error's; a kernel message's
+    indented continuation lines and an AER report's detail lines share their record's severity."""
+    message: int | bool | None = False  # the prefix rank of an exception whose message may go on (False: none)
+    held: list[Event] = []  # a kernel message waiting for its continuation lines
+    aer: tuple[str, str] | None = None  # the device of the AER report being read, and its severity
+    for line in lines:
+        reading = read(line.text, line.level)
+        severity, text = reading.severity, line.text
+        if held and not NVRM_MORE.match(text):
+            yield from _flush(held)
+            held = []
+        if message is not False and (line.rank != message or not _continues(line, reading)):
+            message = False
+        if message is not False and severity != ERROR and reading.emitter != "context":
+            severity = ERROR
+        elif reading.emitter == "python" and severity == ERROR and ": " in reading.body:
+            message = line.rank
+        if reading.emitter == "kernel":
+            aer, severity = _aer(aer, reading.body, severity)
+        event = Event(line.file, line.line, reading.emitter, severity, line.rank, line.host, reading.time, text)
+        if reading.emitter == "kernel" and "NVRM:" in text:
+            held.append(event)
+            continue
+        yield event
+    yield from _flush(held)
+
+
+def _continues(line: LogLine, reading: Reading) -> bool:
+    """Whether a line can be the rest of an exception's message: not indented, not a record of its own."""
+    text = line.text
+    return (
+        line.level is None
+        and bool(text.strip())
+        and not text[:1].isspace()
+        and reading.emitter in ("text", "python", "context")
+        and RECORD_START.match(text) is None
+    )
+
+
+def _aer(aer: tuple[str, str] | None, body: str, severity: str) -> tuple[tuple[str, str] | None, str]:
+    """An AER report's head ("AER: Uncorrected (Fatal) error received") and its device's detail lines after it."""
+    device = AER_DEVICE.match(body)
+    if device is None:
+        return None, severity
+    if "AER: " in body:
+        return (device["dev"], severity), severity
+    if aer is None or aer[0] != device["dev"]:
+        return None, severity
+    if body[device.end() :][:1].isspace():  # the report's indented details: status, mask, the error's name
+        return aer, max(severity, aer[1], key=RANK.__getitem__)
+    return aer, severity
+
+
+def _flush(held: list[Event]) -> Iterator[Event]:
+    """A kernel message's lines, each with the message's severity."""
+    worst = max((e.severity for e in held), key=RANK.__getitem__, default=INFO)
+    for e in held:
+        yield Event(e.file, e.line, e.emitter, worst, e.rank, e.host, e.time, e.text)

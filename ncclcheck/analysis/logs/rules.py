@@ -581,5 +581,11 @@ RULES: tuple[Rule, ...] = (
         "a consequence: the exception line above it says which call failed, and NCCL's WARN lines (NCCL_DEBUG=WARN)"
         " say why", True,
     ),
+    _rule(
+        "nccl-tests-failed", "error", "Test NCCL failure",
+        r"Test (?P<what>NCCL|CUDA) failure (?P<src>\S+) '(?P<why>[^']*)'",
+        "nccl-tests stopped: an {what} call failed ({why}, at {src})",
+        "a consequence: the NCCL WARN lines before it (NCCL_DEBUG=WARN) say what failed", True,
+    ),
 )  # fmt: skip
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)
