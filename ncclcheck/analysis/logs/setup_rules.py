@@ -93,7 +93,7 @@ SETUP_RULES: tuple[Rule, ...] = (
     ),
     make_rule(
         "net-plugin-failed", "warning", "Failed to initialize NET plugin",
-        r"Failed to initialize NET plugin (?P<lib>\S+)",
+        r"Failed to initialize NET plugin (?P<lib>.+)",
         "NCCL's network plugin {lib} loaded but failed to initialise: NCCL falls back to its internal transports",
         PLUGIN_FIX,
     ),
