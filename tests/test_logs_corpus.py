@@ -61,14 +61,6 @@ def test_a_failed_job_never_reads_pass(name: str, capsys: pytest.CaptureFixture[
             "M14",
             "[E210 02:06:33.393862144 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 0] Process group watchdog",
         ),
-        ("M22", "torch.distributed.elastic.rendezvous.api.RendezvousClosedError"),
-        ("M24", "Received 15 death signal, shutting down workers"),
-        ("M28", "Caught signal 7 (Bus error: nonexistent physical address)"),
-        ("M30", "*** Process received signal ***"),
-        ("M32", "NVRM: fallen off the bus and is not responding to commands."),
-        # its "Fatal Python error: Aborted" is read now (native-crash, a warning: no frame of the user's code)
-        ("M35", "[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception"),
-        ("M40", "NCCL WARN socketPollConnect poll() returned 1, no POLLOUT events"),
     ],
 )
 def test_an_error_in_its_emitters_grammar_is_quoted_as_unknown(
@@ -76,6 +68,37 @@ def test_an_error_in_its_emitters_grammar_is_quoted_as_unknown(
 ) -> None:
     _, data = report(name, capsys)
     assert line in quoted(data), quoted(data)
+
+
+@pytest.mark.parametrize(
+    ("name", "cause", "said"),
+    [
+        ("M22", "rendezvous-closed", "the elastic rendezvous was closed"),
+        ("M24", "launcher-terminated", "received signal 15 from outside"),
+        ("M25", "child-no-error-file", "local rank 0 failed without an error file"),
+        ("M28", "native-crash", "process 5283 on 09677202c889 crashed with a bus error (SIGBUS)"),
+        ("M29", "native-crash", "process 3039 on 8d6bf97c3bf4 crashed with a bus error (SIGBUS)"),
+        ("M30", "native-crash", "process 00334 on 1a62e574072d crashed with a bus error (SIGBUS)"),
+        ("M31", "pcie-aer-uncorrected", "uncorrected PCIe error (Fatal) reported at 0000:00:02.0"),
+        ("M32", "gpu-fallen-off-bus", "a GPU fell off the PCIe bus and does not respond (no Xid printed"),
+        ("M33", "gpu-xid", "Xid 145 on GPU ...: NVLink RLW error (RLW_RXPIPE Nonfatal XC0 i0 Link 11"),
+        ("M34", "gpu-ecc-error", "an uncorrectable ECC error in this GPU's memory (CUDA error 214)"),
+        ("M35", "cuda-illegal-address", "CUDA error 700"),
+        ("M37", "nccl-graph-file", "NCCL_GRAPH_FILE's graph uses GPU 3, which this process cannot see"),
+        ("M38", "native-crash", "process 405884 on rtptest1621 received a fatal signal"),
+        ("M39", "native-crash", "crashed: Fatal Python error: Segmentation fault (SIGSEGV)"),
+        ("M40", "connect-failed", "poll() returned 1 with no POLLOUT event"),
+    ],
+)
+def test_a_failure_class_is_named_with_its_specifics(
+    name: str, cause: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each excerpt of a class the catalogue knows reads that class, with what its line names, never unknown."""
+    code, data = report(name, capsys)
+    verdict = data["verdict"]
+    assert code == 1 and verdict["status"] == "fail" and verdict["root_cause"] == cause, verdict
+    assert said in verdict["message"], verdict["message"]
+    assert not [f for f in data["findings"] if f["id"] == "unrecognised-error"], quoted(data)
 
 
 def test_a_cancelled_slurm_step_glued_to_a_progress_bar_is_the_cause(capsys: pytest.CaptureFixture[str]) -> None:

@@ -94,7 +94,8 @@ def test_an_abort_outside_the_users_code_is_not_the_verdict() -> None:
     # real (M35, vLLM on ray): an abort with no Python frame beside the watchdog's CUDA error: the abort is torch's
     rep = analyse(frame_all(next((FIXTURES / "nccl_logs_more").glob("M35_*.log")).read_text().splitlines(), "m35"))
     crash = finding(rep, "native-crash")
-    assert crash.severity == "warning" and crash.culprits == () and rep.root_cause is None
+    assert crash.severity == "warning" and crash.culprits == ()
+    assert rep.root_cause is not None and rep.root_cause.id == "cuda-illegal-address"  # the watchdog's CUDA error
 
 
 def test_sigkill_is_named_as_the_cause_with_what_cannot_be_told() -> None:

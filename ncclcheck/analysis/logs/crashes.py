@@ -357,7 +357,7 @@ def thread_findings(crashes: CrashFold, waited: dict[str, set[int]], seen: froze
 def exit_findings(crashes: CrashFold, failures: tuple[ChildFailure, ...], found: set[str]) -> list[Finding]:
     """child-failed when torchrun's failure table is not in the logs: from its agent's lines, or, with none of
     them either, from a lone ``ChildFailedError:`` (a worker failed; which one cannot be told)."""
-    if failures or "child-failed" in found:
+    if failures or found & {"child-failed", "child-no-error-file"}:  # the latter names the local rank itself
         return []
     fix = "torchrun's failure table and each rank's own output (its traceback, its signal) say why"
     if crashes.exits:

@@ -10,24 +10,11 @@ root cause while a primary error is in the logs.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    severity: str
-    literal: str
-    pattern: re.Pattern[str]
-    message: str
-    fix: str
-    secondary: bool = False
-
-
-def _rule(fid: str, severity: str, literal: str, regex: str, message: str, fix: str, secondary: bool = False) -> Rule:
-    return Rule(fid, severity, literal, re.compile(regex), message, fix, secondary)
-
+from ncclcheck.analysis.logs.exit_rules import EXIT_RULES
+from ncclcheck.analysis.logs.gpu_rules import GPU_RULES
+from ncclcheck.analysis.logs.rule import Rule as Rule
+from ncclcheck.analysis.logs.rule import make_rule as _rule
+from ncclcheck.analysis.logs.setup_rules import SETUP_RULES
 
 TRAIL_FIX = (
     "a consequence: NCCL prints this at each call on the way up from an error; the WARN line before the trail (or"
@@ -269,7 +256,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "cuda-error", "error", "Cuda failure",
-        r"Cuda failure (?:\d+ )?'(?P<what>(?!out of memory|invalid argument|invalid device ordinal)[^']+)'",
+        r"Cuda failure (?:\d+ )?'(?P<what>(?!out of memory|invalid argument|invalid device ordinal|an illegal memory"
+        r" access|unspecified launch failure|uncorrectable ECC)[^']+)'",
         "a CUDA call inside NCCL failed: '{what}'",
         "a GPU or driver problem under NCCL: `nvidia-smi` and `dmesg | grep -i xid` on the node; the same job on"
         " one GPU tells NCCL from the device",
@@ -527,7 +515,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "slurm-cancelled", "error", "CANCELLED AT",
-        r"slurmstepd: error: \*\*\* (?P<what>STEP|JOB) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)",
+        r"slurmstepd: error: \*\*\* (?P<what>STEP|JOB) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)(?!\S| DUE TO )",
         "SLURM cancelled {what} {id} on {host} at {at}",
         "it was ended from outside: scancel, its time limit (the line then ends DUE TO TIME LIMIT: raise --time or"
         " checkpoint more often), preemption or a node failure; `sacct -j <job> -o JobID,State,Reason,ExitCode` says which",
@@ -588,4 +576,5 @@ RULES: tuple[Rule, ...] = (
         "a consequence: the NCCL WARN lines before it (NCCL_DEBUG=WARN) say what failed", True,
     ),
 )  # fmt: skip
+RULES += SETUP_RULES + GPU_RULES + EXIT_RULES
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS
 from ncclcheck.analysis.rank_exits import killed
 from ncclcheck.model.findings import Finding, by_severity
@@ -66,5 +67,8 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
     # rank's crash or dead thread
     named = [f for f in primary if f.id == "desync-report" and f.culprits]
     named += [f for f in primary if f.id in DEATHS and f.culprits]
-    chosen = named or primary or wrappers or errors
+    # a GPU that failed (an Xid, ECC, a sticky CUDA fault, its PCIe link) is where the failure started, wherever its
+    # lines fall among the other ranks' timeouts and errors
+    faulted = [f for f in primary if f.id in GPU_FAULT_IDS]
+    chosen = faulted or named or primary or wrappers or errors
     return chosen[0] if chosen else None

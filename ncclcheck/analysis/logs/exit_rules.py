@@ -1,0 +1,247 @@
+"""Rules for how a process or a job ended: native crash banners, the scheduler's and the container runtime's ends,
+and torchrun's elastic agent (its rendezvous, its restarts, the workers it saw fail).
+
+A crash banner names the process that died first and how (a signal); a rank's death makes every other rank's
+timeout an echo. An abort (SIGABRT) is almost always deliberate, the end of an error printed before it (torch's
+watchdog, an assert, std::terminate), so it is an echo too.
+"""
+
+from __future__ import annotations
+
+from ncclcheck.analysis.logs.rule import Rule, make_rule
+
+SIGNAL_FIX = (
+    "find this process's rank (its host and pid are in the line) and read the native backtrace after the banner: its"
+    " top frames name the library that crashed (NCCL, a dataset reader, an extension); SIGSEGV: rerun with"
+    " NCCL_DEBUG=INFO and TORCH_SHOW_CPP_STACKTRACES=1 and upgrade or report the library; SIGBUS: /dev/shm too small"
+    " (--shm-size, --ipc=host) or a memory-mapped file truncated; the other ranks' errors are echoes of this death"
+)
+BUS_FIX = (
+    "`df -h /dev/shm` on the node: give the container a bigger /dev/shm (docker --shm-size=8g or --ipc=host; a Memory"
+    " emptyDir in Kubernetes), since NCCL's shared-memory buffers and DataLoader workers live there; if the backtrace"
+    " is in a dataset reader (lmdb, a numpy memmap), the mapped file was truncated or modified while in use;"
+    " NCCL_SHM_DISABLE=1 as a test"
+)
+ABORT_FIX = (
+    "a consequence: the error printed before the abort (a watchdog timeout, an NCCL error, an assert) is the cause"
+)
+BUS = (
+    "a bus error (SIGBUS): it read memory-mapped memory that no longer exists, usually /dev/shm full or a truncated"
+    " mapped file"
+)
+# UCX's fatal-error prefix (src/ucs/debug/debug.c, ucs_log_fatal_error): "[host:pid:thread:tid] "
+UCX = r"\[(?P<host>[^\s:\]]+):(?P<pid>\d+)\s*:\d+:\d+\] Caught signal "
+# Open MPI's handler (opal/util/stacktrace.c): "[host:pid] *** Process received signal ***", "[host:pid] Signal: %s (%d)"
+OMPI = r"\[(?P<host>[^\s:\]]+):(?P<pid>\d+)\] "
+HOST_OOM_FIX = (
+    "host RAM ran out (dataloader workers and their prefetch, pinned memory, a leak, several ranks' copies of the"
+    " data): lower num_workers/prefetch_factor, share the dataset, or request more memory; the peers' 'connection"
+    " closed' errors are echoes"
+)
+K8S_MEMORY_FIX = (
+    "raise the container's resources.limits.memory or use less host memory (fewer DataLoader workers, smaller"
+    " prefetch); a Memory emptyDir for /dev/shm counts against the same limit"
+)
+RESTART_FIX = (
+    "a consequence: the worker's own first error (its traceback, a signal) is the cause; restarts only repeat it"
+    " unless it was transient"
+)
+
+
+def _shell(signal: str, fid: str, message: str, fix: str, secondary: bool = False) -> Rule:
+    """bash's report: the bare line, or "bash: line N: PID <signal> [(core dumped)] <command>"."""
+    regex = rf"^\s*(?:\S+: line \d+: +(?P<pid>\d+) +(?P<signal>{signal})\b.*|(?P<signal2>{signal})(?: +\(core dumped\))?\s*)$"
+    return make_rule(fid, "error", signal, regex, message, fix, secondary)
+
+
+# One rule a few lines, its fields in make_rule's order (fmt: skip keeps the table a table).
+CRASH_RULES: tuple[Rule, ...] = (
+    make_rule(
+        "native-crash", "error", "] Caught signal ",
+        UCX + r"7 \((?P<signal>Bus error)(?::\s*(?P<why>[^)]*))?\)",
+        "process {pid} on {host} crashed with " + BUS,
+        BUS_FIX,
+    ),
+    make_rule(
+        "native-crash", "error", "] Caught signal ",
+        UCX + r"(?P<num>(?!6\b|7\b)\d+) \((?P<signal>[^:)]+)(?::\s*(?P<why>[^)]*))?\)",
+        "process {pid} on {host} crashed: signal {num} ({signal}), caught by UCX's handler",
+        SIGNAL_FIX,
+    ),
+    make_rule(
+        "process-aborted", "error", "] Caught signal ",
+        UCX + r"6 \((?P<signal>[^:)]+)",
+        "process {pid} on {host} aborted (SIGABRT, caught by UCX's handler)",
+        ABORT_FIX, True,
+    ),
+    make_rule(
+        "native-crash", "error", "*** Process received signal ***",
+        OMPI + r"\*\*\* Process received signal \*\*\*",
+        "process {pid} on {host} received a fatal signal (Open MPI's handler; the signal is on its next line)",
+        SIGNAL_FIX,
+    ),
+    make_rule(
+        "native-crash", "error", "] Signal: ",
+        OMPI + r"Signal: (?P<signal>Bus error) \(7\)",
+        "process {pid} on {host} crashed with " + BUS,
+        BUS_FIX,
+    ),
+    make_rule(
+        "native-crash", "error", "] Signal: ",
+        OMPI + r"Signal: (?P<signal>(?!Aborted)[A-Za-z ]+?) \((?P<num>(?!7\))\d+)\)",
+        "process {pid} on {host} crashed: {signal} (signal {num}), caught by Open MPI's handler",
+        SIGNAL_FIX,
+    ),
+    make_rule(
+        "process-aborted", "error", "] Signal: ",
+        OMPI + r"Signal: (?P<signal>Aborted) \(6\)",
+        "process {pid} on {host} aborted (SIGABRT, caught by Open MPI's handler)",
+        ABORT_FIX, True,
+    ),
+    make_rule(  # UCX's backtrace header (src/ucs/debug/debug.c): "==== backtrace (tid:%7d) ===="
+        "native-backtrace", "info", "==== backtrace (tid:",
+        r"==== backtrace \(tid:\s*(?P<tid>\d+)\) ====",
+        "UCX printed the native backtrace of thread {tid}: the frames after it show where the process crashed",
+        "its top frames (below the signal handler's) name the library that crashed; the crash banner before it names"
+        " the signal",
+    ),
+    # Python's faulthandler (Modules/faulthandler.c): "Fatal Python error: %s" with the handled signal's name
+    make_rule(
+        "native-crash", "error", "Fatal Python error: ",
+        r"Fatal Python error: (?P<signal>Bus error)",
+        "a Python process crashed with " + BUS + " (Python's faulthandler)",
+        BUS_FIX,
+    ),
+    make_rule(
+        "native-crash", "error", "Fatal Python error: ",
+        r"Fatal Python error: (?P<signal>Segmentation fault|Illegal instruction|Floating point exception)",
+        "a Python process crashed in native code: {signal} (Python's faulthandler)",
+        SIGNAL_FIX,
+    ),
+    make_rule(
+        "process-aborted", "error", "Fatal Python error: ",
+        r"Fatal Python error: (?P<signal>Aborted)",
+        "a Python process aborted (SIGABRT; Python's faulthandler)",
+        ABORT_FIX, True,
+    ),
+    _shell("Bus error", "native-crash", "a process crashed with " + BUS + " (the shell's report)", BUS_FIX),
+    _shell(
+        "Segmentation fault", "native-crash", "a process crashed in native code: {signal} (the shell's report)",
+        SIGNAL_FIX,
+    ),
+    _shell("Aborted", "process-aborted", "a process aborted (SIGABRT; the shell's report)", ABORT_FIX, True),
+)  # fmt: skip
+# slurmstepd (src/slurmd/slurmstepd/req.c): "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***", "... DUE TO
+# PREEMPTION ***", "... DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"; before "ON %s" was added, none
+SLURM_END = r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED (?:AT (?P<time>\S+) )?DUE TO "
+END_RULES: tuple[Rule, ...] = (
+    make_rule(
+        "slurm-time-limit", "error", "DUE TO TIME LIMIT",
+        SLURM_END + "TIME LIMIT",
+        "SLURM ended {what} {id} on {host}: it reached its time limit (at {time})",
+        "raise the job's --time or checkpoint and resume; if the ranks had stopped making progress before it (a"
+        " collective timeout, no new lines), that hang is the cause and the time limit only ended it",
+    ),
+    make_rule(
+        "slurm-node-failure", "error", "DUE TO NODE FAILURE",
+        SLURM_END + "NODE FAILURE",
+        "SLURM ended {what} {id} on {host}: a node of the job failed (at {time})",
+        "`scontrol show node NODE` and `sinfo -R` give the reason the controller recorded; resubmit with"
+        " --exclude=NODE and report the node to the admins; the other ranks' errors are echoes",
+    ),
+    make_rule(
+        "slurm-preempted", "error", "DUE TO PREEMPTION",
+        SLURM_END + "PREEMPTION",
+        "SLURM preempted {what} {id} on {host}: a higher-priority job took its nodes (at {time})",
+        "resubmit with --requeue and resume from a checkpoint, or use a partition/QOS without preemption",
+    ),
+    make_rule(  # mm/oom_kill.c: "%s: Killed process %d (%s) total-vm:..." ("Out of memory", "Memory cgroup out of
+        # memory"); before 4.x "Out of memory: Kill process %d (%s) score %u or sacrifice child"
+        "host-oom-killed", "error", "of memory: Kill",
+        r"(?:Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?): Kill(?:ed)? process"
+        r" (?P<pid>\d+) \((?P<comm>[^)]*)\)",
+        "the kernel's OOM killer killed process {pid} ({comm}): host memory ran out, not GPU memory",
+        HOST_OOM_FIX,
+    ),
+    # kubectl describe pod (staging/src/k8s.io/kubectl/pkg/describe/describe.go): "Reason:\t%s", "Exit Code:\t%d"
+    # under "Last State: Terminated"; the pod's status JSON: "reason": "OOMKilled"
+    make_rule(
+        "k8s-oom-killed", "error", "OOMKilled",
+        r"\bOOMKilled\b",
+        "Kubernetes killed the container for exceeding its memory limit (OOMKilled): host memory, not GPU memory",
+        K8S_MEMORY_FIX,
+    ),
+    make_rule(
+        "k8s-evicted", "error", "Evicted",
+        r"Reason:\s+Evicted\b|\"reason\":\s*\"Evicted\"",
+        "Kubernetes evicted the pod: its node ran short of a resource (memory, ephemeral storage)",
+        "the eviction message names the resource: set requests equal to limits (Guaranteed QoS), mind ephemeral"
+        " storage (logs, checkpoints, /dev/shm), or run on a node with more room",
+    ),
+    make_rule(  # pkg/kubelet/eviction/helpers.go: nodeLowMessageFmt = "The node was low on resource: %v. "
+        "k8s-evicted", "error", "The node was low on resource",
+        r"The node was low on resource: (?P<res>[\w.-]+)",
+        "Kubernetes evicted the pod: its node was low on {res}",
+        "set requests equal to limits (Guaranteed QoS), use less of the resource named, or run on a node with more",
+    ),
+    make_rule(
+        "container-killed", "error", "Exit Code:",
+        r"Exit Code:\s+(?P<code>137)\b",
+        "the container ended with exit code {code} (128 + 9, SIGKILL): the OOM killer, or the kubelet or runtime"
+        " killing it",
+        "the pod's Reason (OOMKilled, Evicted) and the node's `dmesg` (OOM killer) say which; with none, something"
+        " outside killed it (a liveness probe, preemption, a user)",
+    ),
+    make_rule(
+        "container-killed", "error", "Exit Code:",
+        r"Exit Code:\s+(?P<code>139|135)\b",
+        "the container ended with exit code {code} (128 + a crash signal: 139 SIGSEGV, 135 SIGBUS)",
+        "a crash in native code (139) or a bus error (135: /dev/shm too small, a truncated mapped file): the"
+        " container's own log has the banner and the backtrace",
+    ),
+)  # fmt: skip
+# torch/distributed/elastic (agent/server/api.py, multiprocessing/api.py, multiprocessing/errors/__init__.py,
+# rendezvous/api.py): the lines torchrun's agent prints about its workers and its rendezvous
+ELASTIC_RULES: tuple[Rule, ...] = (
+    make_rule(  # "raise RendezvousClosedError" (dynamic_rendezvous.py, etcd_rendezvous.py) prints the bare class
+        "rendezvous-closed", "error", "RendezvousClosedError",
+        r"(?<![\w])(?<!raise )RendezvousClosedError(?::\s(?P<what>.+)|\s*$)",
+        "the elastic rendezvous was closed: another agent finished or gave up (its restarts ran out), so this agent"
+        " cannot join",
+        "a consequence: the agent that closed it failed first (read its log); restart the whole job with a fresh"
+        " --rdzv-id; to scale down in elastic mode, --nnodes MIN:MAX must allow the smaller size",
+        True,
+    ),
+    make_rule(
+        "rendezvous-timeout", "error", "RendezvousTimeoutError",
+        r"(?<![\w])(?<!raise )RendezvousTimeoutError(?::\s(?P<what>.+)|\s*$)",
+        "the elastic rendezvous timed out: not enough agents joined in time",
+        "the nodes that never joined are the cause: check that they started, reach --rdzv-endpoint (`ncclcheck env"
+        " --master-addr HOST --master-port PORT`) and share the --rdzv-id; raise --rdzv-conf join_timeout for slow"
+        " starts, or let the job start with fewer (--nnodes MIN:MAX)",
+    ),
+    make_rule(
+        "launcher-terminated", "error", "death signal",
+        r"Received (?P<sig>\d+) death signal",
+        "torchrun's agent received signal {sig} from outside and shut its workers down (scancel, a time limit, the"
+        " orchestrator or a user): this ended the job, it is not why it failed",
+        "look for the first failure before this line (a worker that had already exited, a hang); under SLURM"
+        " `sacct -j JOB` says TIMEOUT or CANCELLED",
+    ),
+    make_rule(
+        "worker-group-restart", "error", "attempts left",
+        r"Worker group (?P<state>FAILED|UNHEALTHY)\. (?P<left>\d+)/(?P<max>\d+) attempts left",
+        "torchrun's worker group {state}: it restarts the workers, {left} of {max} restarts left",
+        RESTART_FIX, True,
+    ),
+    make_rule(  # logger.info((msg, rank)) prints the tuple unformatted: "('local_rank %s FAILED with no ...', 0)"
+        "child-no-error-file", "error", "FAILED with no error file",
+        r"local_rank (?:(?P<rank>\d+)|%s) FAILED with no error file(?:.*?', (?P<rank2>\d+)\))?",
+        "local rank {rank} failed without an error file (its entrypoint has no @record), so torchrun's summary"
+        " cannot show its error",
+        "a consequence: that worker's own error is in its output above (its traceback or crash banner); decorate"
+        " the entrypoint with torch.distributed.elastic.multiprocessing.errors.record to get it in the summary",
+        True,
+    ),
+)  # fmt: skip
+EXIT_RULES: tuple[Rule, ...] = CRASH_RULES + END_RULES + ELASTIC_RULES
