@@ -459,10 +459,14 @@ class LogFold:
         self, findings: list[Finding], failures: tuple[ChildFailure, ...], seen: frozenset[int]
     ) -> list[Finding]:
         """What the crash blocks, the agent's lines and dead threads add (crashes.py): a rule's own native-crash,
-        if one read the banner, gives way to the block's, which names the rank and the frame."""
+        if one read a banner, gives way to the block's, which names the rank and the frame; the banners it read
+        (a UCX or Open MPI handler's, which the block does not read) stay in the block's evidence."""
         native = crashes.crash_findings(self.crashes, failures)
+        banners = [e for f in findings if f.id == "native-crash" for e in f.evidence]
         if native:
             findings = [f for f in findings if f.id != "native-crash"]
+            kept = native[0].evidence + tuple(e for e in banners if e not in native[0].evidence)
+            native[0] = dataclasses.replace(native[0], evidence=kept[:MAX_EVIDENCE])
         waited = {
             "gloo-timeout": {r for f in findings if f.id == "gloo-timeout" for r in f.ranks},
             "collective-timeout": {t.rank for t in self.timeouts if t.rank is not None},
