@@ -85,6 +85,13 @@ class Timeout:
     ran_ms: int | None
     file: str
     line: int
+    group_rank: int | None = None  # the rank within ``pg`` its watchdog names ("[PG ID 2 ... Rank 0]")
+    pg_desc: str | None = None  # the group's name, where torch prints it ("PIPELINE_MODEL_PARALLEL_GROUP")
+
+    @property
+    def subgroup(self) -> bool:
+        """A process group other than the default one: its ranks are not the job's global ranks."""
+        return self.pg is not None and self.pg != "0" and self.pg_desc != "default_pg"
 
 
 @dataclass(frozen=True)

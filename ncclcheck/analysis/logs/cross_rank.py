@@ -234,13 +234,14 @@ def annotate_timeouts(
     line at all is named as such: it may be the stuck one, or its log may be elsewhere (a partial log
     never makes a culprit of a rank it does not show).
     """
-    nccl = sorted({t.rank for t in timeouts if t.rank is not None})
+    world = tuple(t for t in timeouts if not t.subgroup)
+    nccl = sorted({t.rank for t in world if t.rank is not None})
     gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
     several = any(f.id == "several-jobs" for f in findings)  # cross_checks' jobs_of: ranks not compared across
     # ranks whose own watchdog failed a collective and took them down did not sit silent, whichever collective it was
     # (the line does not say): never a suspect of "did not report it", and never cleared either
     failed = {r for f in findings if f.id in FAILED_TOO for r in f.ranks}
-    implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in timeouts] + [0])
+    implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in world] + [0])
     out = []
     for f in findings:
         if f.id == "ras-all-ok" and nccl:
@@ -248,7 +249,9 @@ def annotate_timeouts(
                 f, message=f.message + RAS_BESIDE_TIMEOUT.format(seqs=span(sorted({t.seq for t in timeouts})))
             )
         reporters = nccl if f.id == "collective-timeout" else gloo if f.id == "gloo-timeout" else []
-        if reporters and several:
+        if f.id == "collective-timeout" and not world and timeouts:
+            f = dataclasses.replace(f, message=f.message + _subgroup_note(timeouts), culprits=())
+        elif reporters and several:
             note = (
                 f"; reported by rank(s) {span(reporters)}; these logs may hold more than one job (several-jobs):"
                 " which rank they waited on cannot be told across them"
@@ -286,6 +289,33 @@ def annotate_timeouts(
             )
         out.append(f)
     return out
+
+
+def _subgroup_note(timeouts: tuple[Timeout, ...]) -> str:
+    """Who reported a timeout in a sub-group, and that the group's other members are not named: its ranks are the
+    group's, not the job's, and which global ranks belong to it is not in these lines."""
+    groups: dict[tuple[str | None, str | None], list[Timeout]] = {}
+    for t in timeouts:
+        groups.setdefault((t.pg, t.pg_desc), []).append(t)
+    parts = []
+    for (pg, desc), ts in list(groups.items())[:4]:
+        name = f"process group {pg}{f' ({desc})' if desc else ''}"
+        who = sorted({t.group_rank for t in ts if t.group_rank is not None})
+        glob = sorted({t.rank for t in ts if t.rank is not None})
+        said = f"rank(s) {span(who)} of {name}" if who else f"a member of {name}"
+        said += f" (global rank(s) {span(glob)})" if glob else f" ({_whose(who)} global rank is not in these lines)"
+        size = max((_group_size(t) for t in ts), default=0)
+        others = f"the other {size - len(who)} members" if size > len(who) and who else "the other members"
+        parts.append(
+            f"reported by {said}; {others} of {name} are not in these logs: which of them it waited on cannot be"
+            " told here; their own logs (or a Flight Recorder dump) say whether they reached"
+            f" SeqNum {span(sorted({t.seq for t in ts}))}"
+        )
+    return "; " + "; ".join(parts)
+
+
+def _whose(ranks: list[int]) -> str:
+    return "its" if len(ranks) == 1 else "their"
 
 
 def _group_size(t: Timeout) -> int:

@@ -71,7 +71,9 @@ WATCHDOG = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
     r", Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
 )
-PG = re.compile(r"\[PG (?:ID )?(\S+?)(?: PG GUID \S+)? Rank \d+\]")
+# torch's process-group prefix: its id, guid and name (torch >= 2.4; "[PG 1 Rank 6]" in 2.3); the rank is the
+# rank within that group, the job's global rank only in the default group (id 0, "default_pg")
+PG = re.compile(r"\[PG (?:ID )?(\S+?)(?: PG GUID [^\s(\]]+(?:\((?P<desc>[^)\]]*)\))?)? Rank (?P<rank>\d+)\]")
 # A traceback's frame in the user's code (not torch's, not a library's): a call site a mismatch can name.
 USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 LIBRARY = ("site-packages", "dist-packages", "/torch/", "<frozen")
@@ -121,7 +123,7 @@ class LineFacts:
 
     said: tuple[RuleMatch, ...]  # the rules it matches, in catalogue order, or the generic exception
     watchdog: bool  # names a WorkNCCL: a watchdog timeout line, read as a Timeout
-    timeout: tuple[str | None, int, str, int | None, int | None, int | None, int | None] | None
+    timeout: tuple[str | None, int, str, int | None, int | None, int | None, int | None, int | None, str | None] | None
     text_rank: int | None  # a rank the text itself names ("[Rank 3]")
     site: str | None  # a traceback frame in the user's code
     fr_start: bool  # opens a Flight Recorder stack
@@ -184,6 +186,8 @@ def facts_of(text: str) -> LineFacts:
             parse_int(m.group("nout")),
             parse_int(m.group("tmo")),
             parse_int(m.group("ran")),
+            int(pg["rank"]) if pg else None,
+            pg["desc"] if pg else None,
         )
     site = None
     if 'File "' in text and (frame := USER_FRAME.match(text)) and not any(x in frame["file"] for x in LIBRARY):
@@ -324,7 +328,7 @@ class LogFold:
             self.crashes.exception(prefix_rank, text, self.site.get(rank))
         if said.watchdog and said.timeout is not None:  # one it cannot read (a terminal cut it) is left to the net
             if len(self.timeouts) < MAX_TIMEOUTS:
-                self.timeouts.append(Timeout(rank, *said.timeout, file, number))
+                self.timeouts.append(Timeout(rank, *said.timeout[:7], file, number, *said.timeout[7:]))
             matched = True
         in_summary = self._child is not None or self._section is not None
         if ((said.torchrun or said.summary or in_summary) and self._torchrun(text)) or in_summary:
@@ -534,6 +538,11 @@ def _ordered_pair(groups: dict[str, str]) -> dict[str, str]:
 
 
 def _text_rank(text: str) -> int | None:
+    """The global rank a line's text names: torch's "[Rank 3]", or the rank of its default process group's prefix
+    (a sub-group's "[PG ID 2 ... Rank 0]" is rank 0 of that group, not of the job)."""
+    pg = PG.search(text) if "[PG " in text else None
+    if pg is not None and pg.group(1) != "0" and pg["desc"] != "default_pg":
+        return None
     m = TEXT_RANK.search(text)
     if not m:
         return None
