@@ -7,10 +7,13 @@ every literal ncclcheck looks for (rules, NCCL, torchrun's summary, exceptions),
 - ``dense``: the worst case, nothing but NCCL/torch lines: every fixture line (errors, tracebacks, torchrun's
   summary, nested launcher prefixes) and channel lines, repeated (goal >= 0.10x of grep);
 - ``info``: a 1,024-rank job's NCCL_DEBUG=INFO output, one process per rank: the fixtures' real INFO lines
-  under each rank's own host:pid header (no goal of its own: the common shape of a large job's NCCL log).
+  under each rank's own host:pid header (no goal of its own: the common shape of a large job's NCCL log);
+- ``corpus``: every real excerpt in tests/fixtures (the shared corpus: nccl_logs, nccl_logs_more, torchrun and
+  the real failures made here) concatenated as they are, file after file, repeated to the size: no generator's
+  shape, every emitter's (goal >= 0.10x of grep, as dense).
 ncclcheck uses every core this process may use (``taskset -c 0 python ...`` measures one); grep uses one.
 Reports the throughput ratios and the peak RSS of the largest process (goal <= 150 MiB).
-Usage: python benchmarks/bench_logs.py [--size-mb 1024] [--kinds job,dense,info]
+Usage: python benchmarks/bench_logs.py [--size-mb 1024] [--kinds job,dense,info,corpus]
 """
 
 from __future__ import annotations
@@ -105,15 +108,28 @@ def generate_info(path: Path, size_mb: int) -> None:
             written += len(chunk)
 
 
-GOALS = {"job": 0.5, "dense": 0.10}
-KINDS = {"job": generate_job, "dense": generate_dense, "info": generate_info}
+def generate_corpus(path: Path, size_mb: int) -> None:
+    """Every real excerpt under tests/fixtures, whole and in order, repeated until ``size_mb``."""
+    files = sorted(p for p in FIXTURES.parent.rglob("*.log"))
+    text = "".join(p.read_text(errors="replace").rstrip("\n") + "\n" for p in files)
+    if not text.strip():
+        raise SystemExit(f"bench_logs: no log excerpts under {FIXTURES.parent}: the fixtures are missing")
+    target, written = size_mb << 20, 0
+    with path.open("w", encoding="utf-8") as out:
+        while written < target:
+            out.write(text)
+            written += len(text)
+
+
+GOALS = {"job": 0.5, "dense": 0.10, "corpus": 0.10}
+KINDS = {"job": generate_job, "dense": generate_dense, "info": generate_info, "corpus": generate_corpus}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("-n", type=int, default=2)
-    parser.add_argument("--kinds", default="job,dense,info")
+    parser.add_argument("--kinds", default="job,dense,info,corpus")
     args = parser.parse_args()
     print(f"ncclcheck may use {len(os.sched_getaffinity(0))} cores")
     for kind in args.kinds.split(","):

@@ -13,6 +13,7 @@ examples:
   kubectl logs trainer-0 | ncclcheck logs - --json
   ncclcheck logs ~/.cache/torch/      # Flight Recorder dumps comm_lib_trace_rank_<N>
   ncclcheck logs runs/node*/          # `ncclcheck run` dirs of every node: one job verdict, hang records too
+  ncclcheck logs --events error x.log # every line read as an error, with its emitter and rank
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ import sys
 from ncclcheck import exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.collectors import hang_records
-from ncclcheck.collectors.logfiles import InputError, Reading, sources
+from ncclcheck.collectors.logfiles import InputError, LogSource, Reading, sources
 from ncclcheck.exits import UsageError
 from ncclcheck.signals import Ended, handling
-from ncclcheck.sources.logs import diagnose
+from ncclcheck.sources.logs import diagnose, events
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs import render, to_json
+from ncclcheck.views.logs_events import event_json, header_json, render_event
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="log files, directories, .gz files, Flight Recorder dumps, or - for stdin",
     )
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/2 JSON report")
+    parser.add_argument(
+        "--events",
+        nargs="?",
+        const="warning",
+        choices=("error", "warning", "all"),
+        help="instead of the report, list each line as the reader read it (its emitter, severity, rank, host):"
+        " those at least this severe (default: warning); with --json, JSON lines (ncclcheck.events/1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
             if not found:
                 notes = "".join(f"; {n}" for n in reading.notes)
                 raise InputError(f"no log files under {', '.join(args.paths)}{notes}")
+            if args.events:
+                return _events(found, reading, args.events, args.json)
             report = diagnose(found, reading)
     except InputError as exc:
         raise UsageError(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)") from None
@@ -64,3 +76,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(report, names, make_console())
     return {"fail": exits.PROBLEM, "unknown": exits.UNDECIDED}.get(report.status, exits.OK)
+
+
+def _events(found: tuple[LogSource, ...], reading: Reading, least: str, as_json: bool) -> int:
+    """``--events``: every line's event, streamed as it is read; 0 once listed (the verdict is the report's)."""
+    names = [s.name for s in found]
+    if as_json:
+        print(json.dumps(header_json(names, least)))
+        for event in events(found, reading, least):
+            print(json.dumps(event_json(event)))
+    else:
+        console = make_console()
+        for event in events(found, reading, least):
+            render_event(event, console)
+    for note in reading.notes:
+        print(f"ncclcheck logs: {note}", file=sys.stderr)
+    return exits.OK

@@ -95,6 +95,21 @@ class Timeout:
 
 
 @dataclass(frozen=True)
+class Event:
+    """A framed line as its emitter wrote it (analysis/logs/events.py): who, how severe, from which rank and host,
+    when (as the emitter printed it)."""
+
+    file: str
+    line: int
+    emitter: str
+    severity: str
+    rank: int | None
+    host: str | None
+    time: str | None
+    text: str
+
+
+@dataclass(frozen=True)
 class ChildFailure:
     """One entry of torchrun's ChildFailedError summary."""
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterator
 
 from ncclcheck.analysis.logs import flight
 from ncclcheck.analysis.logs.diagnose import LogFold
+from ncclcheck.analysis.logs.events import RANK, stream
+from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.recording import fold_stream, replay
 from ncclcheck.analysis.logs.verdict import with_flight
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import LogSource, Reading, chunks
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.log_report import LogReport
+from ncclcheck.model.logs import Event
 from ncclcheck.sources.log_parts import done_in_order, plan
 
 
@@ -45,3 +49,24 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
         read = [d for d in dumps if isinstance(d, FrDump)]
         report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
     return report
+
+
+def events(found: tuple[LogSource, ...], reading: Reading, least: str) -> Iterator[Event]:
+    """Every line of the logs among ``found`` as its emitter's event, in file order, those at least ``least``
+    severe ("all": every one): what the verdict is made from, one line at a time (streamed: memory stays flat)."""
+    floor = RANK.get(least, 0)
+    for source in found:
+        if source.kind != "log":
+            continue
+        for event in stream(frame_all(_lines(chunks(source, reading=reading)), source.name)):
+            if RANK[event.severity] >= floor:
+                yield event
+
+
+def _lines(pieces: Iterator[str]) -> Iterator[str]:
+    """Physical lines (split at newlines only, as ``wc -l`` counts them) of pieces that each end at a line's end."""
+    for piece in pieces:
+        lines = piece.split("\n")
+        if piece.endswith("\n"):
+            lines.pop()
+        yield from lines

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ncclcheck.analysis.logs.rules import RULES
-from ncclcheck.model.logs import LogLine
+from ncclcheck.model.logs import Event, LogLine
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 RANK = {INFO: 0, WARNING: 1, ERROR: 2}
@@ -168,7 +168,7 @@ STATED = (
     ("kernel", ("NVRM", "fallen off the bus", "AER:")),
     ("signal-handler", ("Caught signal", "Process received signal", "==== backtrace")),
     ("faulthandler", ("Fatal Python error",)),
-    ("torchelastic", ("death signal", "exitcode", "Worker group", "no error file")),
+    ("torchelastic", ("death signal", "exitcode", "Worker group", "no error file", "received by PID")),
     ("nccl", ("NCCL WARN",)),
     ("c++", ("terminate called", "what():")),
     ("shell", ("Segmentation fault", "Bus error", "core dumped")),
@@ -179,20 +179,6 @@ STATED = (
 def _stated_by(body: str) -> str:
     """Which emitter a failure statement without a header comes from (a traceback's last line if none)."""
     return next((name for name, marks in STATED if any(m in body for m in marks)), "python")
-
-
-@dataclass(frozen=True)
-class Event:
-    """A framed line as its emitter wrote it: who, how severe, from which rank and host, when."""
-
-    file: str
-    line: int
-    emitter: str
-    severity: str
-    rank: int | None
-    host: str | None
-    time: str | None
-    text: str
 
 
 # What starts a record of its own, so it cannot continue an exception's message or a kernel message
