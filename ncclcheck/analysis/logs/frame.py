@@ -9,10 +9,16 @@ from typing import Protocol
 from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.model.logs import LogLine
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|(?<![\w\]])\[0m\s?")
+# A terminal's escape sequence; or the residue of a colour code whose ESC a paste lost: dropped ("[36m(pid=1)[0m ")
+# or shown as a space (" [36m(pid=1) [0m "): the space before a code is its ESC, a space after it is the text's.
+# Never a code glued to a word or a bracket before it ("x[0m"): that is not a paste's residue.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^ ?\[[0-9;]*[0-9]m\s?|(?<= )\[[0-9;]*[0-9]m\s?|(?<![\w\]\s])\[[0-9;]*[0-9]m")
 PREFIXES = (
     ("mpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")),
     ("cloudwatch", re.compile(r"^\s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+Z\s*\|\s*")),
+    # Kubernetes' CRI log file (/var/log/pods, what kubelet and log shippers read): stamp, stream, and F for a
+    # line's last part or P for a part of a line the runtime cut (``_Rejoin`` joins them)
+    ("cri", re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")),
     ("stamp", re.compile(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?")),
     ("torchrun", re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")),
     ("ray", re.compile(r"^\((?:pid=\d+|[\w.-]+ pid=\d+(?:, ip=[\d.]+)?)\)\s")),
@@ -20,19 +26,23 @@ PREFIXES = (
     ("kubectl", re.compile(r"^\[pod/[^\]\s]+\] ")),
     ("lineno", re.compile(r"^\[\d+\]\s(?=\S)(?![\w./-]+:\d+ NCCL |NCCL )")),
     ("local", re.compile(r"^(?P<rank>\d+): (?=\S)")),
+    ("address", re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}:(?: |$)")),  # pdsh/clush -w by address: "10.0.0.3: "
 )
 # Every prefix above starts with one of these: a line starting otherwise (a hostname) is skipped fast.
 PREFIX_STARTS = frozenset("[(| \t0123456789")
 # Prefixes that start with a letter, tried only on a line with ": " or " | " near its start:
-#   pdsh/clush "node3: ", docker compose "trainer-1  | ", syslog/journald "Nov 21 10:00:01 node3 train[42]: ",
+#   pdsh/clush "node3: " (the line as it was behind it, indented or empty), docker compose "trainer-1  | ",
+#   syslog/journald "Nov 21 10:00:01 node3 train[42]: " (journalctl -o short-precise: "10:00:01.123456"; -o short-iso:
+#   the stamp is taken off first, "node3 train[42]: " is left),
 #   kubectl --prefix "[pod/trainer-0/pytorch] " (starts with "[": in PREFIXES below).
 #   stern "trainer-0 pytorch " (pod and container, namespace first with -A: lowercase Kubernetes names, the pod's
 #   with a digit or dash), taken off only before what starts a log line of ours (a rank prefix, an NCCL header,
 #   a glog stamp, a traceback, an exception).
 WORD_PREFIX = re.compile(
-    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w./-]+(?:\[\d+\])?: "
+    r"|[\w.-]+ [\w./-]+\[\d+\]: "
     r"|[\w.-]+\s+\| "
-    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][\w.-]*: (?=\S)"
+    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][a-z\d_.-]*:(?: |$)"
     r"|(?=[a-z0-9.-]*[-\d]|[a-z0-9.-]+ [a-z0-9.-]*[-\d])(?:[a-z0-9][a-z0-9.-]* ){2,3}(?=\[(?:default)?rank\d+\]:|[\w.-]+:\w+(?::\w+)? \[\d+\] |\[?[IWEF]\d{4} "
     r"|Traceback |NCCL (?:INFO|WARN) |(?:[\w.]+\.)?\w*(?:Error|Exception): ))"
 )
