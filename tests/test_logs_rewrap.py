@@ -1,10 +1,12 @@
 """Every real fixture re-wrapped each way collectors and terminals deliver it reads as it does unwrapped (issue 25).
 
 The wrappers are the one written text here; the lines inside them are the fixtures' own. Each fixture is taken as
-the logical lines the reader finds in it (a fixture pasted from a terminal is hard-wrapped already: M14), so a
-launcher's prefix goes before each logical line and a terminal's wrap cuts the whole prefixed line, as they would
-on the job's console. For each wrapping ``ncclcheck logs --json`` must give the same verdict status, root cause,
-ranks and culprits as on the fixture itself; a healthy fixture (INDEX.md calls it so) stays "pass" with no error.
+its logical lines (a fixture pasted from a terminal is hard-wrapped already: joined where the reader joins it, and
+M14's wraps at widths no terminal is known for, as INDEX.md says), so a launcher's prefix goes before each logical
+line and a terminal's wrap cuts the whole prefixed line, as they would on the job's console. For each wrapping
+``ncclcheck logs --json`` must give the same verdict status, root cause, ranks and culprits as on those lines
+written out (the fixture's own verdict: a test holds them equal); a healthy fixture (INDEX.md calls it so) stays
+"pass" with no error finding.
 
 A prefix that names a rank (torchrun's ``[defaultN]:``, Open MPI's ``[1,N]<stderr>:``) is put only before a line
 that already names rank N by its own prefix: put before every line it would move lines that belong to no rank
@@ -42,7 +44,8 @@ HEALTHY = [
     *sorted((FIXTURES / "nccl_logs_more").glob("M1[01]_*.log")),
 ]
 
-OWN_RANK = re.compile(r"^\[(?:(?:default)?rank|default)(\d+)\]:|^\[\d+,(\d+)\]<std(?:out|err)>:")
+# the rank prefixes the reader takes a rank from ("[default3]:" names a local rank: a tag, as "[trainer3]:")
+OWN_RANK = re.compile(r"^\[(?:default)?rank(\d+)\]:|^\[\d+,(\d+)\]<std(?:out|err)>:")
 STAMP = "2024-05-01T10:00:00.123456789Z"
 
 
