@@ -9,10 +9,16 @@ from typing import Protocol
 from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.model.logs import LogLine
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|(?<![\w\]])\[0m\s?")
+# A terminal's escape sequence; or the residue of a colour code whose ESC a paste lost: dropped ("[36m(pid=1)[0m ")
+# or shown as a space (" [36m(pid=1) [0m "): the space before a code is its ESC, a space after it is the text's.
+# Never a code glued to a word or a bracket before it ("x[0m"): that is not a paste's residue.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|^ ?\[[0-9;]*[0-9]m\s?|(?<= )\[[0-9;]*[0-9]m\s?|(?<![\w\]\s])\[[0-9;]*[0-9]m")
 PREFIXES = (
     ("mpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")),
     ("cloudwatch", re.compile(r"^\s*\|\s*\d{4}-\d\d-\d\dT[\d:.]+Z\s*\|\s*")),
+    # Kubernetes' CRI log file (/var/log/pods, what kubelet and log shippers read): stamp, stream, and F for a
+    # line's last part or P for a part of a line the runtime cut (``_Rejoin`` joins them)
+    ("cri", re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] ")),
     ("stamp", re.compile(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*(?:\|\s*)?")),
     ("torchrun", re.compile(r"^\[(?:default)?rank(?P<rank>\d+)\]:\s?")),
     ("ray", re.compile(r"^\((?:pid=\d+|[\w.-]+ pid=\d+(?:, ip=[\d.]+)?)\)\s")),
@@ -20,19 +26,23 @@ PREFIXES = (
     ("kubectl", re.compile(r"^\[pod/[^\]\s]+\] ")),
     ("lineno", re.compile(r"^\[\d+\]\s(?=\S)(?![\w./-]+:\d+ NCCL |NCCL )")),
     ("local", re.compile(r"^(?P<rank>\d+): (?=\S)")),
+    ("address", re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}:(?: |$)")),  # pdsh/clush -w by address: "10.0.0.3: "
 )
 # Every prefix above starts with one of these: a line starting otherwise (a hostname) is skipped fast.
 PREFIX_STARTS = frozenset("[(| \t0123456789")
 # Prefixes that start with a letter, tried only on a line with ": " or " | " near its start:
-#   pdsh/clush "node3: ", docker compose "trainer-1  | ", syslog/journald "Nov 21 10:00:01 node3 train[42]: ",
+#   pdsh/clush "node3: " (the line as it was behind it, indented or empty), docker compose "trainer-1  | ",
+#   syslog/journald "Nov 21 10:00:01 node3 train[42]: " (journalctl -o short-precise: "10:00:01.123456"; -o short-iso:
+#   the stamp is taken off first, "node3 train[42]: " is left),
 #   kubectl --prefix "[pod/trainer-0/pytorch] " (starts with "[": in PREFIXES below).
 #   stern "trainer-0 pytorch " (pod and container, namespace first with -A: lowercase Kubernetes names, the pod's
 #   with a digit or dash), taken off only before what starts a log line of ours (a rank prefix, an NCCL header,
 #   a glog stamp, a traceback, an exception).
 WORD_PREFIX = re.compile(
-    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? [\w.-]+ [\w./-]+(?:\[\d+\])?: "
+    r"|[\w.-]+ [\w./-]+\[\d+\]: "
     r"|[\w.-]+\s+\| "
-    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][\w.-]*: (?=\S)"
+    r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][a-z\d_.-]*:(?: |$)"
     r"|(?=[a-z0-9.-]*[-\d]|[a-z0-9.-]+ [a-z0-9.-]*[-\d])(?:[a-z0-9][a-z0-9.-]* ){2,3}(?=\[(?:default)?rank\d+\]:|[\w.-]+:\w+(?::\w+)? \[\d+\] |\[?[IWEF]\d{4} "
     r"|Traceback |NCCL (?:INFO|WARN) |(?:[\w.]+\.)?\w*(?:Error|Exception): ))"
 )
@@ -43,12 +53,23 @@ HEADER = re.compile(
 BARE_HEADER = re.compile(
     r"^(?:\[(?P<dev>\d+)\] )?(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lvl>INFO|WARN|TRACE) (?P<msg>.*)$"
 )
-# A line that starts on its own: what a terminal's hard wrap never produces at column 0.
+# A line that starts on its own: what a terminal's hard wrap never leaves at column 0. A wrap cuts anywhere, before a
+# space, a bracket or a parenthesis too: only a header, an emitter's mark or a word a line opens with counts (read
+# with the line's prefixes taken off). NCCL's header, with or without the host's, and its version line:
+NCCL_START = r"[\w.-]+:\w+(?::\w+)? \[\d+\]|(?:\[\d+\] (?:[\w./-]+:\d+ )?)?NCCL (?:INFO|WARN|TRACE|ABORT|version)\b"
 LINE_START = re.compile(
-    r"^(?:\s|\[|\(|\||<|Traceback|File \"|[\w.-]+:\w+(?::\w+)? \[\d+\]|NCCL |[A-Z]\w*(?:Error|Exception|Warning)\b"
-    r"|terminate called|frame #\d|Exception raised from|<omitting|[IWEF]\d{4} |\w[\w.]*\.(?:py|cc|cpp|h):\d+|torch\.|srun:|=+|\*+|-{3,}|\.\.\."
-    r"|[A-Z][A-Za-z_]*:\s|(?:ERROR|FATAL|FAILED|WARN(?:ING)?|INFO|DEBUG)\b)"
+    rf"^(?:{NCCL_START}|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b|terminate called|frame #\d"
+    r"|Exception raised from|<omitting|\[?[IWEF]\d{4} |\[[A-Za-z_]|\[\d+\]:|\[ *\d+\.\d+\]"
+    r"|(?:/[\w./-]+|[\w.-]+)\.(?:py|cc|cpp|cu|h):\d+:|torch\.|srun:|slurmstepd:|(?:error|warning|fatal):"
+    r"|={3,}|\*{3}|-{3,}|\.\.\.|[A-Z][A-Za-z_]*:\s|(?:ERROR|FATAL|FAILED|WARN(?:ING)?|INFO|DEBUG)\b)"
 )
+# The rest of an exception's class name a wrap cut ("torch.distributed.DistBackend" / "Error: ..."): glued after a
+# lowercase letter although a line may start so.
+CLASS_REST = re.compile(r"^(?:Error|Exception|Warning)\b")
+# NCCL's header without its host's part: a line's start, or the rest of one a wrap cut inside the source file's
+# name ("...[0] tra" / "nsport/p2p.cc:238 NCCL WARN"): a line's start only after a cut between two words.
+NCCL_SOURCE = re.compile(r"^[\w./-]+:\d+ NCCL (?:INFO|WARN|TRACE|ABORT)\b")
+NCCL_LINE = re.compile(rf"^(?:{NCCL_START})")
 # A terminal hard-wraps at its width: only a physical line exactly this long can continue on the next one
 # (xterm/VT 80 and 132, common window and tmux/screen widths, kubectl's and CI consoles' 100-250).
 WRAP_WIDTHS = frozenset({80, 100, 120, 128, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256})
@@ -137,33 +158,83 @@ _rests = Remembered(lambda rest: _parts(rest, 7))  # a text behind torchrun's pr
 _RESTS = _rests.known
 
 
+LINENO = dict(PREFIXES)["lineno"]
+CRI = dict(PREFIXES)["cri"]
+
+
+def _visible(text: str) -> str:
+    """A physical line as a terminal shows it: no colour codes."""
+    return ANSI.sub("", text) if "\x1b" in text or "[0m" in text else text
+
+
+def _partial(text: str) -> tuple[str, str, int] | None:
+    """A Kubernetes CRI record's stream, tag (P: a part, F: the last part) and where its text starts."""
+    if text[:2].isdigit() and text[4:5] == "-" and (cri := CRI.match(text)) is not None:
+        end = cri.end()
+        return text[end - 9 : end - 3].strip(), text[end - 2], end
+    return None
+
+
 class _Rejoin:
-    """Glue terminal hard-wraps back: a line exactly a terminal's width followed by one that cannot start a
-    line on its own. Anything else stays as it was: two log lines are never glued into one."""
+    """Glue back what a terminal or a container runtime cut: a line exactly a terminal's width followed by one that
+    cannot start a line on its own (no prefix, no header, not indented), and the parts (P) of a CRI record with the
+    next record of the same stream. Anything else stays as it was: two log lines are never glued into one."""
 
     def __init__(self) -> None:
         self.held: tuple[int, str] | None = None
-        self.last = 0  # the length of the held line's last physical line
+        self.last = 0  # the width of the held line's last physical line
+        self.parts: dict[str, tuple[int, str]] = {}  # a stream's CRI parts so far (its first line's number)
 
     def push(self, number: int, text: str) -> tuple[int, str] | None:
         """Take the next physical line; give back the line it completes, if any."""
         text = text.rstrip("\r\n")
-        held = self.held
-        if held is not None and self.last in WRAP_WIDTHS and len(held[1]) + len(text) <= MAX_LINE:
-            stripped = strip_prefixes(text)[0]
-            # a launcher prefixes each line it is handed: a prefixed line is a new one, never a wrap's rest
-            prefixed = len(stripped) < len(
-                ANSI.sub("", text).replace("\r", "") if "\x1b" in text or "[0m" in text else text
-            )
-            if stripped and not prefixed and not LINE_START.match(stripped):
-                self.held, self.last = (held[0], held[1] + stripped), len(text)
+        if (cri := _partial(text)) is not None:
+            stream, tag, at = cri
+            if stream in self.parts:
+                number, first = self.parts.pop(stream)
+                text = first + text[at:]
+            if tag == "P":
+                self.parts[stream] = (number, text)
                 return None
-        self.held, self.last = (number, text), len(text)
+        held = self.held
+        if (
+            held is not None
+            and self.last in WRAP_WIDTHS
+            and len(held[1]) + len(text) <= MAX_LINE
+            and _rest(held[1], text)
+        ):
+            self.held, self.last = (held[0], held[1] + text), len(_visible(text))
+            return None
+        self.held, self.last = (number, text), len(_visible(text))
         return held
 
-    def flush(self) -> tuple[int, str] | None:
-        held, self.held = self.held, None
-        return held
+    def flush(self) -> list[tuple[int, str]]:
+        """What is held: the line that may go on, and parts of CRI records whose last part never came."""
+        held = [self.held] if self.held is not None else []
+        self.held, parts, self.parts = None, list(self.parts.values()), {}
+        return sorted(held + parts)
+
+
+def _rest(held: str, text: str) -> bool:
+    """Whether a physical line after one a terminal's width long (``held``) is its rest: no prefix (a launcher
+    prefixes each line it is handed; the wrap's rest has none), no header; indented by one space at most (a cut
+    before a space; an indented line is one of its own, unless NCCL's old header: " [0] NCCL INFO")."""
+    visible = _visible(text).replace("\r", "")
+    stripped = strip_prefixes(text)[0]
+    if len(stripped) < len(visible):  # a prefix, unless the line number of a "[N] " log, before no header
+        number = LINENO.match(visible)
+        if number is None or visible[number.end() :] != stripped or LINE_START.match(stripped):
+            return False
+        stripped = visible
+    body = stripped.lstrip(" ")
+    if not body or body[0] == "\t" or len(stripped) - len(body) > 1:
+        return False
+    if body is not stripped:
+        return NCCL_LINE.match(body) is None
+    last = _visible(held)[-1:]
+    if LINE_START.match(body):  # but the rest of an exception's name a wrap cut: "torch.distributed.DistBackend"
+        return last.islower() and CLASS_REST.match(body) is not None
+    return NCCL_SOURCE.match(body) is None or (last.isalnum() and body[0].isalnum())
 
 
 def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -172,8 +243,7 @@ def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     for number, text in lines:
         if (done := join.push(number, text)) is not None:
             yield done
-    if (done := join.flush()) is not None:
-        yield done
+    yield from join.flush()
 
 
 def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
@@ -187,7 +257,8 @@ def frame_all(lines: Iterable[str], file: str) -> Iterator[LogLine]:
 
 def cut_after(line: str) -> bool:
     """Whether a file may be cut after this line and the rest read apart: nothing would be glued to it."""
-    return len(line.rstrip("\r\n")) not in WRAP_WIDTHS
+    line = line.rstrip("\r\n")
+    return len(_visible(line)) not in WRAP_WIDTHS and ((cri := _partial(line)) is None or cri[1] != "P")
 
 
 class LineFold(Protocol):
@@ -236,7 +307,7 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
         if done is not None and done[1].strip():
             sink.add_line(file, done[0], *parts(done[1]))
 
-    number, broken = 0, False
+    number, broken, quiet = 0, False, _whole(quiet)
     for chunk in chunks:
         if broken:  # the chunk before ended inside a line: this one goes on with it
             number -= 1
@@ -246,8 +317,23 @@ def fold_chunks(chunks: Iterable[str], file: str, quiet: Callable[[str], bool], 
             else:
                 number = _busy(piece, number, file, join, let_go, sink)
         broken = not chunk.endswith("\n")
-    let_go(join.flush())
+    for done in join.flush():
+        let_go(done)
     return number
+
+
+CRI_RECORD = re.compile(r"\r?\n" + CRI.pattern[1:])  # a CRI record's prefix, after the line end before it
+
+
+def _whole(quiet: Callable[[str], bool]) -> Callable[[str], bool]:
+    """``quiet`` of a text whose CRI records may be parts of a line (P): a literal the runtime cut in two counts."""
+
+    def whole(text: str) -> bool:
+        if not quiet(text):
+            return False
+        return _partial(text) is None or quiet(CRI_RECORD.sub("", text))  # a CRI log: its records glued
+
+    return whole
 
 
 # The fast lane: the lines framed by one match each, over a whole piece, anchored on the newline before each line
@@ -312,7 +398,8 @@ def _busy(
                 let_go(join.push(number, line[at : at + MAX_LINE]))
             continue
         if join.held is not None:  # a line of these two kinds is never a wrapped line's rest
-            let_go(join.flush())
+            for done in join.flush():
+                let_go(done)
         rank = None if prefix is None else ranks.get(prefix) or int(prefix)
         if head:
             add_nccl_line(file, number, head, msg, rank)
@@ -346,7 +433,8 @@ def _quiet(
         number += 1
         let_go(join.push(number, piece[head : end + 1]))
         head = end + 1
-    let_go(join.flush())  # a break: nothing rejoins across the skipped lines
+    for done in join.flush():  # a break: nothing rejoins across the skipped lines
+        let_go(done)
     rest = piece[head:]
     count = rest.count("\n") + (0 if rest.endswith("\n") or not rest else 1)
     sink.skip(count - _blank(rest), ranks_in(piece, head, count))
