@@ -57,10 +57,8 @@ def test_a_failed_job_never_reads_pass(name: str, capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("name", "line"),
     [
-        (
-            "M14",
-            "[E210 02:06:33.393862144 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 0] Process group watchdog",
-        ),
+        # unittest's own result line for a test that raised: an error in Python's unittest grammar, no rule for it
+        ("M21", "ERROR: test_create_backend_returns_backend_if_is_host_is_false"),
     ],
 )
 def test_an_error_in_its_emitters_grammar_is_quoted_as_unknown(
@@ -106,7 +104,9 @@ def test_a_cancelled_slurm_step_glued_to_a_progress_bar_is_the_cause(capsys: pyt
     assert code == 1 and data["verdict"]["root_cause"] == "slurm-cancelled", data["verdict"]
     assert "SLURM cancelled STEP 6053.0 on DEL2212S020 at 2024-04-23T12:18:08" in data["verdict"]["message"]
     ended = next(f for f in data["findings"] if f["id"] == "slurm-task-ended")
-    assert ended["message"] == "SLURM: task 0 on DEL2212S020: Terminated"
+    assert ended["message"].startswith("SLURM: task 0 on DEL2212S020: Terminated (2 lines)")
+    assert ended["message"].endswith("also: SLURM: srun force-terminated StepId=6053.0")
+    assert not [f for f in data["findings"] if f["id"] == "unrecognised-error"], quoted(data)
 
 
 def test_the_subnet_managers_reregistration_is_benign(capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,3 +202,13 @@ def test_a_step_that_finished_is_not_a_cancelled_one() -> None:
     """Must not: SLURM's ordinary lines around a step that ends well say nothing of a failure."""
     lines = ["srun: Job step created", "srun: debug:  task 0 done", "srun: debug:  IO thread exiting"]
     assert analyse(frame_all(lines, "x.log")).status == "pass"
+
+
+@pytest.mark.parametrize("name", ["M12", "M17"])
+def test_the_watchdogs_dump_signal_is_an_echo_of_its_failure(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """c10d's E lines on the watchdog's dump path ("First PG on this rank to signal dumping", "preparing to dump
+    debug info") are part of the failure, not an unknown error and not its cause."""
+    _, data = report(name, capsys)
+    assert data["verdict"]["status"] == "fail" and data["verdict"]["root_cause"] != "fr-dump-signalled"
+    assert any(f["id"] == "fr-dump-signalled" for f in data["findings"])
+    assert not [f for f in data["findings"] if f["id"] == "unrecognised-error"], quoted(data)

@@ -55,18 +55,7 @@ def readings(file: str) -> Iterator[tuple[int, str, Event | None]]:
             yield number, row.label, lines[at] if at >= 0 else None
 
 
-HARD_WRAPPED = "nccl_logs_more/M14_watchdog-terminated-terminal-wrapped-allgather-pg2_sglang.log"
-
-
-@pytest.mark.parametrize(
-    "file",
-    [
-        pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="a hard wrap mid-word: frame's rejoin"))
-        if f == HARD_WRAPPED
-        else f
-        for f in FILES
-    ],
-)
+@pytest.mark.parametrize("file", FILES)
 def test_every_failure_line_is_read_as_an_error(file: str) -> None:
     missed = [
         f"{n}: {line.text[:160] if line else '(dropped)'}"

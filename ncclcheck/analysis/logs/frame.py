@@ -199,9 +199,9 @@ class _Rejoin:
         held = self.held
         if (
             held is not None
-            and self.last in WRAP_WIDTHS
+            and (self.last in WRAP_WIDTHS or _cut_in_parentheses(held[1], text))
             and len(held[1]) + len(text) <= MAX_LINE
-            and _rest(held[1], text)
+            and (_rest(held[1], text) or (self.last in WRAP_WIDTHS and _after_a_bare_header(held[1], text)))
         ):
             self.held, self.last = (held[0], held[1] + text), len(_visible(text))
             return None
@@ -235,6 +235,37 @@ def _rest(held: str, text: str) -> bool:
     if LINE_START.match(body):  # but the rest of an exception's name a wrap cut: "torch.distributed.DistBackend"
         return last.islower() and CLASS_REST.match(body) is not None
     return NCCL_SOURCE.match(body) is None or (last.isalnum() and body[0].isalnum())
+
+
+# glog's and c10d's header with nothing behind it: never a whole line, its message was wrapped onto the next one
+BARE_GLOG = re.compile(
+    r"\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)? +(?:\d+ +)?[\w./-]+:\d+\] ?$|\[[IWEF] [\w.]+:\d+\] ?$"
+)
+
+
+def _after_a_bare_header(held: str, text: str) -> bool:
+    """A line cut right after its glog/c10d header ("[E321 ... ProcessGroupNCCL.cpp:1664] ") goes on with the next
+    one, whatever it starts with ("[PG 1 Rank 0] Exception ..."), unless that one has a prefix or a header itself."""
+    body = strip_prefixes(held)[0]
+    if BARE_GLOG.search(body) is None or BARE_GLOG.match(body) is None:
+        return False
+    visible = _visible(text).replace("\r", "")
+    return bool(visible) and strip_prefixes(text)[0] == visible and NCCL_LINE.match(visible) is None
+
+
+def _cut_in_parentheses(held: str, text: str) -> bool:
+    """A paste cut mid-token inside parentheses, at any width ("...WorkNCCL(S" / "eqNum=1522789, ...) ran for"): the
+    line opens more than it closes, ends inside a word, and the next one starts inside one and closes it."""
+    if not (held[-1:].isalnum() or held[-1:] in "/._-") or not (text[:1].isalnum() or text[:1] in "/._-"):
+        return False
+    if held.count("(") <= held.count(")"):
+        return False
+    depth = 0
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        if depth < 0:
+            return True
+    return False
 
 
 def rejoin(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -392,7 +423,12 @@ def _busy(
         pos = end + 1
         prefix, head, bare, msg = fast.groups()  # the rank prefix's rank; bare: a header without the prefix
         head = head or bare
-        if end - start in spans or end - start > MAX_LINE or (head and "[0m" in msg):
+        if (
+            end - start in spans
+            or end - start > MAX_LINE
+            or (head and "[0m" in msg)
+            or (not head and msg[-1:].isalnum() and "(" in msg and msg.count("(") > msg.count(")"))  # cut in (...)
+        ):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):
                 let_go(join.push(number, line[at : at + MAX_LINE]))

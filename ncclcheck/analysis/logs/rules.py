@@ -575,6 +575,21 @@ RULES: tuple[Rule, ...] = (
         "nccl-tests stopped: an {what} call failed ({why}, at {src})",
         "a consequence: the NCCL WARN lines before it (NCCL_DEBUG=WARN) say what failed", True,
     ),
+    _rule(  # ProcessGroupNCCL.cpp: the watchdog's failure path asks every rank to dump its Flight Recorder
+        "fr-dump-signalled", "error", "dump",
+        r"(?P<what>First PG on this rank to signal dumping|preparing to dump debug info|Received a dump signal"
+        r"|Observed flight recorder dump signal from another rank)",
+        "torch's watchdog, after the failure, signalled a debug dump ({what})",
+        "a consequence: the watchdog's timeout or error next to it is the one to read; with"
+        " TORCH_NCCL_TRACE_BUFFER_SIZE>0 each rank's Flight Recorder dump (`ncclcheck logs` reads it) names the"
+        " collective each rank was in", True,
+    ),
+    _rule(
+        "slurm-task-ended", "error", "srun: Force Terminated",
+        r"srun: Force Terminated (?P<task>(?:job|StepId=)\S*)",
+        "SLURM: srun force-terminated {task}",
+        "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
+    ),
 )  # fmt: skip
 RULES += SETUP_RULES + GPU_RULES + EXIT_RULES
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)
