@@ -11,9 +11,11 @@ import pytest
 from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.failure_tables import child_findings
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
+from ncclcheck.model.logs import ChildFailure
 
 TORCHRUN = FIXTURES / "torchrun"
 
@@ -83,10 +85,40 @@ def test_the_first_failing_ranks_own_error_leads(order: tuple[str, str]) -> None
 
 def test_one_table_keeps_its_own_first_observed_failure() -> None:
     """One agent's table alone: its "first observed failure" stands (the times cannot say more than it does)."""
-    found = child(read(TORCHRUN / "two_nodes" / "node0.log"))
-    assert found.ranks == (0,)
-    assert found.message.startswith("torchrun: rank 0 on localhost failed first (exit code 1)")
+    found = child(read(TORCHRUN / "two_nodes" / "node1.log"))
+    assert found.ranks == (3,)
+    assert found.message.startswith("torchrun: rank 3 on localhost failed first (exit code 1)")
     assert "at 15:" not in found.message
+
+
+@pytest.mark.parametrize(
+    "path", [TORCHRUN / "two_nodes" / "node0.log", FIXTURES / "real_failures" / "gloo_size_silent.log"]
+)
+def test_a_first_failure_that_only_lost_its_peer_blames_no_one_here(path: Path) -> None:
+    """Node 0's table names rank 0 first, but rank 0's own error is gloo's "Connection closed by peer" (the peer,
+    rank 3, is on the other node); in gloo_size_silent rank 0 lost rank 1, which the agent then stopped: the rank
+    that showed the failure is not where it started."""
+    report = read(path)
+    found = child(report)
+    assert found.ranks == () and found.culprits == ()
+    assert "torchrun names rank 0 on localhost first (exit code 1), but its own error only says a peer closed" in (
+        found.message
+    )
+    assert report.root_cause is not None and report.root_cause.blamed == ()
+
+
+def test_in_one_second_a_rank_that_failed_of_its_own_is_the_likelier_start() -> None:
+    """Hand-built facts (the table's rows): rank 0 lost its peer, rank 1 exited 1 in the same second, rank 2 was
+    stopped by the agent: rank 1 is the likelier start, whatever the table's tie to the lowest rank says."""
+    rows = (
+        ChildFailure(2, 2, "h", -15, "SIGTERM", False, "2026-11-24_15:00:00", 0, 12),
+        ChildFailure(1, 1, "h", 1, None, False, "2026-11-24_15:00:00", 0, 11),
+        ChildFailure(0, 0, "h", 1, None, True, "2026-11-24_15:00:00", 0, 10),
+    )
+    (found,) = child_findings(rows, frozenset({0}))
+    assert found.ranks == (1,) and "rank 1 (exit code 1), which failed in the same second of its own" in found.message
+    (plain,) = child_findings(rows)  # without the echo, the table's own first stands
+    assert plain.ranks == (0,)
 
 
 def test_a_table_whose_head_was_cut_off_is_read_whole() -> None:

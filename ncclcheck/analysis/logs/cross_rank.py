@@ -18,15 +18,19 @@ LINK_LOCAL = re.compile(r"\((?:fe80:|169\.254\.)")
 
 
 def cross_checks(
-    ranks: tuple[RankLog, ...], timeouts: tuple[Timeout, ...], failures: tuple[ChildFailure, ...]
+    ranks: tuple[RankLog, ...],
+    timeouts: tuple[Timeout, ...],
+    failures: tuple[ChildFailure, ...],
+    echoes: frozenset[int] = frozenset(),
 ) -> list[Finding]:
-    """Findings that need more than one line: versions, link layers, interfaces, timeouts, torchrun summary."""
+    """Findings that need more than one line: versions, link layers, interfaces, timeouts, torchrun summary
+    (``echoes``: the ranks whose own error only says a peer closed the connection)."""
     jobs = jobs_of(ranks)
     versions = [f for job in jobs for f in _version_findings(job)] if len(jobs) > 1 else _version_findings(ranks)
     out = (
         _several_jobs(jobs) + versions + _interface_findings(ranks) + _link_layer_findings(ranks) + _loopback_net(ranks)
     )
-    out += _timeout_mismatch(timeouts) + child_findings(failures)
+    out += _timeout_mismatch(timeouts) + child_findings(failures, echoes)
     return out
 
 

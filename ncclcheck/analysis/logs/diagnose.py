@@ -449,7 +449,8 @@ class LogFold:
         found = sorted(self.found.values(), key=lambda f: f.order)
         findings = _without_lone_echoes([self._finding(f, lead) for f in found])
         failures = tuple(self.failures)
-        findings += cross_checks(ranks, tuple(self.timeouts), failures)
+        echoes = frozenset(r for fid in PEER_LOST if fid in self.found for r in self.found[fid].ranks)
+        findings += cross_checks(ranks, tuple(self.timeouts), failures, echoes)
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
         findings = self._deaths(findings, failures, seen)
@@ -506,6 +507,8 @@ class LogFold:
         )
 
 
+# A rank's own error that only says a peer went away: the rank showed the failure, it did not start it
+PEER_LOST = ("peer-crashed", "peer-closed")
 # Echoes of an error that another line reports: NCCL's error trail, and the result name torch's exception adds
 ECHOES_ONLY = frozenset({"nccl-error-trail", "nccl-result"})
 

@@ -19,12 +19,15 @@ from ncclcheck.model.ranks import span
 ECHO_SIGNALS = frozenset({"SIGTERM", "SIGHUP", "SIGINT"})  # the agent (or the scheduler) stopping the rest
 
 
-def child_findings(failures: tuple[ChildFailure, ...]) -> list[Finding]:
-    """torchrun's failure tables as one finding naming the rank that failed first."""
+def child_findings(failures: tuple[ChildFailure, ...], echoes: frozenset[int] = frozenset()) -> list[Finding]:
+    """torchrun's failure tables as one finding naming the rank that failed first; where that rank's own error only
+    says a peer closed its connection (``echoes``), it showed the failure and did not start it."""
     if not failures:
         return []
     timed = _timed(failures)
     first = _first(failures)
+    if first.rank in echoes and not (timed and _tied(failures, first)):
+        return [_echo_first(failures, first, echoes)]
     others = sorted({f.rank for f in failures} - {first.rank})
     also = f"; rank(s) {span(others)} failed too" if others else ""
     where = f" on {first.host}" if first.host else ""
@@ -71,6 +74,42 @@ def _first(failures: Sequence[ChildFailure]) -> ChildFailure:
 
 def _timed(failures: Sequence[ChildFailure]) -> bool:
     return len({f.table for f in failures}) > 1 and all(f.time for f in failures)
+
+
+def _echo_first(failures: Sequence[ChildFailure], first: ChildFailure, echoes: frozenset[int]) -> Finding:
+    """The first failure is a rank whose error says a peer closed the connection: a rank that failed in the same
+    second of its own (not an echo, not stopped by the agent) is the likelier start; else the start is not here."""
+    where = f" on {first.host}" if first.host else ""
+    said = f"torchrun names rank {first.rank}{where} first ({how(first)}), but its own error only says a peer closed"
+    same = [
+        f
+        for f in failures
+        if f.table == first.table
+        and f.time == first.time
+        and f.rank not in echoes
+        and f.rank != first.rank
+        and f.signal not in ECHO_SIGNALS
+    ]
+    if len(same) == 1:
+        start = same[0]
+        message = (
+            f"{said} its connection: rank {start.rank} ({how(start)}), which failed in the same second of its own,"
+            " is the likelier start"
+        )
+        return Finding("child-failed", "error", message, hint(start.signal) or FIX, (start.rank,))
+    message = (
+        f"{said} its connection: the failure started on a peer whose own lines are not in these logs or name no"
+        " error (another node's log, or a rank the agent stopped after), so no rank here is to blame"
+    )
+    return Finding("child-failed", "error", message, ECHO_FIX, ())
+
+
+FIX = "the rank's own traceback is earlier in its output"
+ECHO_FIX = (
+    "read every node's log together (`ncclcheck logs node*/`): the rank whose error is not a closed connection started"
+    " it; if no rank has one, a peer closed the connection without dying (a collective or size mismatch: rerun with"
+    " TORCH_DISTRIBUTED_DEBUG=DETAIL)"
+)
 
 
 def _sigkill(first: ChildFailure) -> str:
