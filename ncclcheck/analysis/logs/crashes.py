@@ -117,6 +117,7 @@ class CrashFold:
     exits: list[AgentExit] = field(default_factory=list)
     threads: list[ThreadDeath] = field(default_factory=list)
     child_error: Evidence | None = None
+    pending: dict[int | None, ThreadDeath] = field(default_factory=dict)  # per rank, a death whose error is to come
 
     def line(self, kind: str, file: str, number: int, text: str, rank: int | None) -> bool:
         """A line ``kind_of`` named; True when it was read here (it raises no alarm of its own)."""
@@ -129,7 +130,9 @@ class CrashFold:
             self.exits.append(AgentExit(int(m["local"]), m["pid"], int(m["code"]), Evidence(file, number, text[:500])))
             return True
         if kind == "thread-died" and len(self.threads) < MAX and (m := THREAD_DIED.search(stripped)):
-            self.threads.append(ThreadDeath(rank, m["name"], Evidence(file, number, text[:500])))
+            death = ThreadDeath(rank, m["name"], Evidence(file, number, text[:500]))
+            self.threads.append(death)
+            self.pending[rank] = death
             return True
         if kind == "shell" and len(self.blocks) < MAX and (m := SHELL.search(stripped)):
             how = (
@@ -163,10 +166,9 @@ class CrashFold:
 
     def exception(self, rank: int | None, text: str, site: str | None) -> None:
         """An exception's line: the end of the traceback of this rank's thread that died, if one is open."""
-        for death in reversed(self.threads):
-            if death.rank == rank and death.error is None:
-                death.error, death.site = text.strip()[:200], site
-                return
+        death = self.pending.pop(rank, None)
+        if death is not None:
+            death.error, death.site = text.strip()[:200], site
 
     def _open(self, kind: str, file: str, number: int, stripped: str, rank: int | None) -> None:
         if len(self.blocks) >= MAX:

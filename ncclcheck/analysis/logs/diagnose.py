@@ -324,7 +324,7 @@ class LogFold:
             matched = self.crashes.line(said.crash, file, number, text, prefix_rank) or matched
         elif self.crashes.open:
             self.crashes.other(prefix_rank)
-        if said.said and self.crashes.threads:
+        if said.said and self.crashes.pending:
             self.crashes.exception(prefix_rank, text, self.site.get(rank))
         if said.watchdog and said.timeout is not None:  # one it cannot read (a terminal cut it) is left to the net
             if len(self.timeouts) < MAX_TIMEOUTS:

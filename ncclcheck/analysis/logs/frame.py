@@ -130,7 +130,7 @@ def parts(text: str) -> Parts:
     if text[:1] == "[" and (outer := TORCHRUN_PREFIX.match(text)) is not None:
         inner = rest_parts(text[outer.end() : MAX_LINE])
         return inner[0], inner[1], inner[2], inner[3], inner[4], int(outer.group(1))
-    return _parts(text, 8)
+    return _WHOLE.get(text) or _wholes(text)
 
 
 def _parts(text: str, rounds: int) -> Parts:
@@ -156,6 +156,8 @@ def rest_parts(rest: str) -> Parts:
 TORCHRUN_PREFIX = dict(PREFIXES)["torchrun"]
 _rests = Remembered(lambda rest: _parts(rest, 7))  # a text behind torchrun's prefix: one round of 8 is taken
 _RESTS = _rests.known
+_wholes = Remembered(lambda text: _parts(text, 8))  # a whole line's (another launcher's prefix, or none)
+_WHOLE = _wholes.known
 
 
 LINENO = dict(PREFIXES)["lineno"]
@@ -188,7 +190,7 @@ class _Rejoin:
     def push(self, number: int, text: str) -> tuple[int, str] | None:
         """Take the next physical line; give back the line it completes, if any."""
         text = text.rstrip("\r\n")
-        if (cri := _partial(text)) is not None:
+        if text[:2].isdigit() and (cri := _partial(text)) is not None:
             stream, tag, at = cri
             if stream in self.parts:
                 number, first = self.parts.pop(stream)
@@ -197,15 +199,16 @@ class _Rejoin:
                 self.parts[stream] = (number, text)
                 return None
         held = self.held
+        width = len(text) if "\x1b" not in text and "[0m" not in text else len(_visible(text))
         if (
             held is not None
             and (self.last in WRAP_WIDTHS or _cut_in_parentheses(held[1], text))
             and len(held[1]) + len(text) <= MAX_LINE
             and (_rest(held[1], text) or (self.last in WRAP_WIDTHS and _after_a_bare_header(held[1], text)))
         ):
-            self.held, self.last = (held[0], held[1] + text), len(_visible(text))
+            self.held, self.last = (held[0], held[1] + text), width
             return None
-        self.held, self.last = (number, text), len(_visible(text))
+        self.held, self.last = (number, text), width
         return held
 
     def flush(self) -> list[tuple[int, str]]:
@@ -451,9 +454,13 @@ def _framed(text: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, 
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
+    push = join.push
     for number, line in enumerate(lines, number + 1):  # noqa: B020 - numbering goes on from the caller's
-        for start in range(0, max(len(line), 1), MAX_LINE):
-            let_go(join.push(number, line[start : start + MAX_LINE]))
+        if len(line) <= MAX_LINE:
+            let_go(push(number, line))
+            continue
+        for start in range(0, len(line), MAX_LINE):
+            let_go(push(number, line[start : start + MAX_LINE]))
     return number
 
 
