@@ -18,8 +18,9 @@ from importlib import resources
 
 import pytest
 
-from ncclcheck.analysis.logs.diagnose import EXCEPTION, FR_SITE, analyse
+from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.line_facts import EXCEPTION, FR_SITE
 from ncclcheck.analysis.logs.rules import RULES, Rule
 
 COLUMNS = ("id", "role", "emitter", "source", "versions", "format", "example", "fix_summary")

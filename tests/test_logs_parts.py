@@ -17,16 +17,9 @@ import pytest
 
 from ncclcheck.analysis.logs import recording
 from ncclcheck.analysis.logs.diagnose import LogFold, quiet
-from ncclcheck.analysis.logs.frame import (
-    RANK_BEHIND,
-    WRAP_WIDTHS,
-    cut_after,
-    fold_chunks,
-    frame_all,
-    ranks_in,
-    strip_prefixes,
-)
+from ncclcheck.analysis.logs.frame import RANK_BEHIND, cut_after, fold_chunks, frame_all, ranks_in
 from ncclcheck.analysis.logs.nccl import RankFold
+from ncclcheck.analysis.logs.prefixes import WRAP_WIDTHS, strip_prefixes
 from ncclcheck.collectors.logfiles import LogSource, sources, spans
 from ncclcheck.model.logs import LogLine, RankLog
 from ncclcheck.sources import log_parts

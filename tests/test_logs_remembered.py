@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ncclcheck.analysis.logs.frame import parts
+from ncclcheck.analysis.logs.prefixes import parts
 from ncclcheck.analysis.logs.remembered import Remembered
 
 
@@ -44,7 +44,7 @@ def test_a_full_memo_is_forgotten_at_once() -> None:
 def test_text_behind_torchruns_prefix_is_framed_as_the_whole_line_is() -> None:
     """``parts`` reads the rest behind ``[rankN]:`` once for every rank: the result is the one framing the
     whole line gives (the prefix's rank wins over an inner one; ANSI residue and CR go; 8 prefixes at most)."""
-    from ncclcheck.analysis.logs.frame import _parts
+    from ncclcheck.analysis.logs.prefixes import _parts
 
     lines = [
         "[rank3]:node1:55:66 [2] NCCL INFO Using network IB",

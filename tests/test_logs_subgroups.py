@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from conftest import FIXTURES
 
-from ncclcheck.analysis.logs.diagnose import _text_rank, analyse
+from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.line_facts import _text_rank
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
 

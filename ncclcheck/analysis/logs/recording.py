@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ncclcheck.analysis.logs.diagnose import FACTS, At, LineFacts, LogFold, facts, facts_of, quiet
-from ncclcheck.analysis.logs.frame import fold_chunks, header, rest_parts
+from ncclcheck.analysis.logs.diagnose import At, LogFold, quiet
+from ncclcheck.analysis.logs.frame import fold_chunks, header
+from ncclcheck.analysis.logs.line_facts import FACTS, LineFacts, facts, facts_of
 from ncclcheck.analysis.logs.nccl import Accumulator, Keyed, Op, RankFold, only_connection, read_line, steps_of
+from ncclcheck.analysis.logs.prefixes import rest_parts
 from ncclcheck.analysis.logs.remembered import Remembered
 
 # The events of a part, as plain tuples (a NamedTuple pickles as its class and costs the parent, which unpickles
