@@ -198,3 +198,26 @@ def test_a_live_segfault_on_rank_1_is_named(tmp_path: Path, capsys: pytest.Captu
     verdict = json.loads(capsys.readouterr().out)["verdict"]
     assert verdict["root_cause"] == "native-crash" and verdict["culprits"] == [1]
     assert "native_crash.py:17 in crash" in verdict["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "said", "nccl"),
+    [
+        ("M39", "its native backtrace (thread 25645): SaveProxy() at proxy.cc:518 <- ncclProxySaveOp()", True),
+        ("M28", "its native backtrace (thread 5704): ncclGroupEnd()", True),
+        ("M30", "its native backtrace (1a62e574072d:00334): in lmdb/cpython.cpython-36m-x86_64-linux-gnu.so", False),
+    ],
+)
+def test_a_signal_handlers_backtrace_says_where_the_process_crashed(name: str, said: str, nccl: bool) -> None:
+    """UCX's "==== backtrace" and Open MPI's "[ N] lib.so(+0x…)" frames, past the handler's own and the C library's:
+    NCCL's proxy (M39) and group code (M28) are NCCL's; M30's bus error is in lmdb's mapped file, not NCCL."""
+    (path,) = (FIXTURES / "nccl_logs_more").glob(f"{name}_*.log")
+    rep = analyse(frame_all(path.read_text().splitlines(), name))
+    crash = finding(rep, "native-crash")
+    assert said in crash.message, crash.message
+    assert ("inside NCCL's own code" in crash.message) is nccl
+
+
+def test_a_crash_without_a_native_backtrace_claims_none() -> None:
+    crash = finding(report("segv_rank1_faulthandler.log"), "native-crash")
+    assert "native backtrace" not in crash.message

@@ -9,7 +9,7 @@ neither the prefix nor the table singles one out, the finding says so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ncclcheck.analysis.rank_exits import hint, signal_of
 from ncclcheck.model.findings import Evidence, Finding
@@ -42,10 +42,33 @@ SHELL = re.compile(
     r"^(?P<script>\S+): line (?P<n>\d+): +(?P<pid>\d+) (?P<what>Segmentation fault|Bus error|Aborted|Floating point"
     r" exception|Illegal instruction)(?: +\(core dumped\))? +(?P<cmd>.{1,200})"
 )
+# UCX's signal handler: "==== backtrace (tid:  25645) ====", frames " 1 0x000000000006a920 SaveProxy()  /src/proxy.cc:518",
+# then a rule of "=" (Open MPI's handler prints "[host:pid] [ 1] /lib/x.so(fn+0x1a)[0x7f…]")
+BACKTRACE = re.compile(
+    r"^==== backtrace \(tid:\s*(?P<tid>\d+)\) ====$|^\[(?P<who>[^\]\s]+)\] \*\*\* Process received signal \*\*\*$"
+)
+NATIVE_FRAME = re.compile(
+    r"^\s*\d+\s+0x[0-9a-fA-F]+\s+(?P<fn>\S+?)(?:\(\))?\s+(?P<where>\S+)$"
+    r"|^(?:\[[^\]]*\] )?\[\s*\d+\] (?P<lib>[^\s(]+)\((?P<fn2>[^+)]*)\+0x[0-9a-f]+\)\s*\[0x[0-9a-f]+\]$"
+)
+RULE_END = re.compile(r"^={6,}$|\*\*\* End of error message \*\*\*$")
+# the handler's own frames, and the C library's: not where the process crashed
+HANDLER_FRAMES = re.compile(
+    r"^(?:__sigaction|killpg|raise|abort|__restore_rt|__GI_|ucs_|uct_|ucm_|_?_?libc_|gsignal|__pthread_kill|"
+    r"pthread_kill|\?\?\?|)$|^(?:ucs_|uct_|__GI_)"
+)
 LONE_CHILD = re.compile(r"^(?:torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:$")
 SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes\. (?P<got>\d+) vs (?P<want>\d+)")
 NOT_USER = re.compile(r"/lib/python\d[\d.]*/|site-packages|dist-packages|/torch/|<frozen|^<")
-LITERALS = ("most recent call first", "Extension modules: ", 'File "', "what(): ", "Exception in thread", "exitcode")
+LITERALS = (
+    "most recent call first",
+    "Extension modules: ",
+    'File "',
+    "what(): ",
+    "Exception in thread",
+    "exitcode",
+    "backtrace (tid",
+)
 MAX = 64  # blocks, exits and threads kept
 
 KINDS = (
@@ -57,6 +80,9 @@ KINDS = (
     (THREAD_DIED, "thread-died"),
     (LONE_CHILD, "child-error"),
     (SHELL, "shell"),
+    (BACKTRACE, "backtrace"),
+    (NATIVE_FRAME, "native-frame"),
+    (RULE_END, "rule-end"),
 )
 
 
@@ -85,6 +111,52 @@ class Block:
     sizes: tuple[int, int] | None = None  # gloo's "N vs M": bytes received, bytes expected
     shell: str = ""  # a shell's report of the crash: the pid and command it names (no frames, no block)
     pid: str | None = None
+
+
+@dataclass
+class Backtrace:
+    """A signal handler's native backtrace (UCX's ``==== backtrace (tid: N) ====``): its frames, innermost first."""
+
+    tid: str
+    file: str
+    line: int
+    frames: list[tuple[str, str]] = field(default_factory=list)  # function, where ("proxy.cc:518", "???:0", a .so)
+
+
+def with_backtrace(findings: list[Finding], crashes: CrashFold) -> list[Finding]:
+    """The first native-crash finding told where the process crashed in native code, from the handler's backtrace:
+    its first frame past the handler's own, and whether that is NCCL's code."""
+    traces = [b for b in crashes.backtraces if b.frames]
+    at = next((i for i, f in enumerate(findings) if f.id == "native-crash"), None)
+    if not traces or at is None:
+        return findings
+    trace = traces[0]
+    frames = [
+        (fn, where)
+        for fn, where in trace.frames
+        if not HANDLER_FRAMES.search(fn.split("(")[0]) or (not fn and not C_LIBRARY.search(where))
+    ]
+    if not frames:
+        return findings
+    said = list(dict.fromkeys(_native_frame(fn, where) for fn, where in frames[:6]))  # a library's frames once
+    chain = " <- ".join(said[:3])
+    nccl = any(fn.startswith("nccl") or "/nccl" in where or "libnccl" in where for fn, where in frames[:4])
+    inside = ": inside NCCL's own code, not the network or the user's" if nccl else ""
+    thread = f"thread {trace.tid}" if trace.tid.isdigit() else trace.tid
+    found = findings[at]
+    message = f"{found.message}; its native backtrace ({thread}): {chain}{inside}"
+    evidence = (*found.evidence, Evidence(trace.file, trace.line, f"the native backtrace of {thread}"))
+    return [*findings[:at], replace(found, message=message, evidence=evidence[:5]), *findings[at + 1 :]]
+
+
+C_LIBRARY = re.compile(r"/lib(?:c|pthread|dl)[.-]")  # the C library's frames: the signal's trampoline, not the crash
+
+
+def _native_frame(fn: str, where: str) -> str:
+    """ "SaveProxy() at proxy.cc:518", "ncclGroupEnd()", or a library's frame "in lmdb/cpython…so"."""
+    if not fn:
+        return f"in {_short(where, 2)}"
+    return f"{fn}()" if where.startswith("?") else f"{fn}() at {_short(where, 1)}"
 
 
 @dataclass(frozen=True)
@@ -118,10 +190,14 @@ class CrashFold:
     threads: list[ThreadDeath] = field(default_factory=list)
     child_error: Evidence | None = None
     pending: dict[int | None, ThreadDeath] = field(default_factory=dict)  # per rank, a death whose error is to come
+    backtraces: list[Backtrace] = field(default_factory=list)  # the signal handlers' native backtraces
+    native: Backtrace | None = None  # the one being read
 
     def line(self, kind: str, file: str, number: int, text: str, rank: int | None) -> bool:
         """A line ``kind_of`` named; True when it was read here (it raises no alarm of its own)."""
         stripped = text.strip()
+        if kind in ("backtrace", "native-frame", "rule-end"):
+            return self._native(kind, file, number, stripped)
         if kind in ("fault", "terminate"):
             self._open(kind, file, number, stripped, rank)
             return kind == "fault"  # a terminate's own rule (process-aborted) reads it too
@@ -158,6 +234,21 @@ class CrashFold:
             return False
         elif kind == "end":
             del self.open[rank]
+        return True
+
+    def _native(self, kind: str, file: str, number: int, stripped: str) -> bool:
+        """A signal handler's backtrace: its header, frames and closing rule (interleaved lines of other processes
+        do not end it: its frames are told apart by their shape)."""
+        if kind == "backtrace" and len(self.backtraces) < MAX and (m := BACKTRACE.match(stripped)):
+            self.native = Backtrace(m["tid"] or m["who"], file, number)
+            self.backtraces.append(self.native)
+            return True
+        if self.native is None:
+            return False
+        if kind == "rule-end":
+            self.native = None
+        elif (m := NATIVE_FRAME.match(stripped)) is not None and len(self.native.frames) < 32:
+            self.native.frames.append((m["fn"] or m["fn2"] or "", m["where"] or m["lib"] or ""))
         return True
 
     def other(self, rank: int | None) -> None:

@@ -301,7 +301,8 @@ class LogFold:
         }
         findings = crashes.attribute(findings, self.crashes, failures) + native
         findings += crashes.thread_findings(self.crashes, waited, seen)
-        return findings + crashes.exit_findings(self.crashes, failures, {f.id for f in findings})
+        findings += crashes.exit_findings(self.crashes, failures, {f.id for f in findings})
+        return crashes.with_backtrace(findings, self.crashes)
 
     def _finding(self, found: _Found, lead: int | None) -> Finding:
         """A rule's finding: its message is the first rank's to fail (torchrun's tables), else the first read."""
