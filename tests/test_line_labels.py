@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 
 LABELS_FILE = FIXTURES / "line_labels.tsv"
-FOLDERS = ("nccl_logs", "nccl_logs_more", "torchrun")
+FOLDERS = ("nccl_logs", "nccl_logs_more", "real_failures", "ras", "torchrun")  # and their subfolders
 LABELS = frozenset({"failure", "warning", "benign", "info"})
 
 
@@ -84,7 +84,9 @@ def test_every_listed_file_exists(rows: list[Row]) -> None:
 
 def test_every_excerpt_is_listed(rows: list[Row]) -> None:
     listed = {row.file for row in rows}
-    present = {f"{folder}/{path.name}" for folder in FOLDERS for path in (FIXTURES / folder).glob("*.log")}
+    present = {
+        path.relative_to(FIXTURES).as_posix() for folder in FOLDERS for path in (FIXTURES / folder).rglob("*.log")
+    }
     assert present, "the labelled folders hold excerpts"
     assert sorted(present - listed) == [], "every *.log of the labelled folders has rows"
 
