@@ -221,3 +221,18 @@ def test_a_signal_handlers_backtrace_says_where_the_process_crashed(name: str, s
 def test_a_crash_without_a_native_backtrace_claims_none() -> None:
     crash = finding(report("segv_rank1_faulthandler.log"), "native-crash")
     assert "native backtrace" not in crash.message
+
+
+def test_a_shells_exit_status_is_an_echo_of_the_crash_before_it() -> None:
+    """shell_segfault.log's second line is the script's own `echo "exit $?"`: 139, the segfault's echo."""
+    rep = report("shell_segfault.log")
+    status = finding(rep, "exit-status")
+    assert "exit status 139" in status.message and status.severity == "error"
+    assert rep.root_cause is not None and rep.root_cause.id == "native-crash"
+    assert not [f for f in rep.findings if f.id == "unrecognised-error"]
+
+
+@pytest.mark.parametrize("line", ["exit 0", "exited with code 0", "exit code 1 of 3 experts is routed", "exit 139 s"])
+def test_an_exit_status_of_zero_or_inside_a_sentence_is_not_one(line: str) -> None:
+    rep = analyse(frame_all([line], "x.log"))
+    assert not any(f.id == "exit-status" for f in rep.findings)

@@ -61,6 +61,7 @@ FAILED = re.compile(
     r"|^srun: Force Terminated|^Test (?:NCCL|CUDA) failure |Unhandled exception: "  # srun, nccl-tests, Ray's C++
     r"|\[[EF](?:\d{3,4} \d\d:\d\d:\d\d|\s[\w.]+\.(?:cpp|cc):\d+\])"  # c10d's error header glued behind a line
     r"|\b(?:hit|raised|caught|got|threw|encountered) an? (?:exception|error)\b"  # a program saying it failed
+    r"|^(?:exit(?: code| status)?|exited with (?:exit )?(?:code|status)|command terminated with exit code) [1-9]\d*\.?$"
 )
 # NCCL's error trail: each call on the way up prints "file.cc:LINE -> CODE" at INFO; codes 1-6 are errors (7 is
 # ncclInProgress, a non-blocking communicator still being set up)
@@ -100,6 +101,7 @@ LITERALS = (
     " failure ",
     "exception",
     "Uncorrected",
+    "exit",
 )
 # The catalogue's benign lines (rules of severity info): alarming words, a known harmless meaning
 BENIGN = tuple(r for r in RULES if r.severity == INFO)
@@ -171,13 +173,18 @@ STATED = (
     ("torchelastic", ("death signal", "exitcode", "Worker group", "no error file", "received by PID")),
     ("nccl", ("NCCL WARN",)),
     ("c++", ("terminate called", "what():")),
-    ("shell", ("Segmentation fault", "Bus error", "core dumped")),
+    ("shell", ("Segmentation fault", "Bus error", "core dumped", "exit")),
     ("nccl-tests", ("Test NCCL failure", "Test CUDA failure")),
 )
 
 
+EXCEPTION_LINE = re.compile(r"^\.?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?:: |:?$)")
+
+
 def _stated_by(body: str) -> str:
     """Which emitter a failure statement without a header comes from (a traceback's last line if none)."""
+    if EXCEPTION_LINE.match(body):
+        return "python"
     return next((name for name, marks in STATED if any(m in body for m in marks)), "python")
 
 

@@ -590,6 +590,13 @@ RULES: tuple[Rule, ...] = (
         "SLURM: srun force-terminated {task}",
         "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
     ),
+    _rule(  # a shell's `echo "exit $?"`, kubectl exec's own line, a runner's: the status of a command that ended
+        "exit-status", "error", "exit",
+        r"^(?:exit(?: code| status)?|exited with (?:exit )?(?:code|status)|command terminated with exit code)"
+        r" (?P<code>[1-9]\d*)\.?$",
+        "a command ended with exit status {code} (above 128: killed by signal status-128, 137 SIGKILL, 139 SIGSEGV)",
+        "a consequence: the lines before it (its traceback, a crash, a signal) say why it ended", True,
+    ),
 )  # fmt: skip
 RULES += SETUP_RULES + GPU_RULES + EXIT_RULES
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)
