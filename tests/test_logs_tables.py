@@ -63,13 +63,27 @@ def test_in_one_second_the_agents_own_lines_order_the_tables() -> None:
     assert "rank 0 on localhost 0.424 s later by the agents' own log lines" in found.message
 
 
-def test_in_one_second_without_the_agents_lines_the_tie_is_said_not_broken() -> None:
+def test_in_one_second_without_the_agents_lines_the_rank_that_only_lost_its_peer_is_not_the_start() -> None:
+    """Both tables say 15:25:12 and no agent line orders them; node 0's first (rank 0) only says "Connection closed
+    by peer": node 1's first, rank 3, failed of its own and is the likelier start."""
     report = read(*(TORCHRUN / "two_nodes_same_second" / f"node{n}.log" for n in (0, 1)), keep="no-agent-lines")
     found = child(report)
+    assert found.ranks == (3,)
+    assert "rank 0 on localhost first (exit code 1), but its own error only says a peer closed" in found.message
+
+
+def test_a_tie_of_two_ranks_that_failed_of_their_own_is_said_not_broken() -> None:
+    """Hand-built facts (two agents' tables, the same second, no agent lines): neither first failure is an echo."""
+    rows = (
+        ChildFailure(1, 1, "n0", -15, "SIGTERM", False, "2026-11-24_15:25:12", 0, 11),
+        ChildFailure(0, 0, "n0", 1, None, True, "2026-11-24_15:25:12", 0, 10),
+        ChildFailure(2, 0, "n1", -15, "SIGTERM", False, "2026-11-24_15:25:12", 1, 21),
+        ChildFailure(3, 1, "n1", 1, None, True, "2026-11-24_15:25:12", 1, 20),
+    )
+    (found,) = child_findings(rows)
     assert found.ranks == (0, 3) and not found.culprits
     assert "failed in the same second (15:25:12)" in found.message
     assert "which failed first cannot be told" in found.message
-    assert "failed first (" not in found.message
 
 
 @pytest.mark.parametrize("order", [("node0", "node1"), ("node1", "node0")])
@@ -116,7 +130,7 @@ def test_in_one_second_a_rank_that_failed_of_its_own_is_the_likelier_start() -> 
         ChildFailure(0, 0, "h", 1, None, True, "2026-11-24_15:00:00", 0, 10),
     )
     (found,) = child_findings(rows, frozenset({0}))
-    assert found.ranks == (1,) and "rank 1 (exit code 1), which failed in the same second of its own" in found.message
+    assert found.ranks == (1,) and "rank 1 (exit code 1), which failed of its own in the same second" in found.message
     (plain,) = child_findings(rows)  # without the echo, the table's own first stands
     assert plain.ranks == (0,)
 

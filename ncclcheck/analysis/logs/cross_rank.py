@@ -309,7 +309,12 @@ def _subgroup_note(timeouts: tuple[Timeout, ...]) -> str:
         said = f"rank(s) {span(who)} of {name}" if who else f"a member of {name}"
         said += f" (global rank(s) {span(glob)})" if glob else f" ({_whose(who)} global rank is not in these lines)"
         size = max((_group_size(t) for t in ts), default=0)
-        others = f"the other {size - len(who)} members" if size > len(who) and who else "the other members"
+        left = size - len(who)
+        others = (
+            (f"the other {left} members" if left > 1 else "the other member")
+            if size > len(who) and who
+            else "the other members"
+        )
         parts.append(
             f"reported by {said}; {others} of {name} are not in these logs: which of them it waited on cannot be"
             " told here; their own logs (or a Flight Recorder dump) say whether they reached"

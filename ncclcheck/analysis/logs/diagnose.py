@@ -79,7 +79,10 @@ class LogFold:
         self.seen: set[int] = set()  # every rank some line names: who is in these logs at all
         self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
         self._fr_stack: set[int | None] = set()  # ranks whose Flight Recorder stack is being read
-        self._agent_times: dict[int, str] = {}  # worker pid -> when torchrun's agent logged its failure
+        self._agent_times: dict[int, str | None] = {}  # worker pid -> when its agent logged its failure (None: two)
+        # (prefix rank, seq) -> the process group, its name and the rank in it, of a work its watchdog named
+        self._pg_work: dict[tuple[int | None, int], tuple[str, str | None, int]] = {}
+        self._timeout_prefixes: list[int | None] = []  # each timeout's launcher-prefix rank (None: its text's, or none)
         self.crashes = crashes.CrashFold()  # faulthandler blocks, agent exits, dead threads
         self.prints = Fingerprints()  # TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints of each rank's collective
 
@@ -139,7 +142,13 @@ class LogFold:
         if said.fr_start:
             self._fr_stack.add(rank)
         if said.agent_failed is not None and said.time and len(self._agent_times) < MAX_TIMEOUTS:
-            self._agent_times[said.agent_failed] = said.time
+            # pids repeat across nodes (containers): a pid two agents name orders nothing
+            known = self._agent_times.setdefault(said.agent_failed, said.time)
+            if known != said.time:
+                self._agent_times[said.agent_failed] = None
+        if said.pg_work is not None and len(self._pg_work) < MAX_TIMEOUTS:
+            seq, pg, desc, in_group = said.pg_work
+            self._pg_work[(prefix_rank, seq)] = (pg, desc, in_group)
         for one in said.said:
             self._hit(one, line, rank)
         matched = bool(said.said)
@@ -152,6 +161,7 @@ class LogFold:
         if said.watchdog and said.timeout is not None:  # one it cannot read (a terminal cut it) is left to the net
             if len(self.timeouts) < MAX_TIMEOUTS:
                 self.timeouts.append(Timeout(rank, *said.timeout[:7], file, number, *said.timeout[7:]))
+                self._timeout_prefixes.append(prefix_rank)
             matched = True
         in_summary = self._child is not None or self._section is not None
         if ((said.torchrun or said.summary or in_summary) and self._torchrun(text)) or in_summary:
@@ -237,6 +247,19 @@ class LogFold:
                 self._child.update({k: v for k, v in given if v})
         return True
 
+    def _with_group(self, t: Timeout, prefix: int | None) -> Timeout:
+        """A timeout whose own line names no process group, given the group its rank's watchdog named for the same
+        work on another line (torch >= 2.4: "[Rank 4] Watchdog caught ... SeqNum=91885" then "[PG ID 2 ... Rank 4]
+        Exception ... at work: 91885"); a rank read from the timeout's text was the group's, not the job's."""
+        found = self._pg_work.get((prefix, t.seq))
+        if t.pg is not None or found is None:
+            return t
+        pg, desc, in_group = found
+        default = pg == "0" or desc == "default_pg"
+        return dataclasses.replace(
+            t, pg=pg, pg_desc=desc, group_rank=in_group, rank=t.rank if prefix is not None or default else None
+        )
+
     def _next_table(self) -> None:
         """The failure table read so far has ended: what follows is another agent's (or another run's)."""
         if self.failures and self.failures[-1].table == self._table:
@@ -263,6 +286,8 @@ class LogFold:
 
     def result(self) -> LogReport:
         self._close_child()
+        if self._pg_work:
+            self.timeouts = [self._with_group(t, p) for t, p in zip(self.timeouts, self._timeout_prefixes, strict=True)]
         if self._agent_times:
             times = self._agent_times
             self.failures = [dataclasses.replace(f, at=times.get(f.pid or -1)) for f in self.failures]

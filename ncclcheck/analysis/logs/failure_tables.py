@@ -26,13 +26,13 @@ def child_findings(failures: tuple[ChildFailure, ...], echoes: frozenset[int] = 
         return []
     timed = _timed(failures)
     first = _first(failures)
-    if first.rank in echoes and not (timed and _tied(failures, first)):
-        return [_echo_first(failures, first, echoes)]
+    tied = _tied(failures, first) if timed else []
+    if first.rank in echoes or (tied and any(f.rank in echoes for f in tied)):
+        return [_echo_first(failures, first, echoes, tied)]
     others = sorted({f.rank for f in failures} - {first.rank})
     also = f"; rank(s) {span(others)} failed too" if others else ""
     where = f" on {first.host}" if first.host else ""
     fix = hint(first.signal) or "the rank's own traceback is earlier in its output"
-    tied = _tied(failures, first) if timed else []
     if tied:
         names = ", ".join(f"rank {f.rank}{f' on {f.host}' if f.host else ''} ({how(f)})" for f in (first, *tied))
         message = (
@@ -76,26 +76,36 @@ def _timed(failures: Sequence[ChildFailure]) -> bool:
     return len({f.table for f in failures}) > 1 and all(f.time for f in failures)
 
 
-def _echo_first(failures: Sequence[ChildFailure], first: ChildFailure, echoes: frozenset[int]) -> Finding:
-    """The first failure is a rank whose error says a peer closed the connection: a rank that failed in the same
-    second of its own (not an echo, not stopped by the agent) is the likelier start; else the start is not here."""
-    where = f" on {first.host}" if first.host else ""
-    said = f"torchrun names rank {first.rank}{where} first ({how(first)}), but its own error only says a peer closed"
+def _echo_first(
+    failures: Sequence[ChildFailure], first: ChildFailure, echoes: frozenset[int], tied: Sequence[ChildFailure] = ()
+) -> Finding:
+    """The first failure (or one of the tables' tied first failures) is a rank whose error says a peer closed the
+    connection: it showed the failure, it did not start it. A rank that failed of its own (not an echo, not stopped
+    by its agent) in the same second, or first in another table the times cannot order, is the likelier start; else
+    the start is not in these logs."""
+    lost = next((f for f in (first, *tied) if f.rank in echoes), first)
+    where = f" on {lost.host}" if lost.host else ""
+    said = f"torchrun names rank {lost.rank}{where} first ({how(lost)}), but its own error only says a peer closed"
+    unordered = len({f.table for f in failures}) > 1 and not _timed(failures)
     same = [
         f
         for f in failures
-        if f.table == first.table
-        and f.time == first.time
-        and f.rank not in echoes
-        and f.rank != first.rank
+        if f.rank not in echoes
         and f.signal not in ECHO_SIGNALS
-    ]
-    if len(same) == 1:
-        start = same[0]
-        message = (
-            f"{said} its connection: rank {start.rank} ({how(start)}), which failed in the same second of its own,"
-            " is the likelier start"
+        and (
+            (f.table == lost.table and f.time == lost.time)
+            or (f in tied)
+            or (unordered and f.table != lost.table and f.root_cause)
         )
+    ]
+    if len({f.rank for f in same}) == 1:
+        start = same[0]
+        when = (
+            "first in another agent's table (the tables' times cannot order them)"
+            if unordered and start.table != lost.table
+            else "in the same second"
+        )
+        message = f"{said} its connection: rank {start.rank} ({how(start)}), which failed of its own {when}, is the likelier start"
         return Finding("child-failed", "error", message, hint(start.signal) or FIX, (start.rank,))
     message = (
         f"{said} its connection: the failure started on a peer whose own lines are not in these logs or name no"

@@ -42,14 +42,19 @@ UNRECOGNISED = Rule(
     "read it and the lines around it (the evidence gives file and line); no known cause explains it, so the"
     " verdict stays open: it may be the cause",
 )
-TEXT_RANK = re.compile(r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL")
+TEXT_RANK = re.compile(
+    r"\[(?:PG (?:ID )?\S+ (?:PG GUID \S+ )?(?:\([^)\]]*\) )?)?Rank (\d+)\]|^\[(\d+)\] is setting up NCCL"
+)
 WATCHDOG = re.compile(
     r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?"
     r", Timeout\(ms\)=(?P<tmo>\d+)\)(?: ran for (?P<ran>\d+) milliseconds)?"
 )
 # torch's process-group prefix: its id, guid and name (torch >= 2.4; "[PG 1 Rank 6]" in 2.3); the rank is the
 # rank within that group, the job's global rank only in the default group (id 0, "default_pg")
-PG = re.compile(r"\[PG (?:ID )?(\S+?)(?: PG GUID [^\s(\]]+(?:\((?P<desc>[^)\]]*)\))?)? Rank (?P<rank>\d+)\]")
+PG_WORK = re.compile(r"(?:detected by watchdog at work(?: sequence id)?|Timeout at NCCL work): (\d+)")
+PG = re.compile(
+    r"\[PG (?:ID )?(\S+?)(?: PG GUID [^\s(\]]+)?(?: ?\((?P<desc>[^)\]]*)\))? Rank (?P<rank>\d+)\]"
+)  # torch 2.4 also printed "[PG 0 (default_pg) Rank 1]"
 # A traceback's frame in the user's code (not torch's, not a library's): a call site a mismatch can name.
 USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 LIBRARY = ("site-packages", "dist-packages", "/torch/", "<frozen")
@@ -112,6 +117,9 @@ class LineFacts:
     trail: bool  # NCCL's error trail ("file.cc:12 -> 2"): an error at any NCCL level
     unrecognised: RuleMatch | None  # the safety net's finding, if the line is not mere context
     time: str | None  # the time its emitter's header gives, as printed
+    pg_work: (
+        tuple[int, str, str | None, int] | None
+    )  # the work (seq) a group's watchdog line names: seq, pg, desc, rank
     agent_failed: int | None  # the pid of a worker torchrun's agent says failed (its failure table's entry)
     crash: str | None = None  # a line of a crash's block, a dead thread's, torchrun's agent's (``crashes.kind_of``)
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
@@ -126,7 +134,8 @@ class LineFacts:
 
     def __post_init__(self) -> None:
         busy = (
-            self.said
+            self.pg_work
+            or self.said
             or self.watchdog
             or self.site
             or self.fr_start
@@ -151,6 +160,9 @@ def facts_of(text: str) -> LineFacts:
     if exception and (match := EXCEPTION.pattern.match(text)) is not None:
         said.append(_said(EXCEPTION, match))
     watchdog = "WorkNCCL(" in text
+    pg_work = None  # torch >= 2.4 says the group of a timeout on its own line: "[PG ID 2 ...] ... at work: 91885"
+    if "[PG " in text and (work := PG_WORK.search(text)) is not None and (pg := PG.search(text)) is not None:
+        pg_work = (int(work.group(1)), pg.group(1), pg["desc"], int(pg["rank"]))
     timeout = None
     if watchdog and (m := WATCHDOG.search(text)) is not None:
         pg = PG.search(text)
@@ -189,6 +201,7 @@ def facts_of(text: str) -> LineFacts:
         events.TRAIL.match(text) is not None,
         unrecognised,
         reading.time,
+        pg_work,
         int(agent[1]) if "exitcode" in text and (agent := AGENT_FAILED.search(text)) else None,
         crashes.kind_of(stripped),
     )

@@ -60,7 +60,10 @@ LINE_START = re.compile(
     rf"^(?:{NCCL_START}|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b|terminate called|frame #\d"
     r"|Exception raised from|<omitting|\[?[IWEF]\d{4} |\[[A-Za-z_]|\[\d+\]:|\[ *\d+\.\d+\]"
     r"|(?:/[\w./-]+|[\w.-]+)\.(?:py|cc|cpp|cu|h):\d+:|torch\.|srun:|slurmstepd:|(?:error|warning|fatal):"
-    r"|={3,}|\*{3}|-{3,}|\.\.\.|[A-Z][A-Za-z_]*:\s|(?:ERROR|FATAL|FAILED|WARN(?:ING)?|INFO|DEBUG)\b)"
+    r"|={3,}|\*{3}|-{3,}|\.\.\.|[A-Z][A-Za-z_]*:\s|(?:ERROR|FATAL|FAILED|WARN(?:ING)?|INFO|DEBUG)\b"
+    # a crash's and an error's own opening words (faulthandler, the shell, CUDA, NCCL's result, torch's message)
+    r"|Fatal Python error|Current thread 0x|Thread 0x|Segmentation fault|Bus error|Aborted|CUDA error|nccl\w*Error:"
+    r"|Last error:|Extension modules:)"
 )
 # The rest of an exception's class name a wrap cut ("torch.distributed.DistBackend" / "Error: ..."): glued after a
 # lowercase letter although a line may start so.

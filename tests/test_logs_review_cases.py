@@ -1,0 +1,54 @@
+"""What a review of the reader found wrong, held (tests/fixtures/review_cases/INDEX.md: each input from real lines)."""
+
+from __future__ import annotations
+
+from conftest import FIXTURES
+
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.analysis.logs.line_facts import _text_rank
+from ncclcheck.model.log_report import LogReport
+
+CASES = FIXTURES / "review_cases"
+
+
+def read(*names: str) -> LogReport:
+    lines = []
+    for name in names:
+        lines += list(frame_all((CASES / name).read_text().splitlines(), name))
+    return analyse(lines)
+
+
+def test_a_width_long_line_does_not_swallow_a_crash_banner() -> None:
+    report = read("b3.log")
+    assert report.root_cause is not None and report.root_cause.id == "native-crash"
+    assert report.root_cause.culprits == (1,) and "at native_crash.py:17 in crash" in report.root_cause.message
+
+
+def test_a_timeout_whose_group_is_on_the_next_line_is_that_groups() -> None:
+    report = read("d2.log")
+    (t,) = report.timeouts
+    assert (t.pg, t.group_rank, t.rank, t.subgroup) == ("2", 4, 4, True)
+    timeout = next(f for f in report.findings if f.id == "collective-timeout")
+    assert "reported by rank(s) 4 of process group 2 (global rank(s) 4)" in timeout.message
+    assert timeout.culprits == () and "look at them first" not in timeout.message
+
+
+def test_torch_2_4s_group_prefix_is_read() -> None:
+    assert _text_rank("[PG 0 (default_pg) Rank 3] Exception (either an error or timeout)") == 3
+    assert _text_rank("[PG 2 (tp_group) Rank 0] Process group watchdog thread terminated") is None
+    (t,) = read("g1.log").timeouts
+    assert (t.pg, t.pg_desc, t.group_rank, t.rank) == ("2", "tp_group", 0, None)
+
+
+def test_a_pid_two_nodes_share_orders_nothing() -> None:
+    found = next(f for f in read("pid_shared/node0.log", "pid_shared/node1.log").findings if f.id == "child-failed")
+    assert (
+        found.ranks == (3,) and "rank 0 on localhost first (exit code 1), but its own error only says" in found.message
+    )
+
+
+def test_tables_that_cannot_be_ordered_name_the_rank_that_failed_of_its_own() -> None:
+    report = read("times_missing/a.log", "times_missing/b.log")
+    found = next(f for f in report.findings if f.id == "child-failed")
+    assert found.ranks == (3,) and "the tables' times cannot order them" in found.message
