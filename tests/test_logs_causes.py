@@ -166,8 +166,10 @@ def test_the_flight_recorders_stack_in_the_watchdog_message_gives_the_call_site(
             " to a non-zero value."
         )
     )
-    notes = [f for f in report(*off.split("\n")).findings if f.id == "failed-collective-site"]
-    assert notes and "Flight Recorder was off" in notes[0].message and notes[0].severity == "info"
+    notes = [f for f in report(*off.split("\n")).findings if f.id == "failed-collective-no-stack"]
+    assert notes and "Flight Recorder was off" in notes[0].message and notes[0].severity == "error"
+    alone = report(off.split("\n")[-1])  # printed only after a collective failed: alone, never a pass
+    assert alone.status == "fail" and alone.root_cause is not None
 
 
 CUDA_INVALID = "node1:2211:2299 [0] include/alloc.h:114 NCCL WARN Cuda failure 1 'invalid argument'"

@@ -16,7 +16,7 @@ TWO_NODES = FIXTURES / "torchrun" / "two_nodes" / "node1.log"
 
 
 def test_the_error_events_of_a_failed_job_name_their_emitters(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["logs", "--events", "error", str(TWO_NODES)]) == 0
+    assert main(["logs", "--events", "--severity", "error", str(TWO_NODES)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert any(":14 error   python rank 3: RuntimeError: rank 3 gives up" in line for line in out), out
     assert any(":16 error   glog: E1124 15:23:15.686000" in line for line in out), out
@@ -34,9 +34,9 @@ def test_json_lines_start_with_the_schema(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_a_healthy_log_has_no_error_event(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["logs", "--events", "error", str(M01)]) == 0
+    assert main(["logs", "--events", "--severity", "error", str(M01)]) == 0
     assert capsys.readouterr().out == ""
-    assert main(["logs", "--events", "all", "--json", str(M01)]) == 0
+    assert main(["logs", "--events", "--severity", "all", "--json", str(M01)]) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()[1:]]
     assert len(events) == len([x for x in M01.read_text().splitlines() if x.strip()])
     assert {e["emitter"] for e in events} == {"nccl"} and {e["severity"] for e in events} == {"info"}

@@ -52,3 +52,32 @@ def test_tables_that_cannot_be_ordered_name_the_rank_that_failed_of_its_own() ->
     report = read("times_missing/a.log", "times_missing/b.log")
     found = next(f for f in report.findings if f.id == "child-failed")
     assert found.ranks == (3,) and "the tables' times cannot order them" in found.message
+
+
+def test_a_cut_inside_parentheses_is_glued_by_the_fast_reader_too() -> None:
+    (t,) = read("c1.log").timeouts
+    assert (t.op, t.seq, t.pg) == ("_ALLGATHER_BASE", 1522789, "2")
+
+
+def _lines(pattern: str) -> list[str]:
+    (path,) = FIXTURES.glob(pattern)
+    return path.read_text().splitlines()
+
+
+def test_a_c_plus_plus_exceptions_frames_without_its_message_never_pass() -> None:
+    """M14's lines 4-12 alone ("Exception raised from checkTimeout …" and its frames): a log cut after the error."""
+    report = analyse(frame_all(_lines("nccl_logs_more/M14_*.log")[3:12], "m14-cut"))
+    assert report.status == "unknown" and "its error line is not in these logs" in report.findings[0].message
+
+
+def test_a_traceback_cut_before_its_exception_never_passes() -> None:
+    lines = [x for x in _lines("nccl_logs_more/M20_*.log") if "Error:" not in x]
+    report = analyse(frame_all(lines, "m20-cut"))
+    assert report.status == "unknown", [f.id for f in report.findings]
+
+
+def test_the_stack_of_a_failed_collective_not_found_alone_is_a_failure() -> None:
+    """M12's line 2 alone: torch prints it only after a collective failed on that rank."""
+    report = analyse(frame_all(_lines("nccl_logs_more/M12_*.log")[1:2], "m12-one"))
+    assert report.status == "fail" and report.root_cause is not None
+    assert report.root_cause.id == "failed-collective-no-stack" and report.root_cause.ranks == (1,)

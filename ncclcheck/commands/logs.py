@@ -13,7 +13,7 @@ examples:
   kubectl logs trainer-0 | ncclcheck logs - --json
   ncclcheck logs ~/.cache/torch/      # Flight Recorder dumps comm_lib_trace_rank_<N>
   ncclcheck logs runs/node*/          # `ncclcheck run` dirs of every node: one job verdict, hang records too
-  ncclcheck logs --events error x.log # every line read as an error, with its emitter and rank
+  ncclcheck logs --events --severity error x.log   # every line read as an error: emitter, rank
 """
 
 from __future__ import annotations
@@ -45,11 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the ncclcheck.logs/2 JSON report")
     parser.add_argument(
         "--events",
-        nargs="?",
-        const="warning",
+        action="store_true",
+        help="instead of the report, list each line as the reader read it (its emitter, severity, rank, host);"
+        " with --json, JSON lines (ncclcheck.events/1)",
+    )
+    parser.add_argument(
+        "--severity",
         choices=("error", "warning", "all"),
-        help="instead of the report, list each line as the reader read it (its emitter, severity, rank, host):"
-        " those at least this severe (default: warning); with --json, JSON lines (ncclcheck.events/1)",
+        default="warning",
+        help="with --events: the least severe events listed (default: warning)",
     )
 
 
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                 notes = "".join(f"; {n}" for n in reading.notes)
                 raise InputError(f"no log files under {', '.join(args.paths)}{notes}")
             if args.events:
-                return _events(found, reading, args.events, args.json)
+                return _events(found, reading, args.severity, args.json)
             report = diagnose(found, reading)
     except InputError as exc:
         raise UsageError(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)") from None

@@ -82,6 +82,7 @@ class LogFold:
         self._agent_times: dict[int, str | None] = {}  # worker pid -> when its agent logged its failure (None: two)
         # (prefix rank, seq) -> the process group, its name and the rank in it, of a work its watchdog named
         self._pg_work: dict[tuple[int | None, int], tuple[str, str | None, int]] = {}
+        self._thrown: Evidence | None = None  # the first traceback or C++ exception's frames: an error was raised
         self._timeout_prefixes: list[int | None] = []  # each timeout's launcher-prefix rank (None: its text's, or none)
         self.crashes = crashes.CrashFold()  # faulthandler blocks, agent exits, dead threads
         self.prints = Fingerprints()  # TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints of each rank's collective
@@ -141,6 +142,8 @@ class LogFold:
             return
         if said.fr_start:
             self._fr_stack.add(rank)
+        if said.thrown and self._thrown is None:
+            self._thrown = Evidence(file, number, text[:500])
         if said.agent_failed is not None and said.time and len(self._agent_times) < MAX_TIMEOUTS:
             # pids repeat across nodes (containers): a pid two agents name orders nothing
             known = self._agent_times.setdefault(said.agent_failed, said.time)
@@ -302,11 +305,28 @@ class LogFold:
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
         findings = self._deaths(findings, failures, seen)
-        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen)
+        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen) + self._cut_off(findings)
         ordered = by_severity(tuple(findings))
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines
         )
+
+    def _cut_off(self, findings: list[Finding]) -> list[Finding]:
+        """A traceback or a C++ exception's frames whose error line is not in these logs (the log was cut, or the
+        line went elsewhere): an error was raised, so the verdict stays open, never "pass"."""
+        if self._thrown is None or any(f.severity == "error" or f.id == UNRECOGNISED.id for f in findings):
+            return []
+        return [
+            Finding(
+                UNRECOGNISED.id,
+                "warning",
+                "an exception was raised (a traceback or a C++ exception's frames), but its error line is not in these"
+                f" logs: {self._thrown.text.strip()[:200]}",
+                "the log is cut, or the error went to another stream: read the rank's whole output (stderr too)",
+                (),
+                (self._thrown,),
+            )
+        ]
 
     def _deaths(
         self, findings: list[Finding], failures: tuple[ChildFailure, ...], seen: frozenset[int]

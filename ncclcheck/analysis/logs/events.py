@@ -44,6 +44,7 @@ CONTEXT = re.compile(
     r"|For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`)"
 )
 KERNEL_WARNING = re.compile(r"AER: Corrected|severity=Corrected|no AER-aware driver")
+DECLARED_ERROR = re.compile(r"\s*\[?[EF]\d{3,4} \d\d:\d\d|\s*\[[EF] [\w.]+\.(?:cpp|cc|h):\d+\]")  # its own E/F
 LETTERS = {"I": INFO, "W": WARNING, "E": ERROR, "F": ERROR}
 WORDS = {"CRITICAL": ERROR, "ERROR": ERROR, "WARNING": WARNING, "INFO": INFO, "DEBUG": INFO}
 
@@ -120,7 +121,7 @@ class Reading:
 def read(text: str, level: str | None = None) -> Reading:
     """``text`` (a framed line: launcher prefixes and NCCL's header taken off; ``level`` NCCL's, None outside NCCL's
     lines) by its emitter's grammar."""
-    if any(r.literal in text and r.pattern.search(text) for r in BENIGN):
+    if any(r.literal in text and r.pattern.search(text) for r in BENIGN) and not DECLARED_ERROR.match(text):
         return Reading("nccl" if level is not None else "text", INFO, None, text)
     if level is not None:
         severity = ERROR if level in ("WARN", "ABORT") or TRAIL.match(text) else INFO
@@ -193,6 +194,9 @@ RECORD_START = re.compile(
     r"^(?:Traceback \(|File \"|frame #\d+:|Exception raised from |The above exception |During handling of "
     r"|\[\d+\]:$|={3,}|-{3,}|Root Cause |Failures:|[\w./-]+ FAILED$)"
 )
+# torch's NCCL error goes on after its "…Error: NCCL error in: …" line: NCCL's result, "Last error:" and that error
+TORCH_DETAIL = re.compile(r"^(?:nccl[A-Z]\w*: |Last error:$)")
+MESSAGE_LINES = 6  # an exception's message goes on for at most this many lines (torch's NCCL error takes four)
 NVRM_MORE = re.compile(r"^\s+NVRM: ")  # a kernel message's continuation: indented, no stamp of its own
 AER_DEVICE = re.compile(r"^(?P<dev>\S+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d+): ")
 
@@ -202,6 +206,8 @@ def stream(lines: Iterable[LogLine]) -> Iterator[Event]:
     after its ``Type: message`` line (torch's "Last error:" and what follows) are that error's; a kernel message's
     indented continuation lines and an AER report's detail lines share their record's severity."""
     message: int | bool | None = False  # the prefix rank of an exception whose message may go on (False: none)
+    went_on = 0  # lines its message has gone on for
+    last_error = False  # the line before was torch's "Last error:": the next one is NCCL's last error
     held: list[Event] = []  # a kernel message waiting for its continuation lines
     aer: tuple[str, str] | None = None  # the device of the AER report being read, and its severity
     for line in lines:
@@ -210,12 +216,18 @@ def stream(lines: Iterable[LogLine]) -> Iterator[Event]:
         if held and not NVRM_MORE.match(text):
             yield from _flush(held)
             held = []
-        if message is not False and (line.rank != message or not _continues(line, reading)):
+        if message is not False and not (
+            line.rank == message
+            and went_on < MESSAGE_LINES
+            and _continues(line, reading)
+            and (last_error or TORCH_DETAIL.match(line.text) is not None)
+        ):
             message = False
+        last_error = message is not False and line.text.strip() == "Last error:"
         if message is not False and severity != ERROR and reading.emitter != "context":
-            severity = ERROR
+            severity, went_on = ERROR, went_on + 1
         elif reading.emitter == "python" and severity == ERROR and ": " in reading.body:
-            message = line.rank
+            message, went_on = line.rank, 0
         if reading.emitter == "kernel":
             aer, severity = _aer(aer, reading.body, severity)
         event = Event(line.file, line.line, reading.emitter, severity, line.rank, line.host, reading.time, text)

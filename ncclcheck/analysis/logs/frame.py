@@ -16,7 +16,7 @@ from ncclcheck.analysis.logs.prefixes import (
     frame,
     parts,
 )
-from ncclcheck.analysis.logs.rejoin import CRI, _partial, _Rejoin, _visible, rejoin
+from ncclcheck.analysis.logs.rejoin import CRI, CUT_WIDTH, _cut_end, _partial, _Rejoin, _visible, rejoin
 from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.model.logs import LogLine
 
@@ -175,7 +175,7 @@ def _busy(
             end - start in spans
             or end - start > MAX_LINE
             or (head and "[0m" in msg)
-            or (not head and msg[-1:].isalnum() and "(" in msg and msg.count("(") > msg.count(")"))  # cut in (...)
+            or (end - start > CUT_WIDTH and _cut_end(msg))  # a paste cut inside parentheses: framed, so it is glued
         ):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):

@@ -56,6 +56,7 @@ PG = re.compile(
     r"\[PG (?:ID )?(\S+?)(?: PG GUID [^\s(\]]+)?(?: ?\((?P<desc>[^)\]]*)\))? Rank (?P<rank>\d+)\]"
 )  # torch 2.4 also printed "[PG 0 (default_pg) Rank 1]"
 # A traceback's frame in the user's code (not torch's, not a library's): a call site a mismatch can name.
+TRACEBACK_FRAME = re.compile(r'^File "[^"]+", line \d+, in \S+$')  # a traceback's frame (faulthandler's has no comma)
 USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 LIBRARY = ("site-packages", "dist-packages", "/torch/", "<frozen")
 # The Flight Recorder's stack of the failed collective, printed after "Stack trace of the failed collective:"
@@ -117,6 +118,7 @@ class LineFacts:
     trail: bool  # NCCL's error trail ("file.cc:12 -> 2"): an error at any NCCL level
     unrecognised: RuleMatch | None  # the safety net's finding, if the line is not mere context
     time: str | None  # the time its emitter's header gives, as printed
+    thrown: bool  # opens a traceback or a C++ exception's frames: an error was raised, its line here or not
     pg_work: (
         tuple[int, str, str | None, int] | None
     )  # the work (seq) a group's watchdog line names: seq, pg, desc, rank
@@ -134,7 +136,8 @@ class LineFacts:
 
     def __post_init__(self) -> None:
         busy = (
-            self.pg_work
+            self.thrown
+            or self.pg_work
             or self.said
             or self.watchdog
             or self.site
@@ -201,6 +204,8 @@ def facts_of(text: str) -> LineFacts:
         events.TRAIL.match(text) is not None,
         unrecognised,
         reading.time,
+        stripped.startswith(("Traceback (most recent call last)", "Exception raised from "))
+        or (stripped.startswith('File "') and TRACEBACK_FRAME.match(stripped) is not None),
         pg_work,
         int(agent[1]) if "exitcode" in text and (agent := AGENT_FAILED.search(text)) else None,
         crashes.kind_of(stripped),

@@ -114,10 +114,18 @@ def _after_a_bare_header(held: str, text: str) -> bool:
     return bool(visible) and strip_prefixes(text)[0] == visible and NCCL_LINE.match(visible) is None
 
 
+CUT_WIDTH = 80  # a paste is cut at some width: a shorter line with an open parenthesis is a line of its own
+
+
+def _cut_end(line: str) -> bool:
+    """Whether a line ends inside a word and leaves a parenthesis open: a cut, if the next line closes it."""
+    return (line[-1:].isalnum() or line[-1:] in "/._-") and "(" in line and line.count("(") > line.count(")")
+
+
 def _cut_in_parentheses(held: str, text: str) -> bool:
     """A paste cut mid-token inside parentheses, at any width ("...WorkNCCL(S" / "eqNum=1522789, ...) ran for"): the
     line opens more than it closes, ends inside a word, and the next one starts inside one and closes it."""
-    if not (held[-1:].isalnum() or held[-1:] in "/._-") or not (text[:1].isalnum() or text[:1] in "/._-"):
+    if len(held) < CUT_WIDTH or not (_cut_end(held) and (text[:1].isalnum() or text[:1] in "/._-")):
         return False
     if held.count("(") <= held.count(")"):
         return False

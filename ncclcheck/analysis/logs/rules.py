@@ -359,12 +359,13 @@ RULES: tuple[Rule, ...] = (
         "torch's desync report: rank(s) {who} never joined any collective: they lag or died",
         DESYNC_FIX,
     ),
-    _rule(
-        "failed-collective-site", "info", "Stack trace of the failed collective not found",
+    _rule(  # printed only after a collective failed on this rank: an echo of that failure, never a pass alone
+        "failed-collective-no-stack", "error", "Stack trace of the failed collective not found",
         r"Stack trace of the failed collective not found",
-        "the Flight Recorder was off: the failed collective's call site is not in these logs",
-        "set TORCH_FR_BUFFER_SIZE=2000 (TORCH_NCCL_TRACE_BUFFER_SIZE before torch 2.8), or run the job under"
-        " `ncclcheck run`, which sets it",
+        "a collective failed on this rank and the Flight Recorder was off: its call site is not in these logs",
+        "the watchdog's timeout or error next to it says which collective; for its call site set TORCH_FR_BUFFER_SIZE"
+        "=2000 (TORCH_NCCL_TRACE_BUFFER_SIZE before torch 2.8), or run the job under `ncclcheck run`, which sets it",
+        True,
     ),
     _rule(
         "gloo-timeout", "error", "Timed out waiting",
