@@ -81,3 +81,11 @@ def test_the_stack_of_a_failed_collective_not_found_alone_is_a_failure() -> None
     report = analyse(frame_all(_lines("nccl_logs_more/M12_*.log")[1:2], "m12-one"))
     assert report.status == "fail" and report.root_cause is not None
     assert report.root_cause.id == "failed-collective-no-stack" and report.root_cause.ranks == (1,)
+
+
+def test_a_collective_smaller_than_the_job_is_a_sub_groups_without_a_group_named() -> None:
+    report = read("d1_no_group_line.log")
+    timeout = next(f for f in report.findings if f.id == "collective-timeout")
+    assert "reported by rank(s) 0 of a 2-member process group" in timeout.message
+    assert "not the default group" in timeout.message and timeout.culprits == ()
+    assert "look at them first" not in timeout.message

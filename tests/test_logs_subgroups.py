@@ -29,7 +29,7 @@ def test_a_subgroup_timeout_names_the_group_not_global_ranks() -> None:
     assert (t.pg, t.group_rank, t.rank) == ("1", 6, None) and t.subgroup
     found = timeout(report)
     assert "reported by rank(s) 6 of process group 1 (its global rank is not in these lines)" in found.message
-    assert "the other 15 members of process group 1 are not in these logs" in found.message
+    assert "the other 15 members of that group are not in these logs" in found.message
     assert "which of them it waited on cannot be told here" in found.message
     assert "0-5" not in found.message and found.culprits == () and found.ranks == ()
 

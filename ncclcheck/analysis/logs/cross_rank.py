@@ -238,6 +238,9 @@ def annotate_timeouts(
     line at all is named as such: it may be the stuck one, or its log may be elsewhere (a partial log
     never makes a culprit of a rank it does not show).
     """
+    known = max([r.nranks or 0 for r in ranks] + [len(seen)])
+    # a collective smaller than the ranks these logs know cannot be the default group's, whatever the line names
+    timeouts = tuple(_smaller_than_the_job(t, known) for t in timeouts)
     world = tuple(t for t in timeouts if not t.subgroup)
     nccl = sorted({t.rank for t in world if t.rank is not None})
     gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
@@ -295,6 +298,15 @@ def annotate_timeouts(
     return out
 
 
+def _smaller_than_the_job(t: Timeout, known: int) -> Timeout:
+    """A timeout with no group named whose collective spans fewer ranks than the logs know (its NumelOut/NumelIn): a
+    sub-group's, and the "[Rank N]" its line gave is that group's rank, not the job's."""
+    size = _group_size(t)
+    if t.pg is not None or not 0 < size < known:
+        return t
+    return dataclasses.replace(t, pg="?", group_rank=t.rank, rank=None)
+
+
 def _subgroup_note(timeouts: tuple[Timeout, ...]) -> str:
     """Who reported a timeout in a sub-group, and that the group's other members are not named: its ranks are the
     group's, not the job's, and which global ranks belong to it is not in these lines."""
@@ -303,22 +315,32 @@ def _subgroup_note(timeouts: tuple[Timeout, ...]) -> str:
         groups.setdefault((t.pg, t.pg_desc), []).append(t)
     parts = []
     for (pg, desc), ts in list(groups.items())[:4]:
-        name = f"process group {pg}{f' ({desc})' if desc else ''}"
+        size = max((_group_size(t) for t in ts), default=0)
+        unnamed = pg == "?"  # no group named, but a collective smaller than the job
+        name = f"a {size}-member process group" if unnamed else f"process group {pg}{f' ({desc})' if desc else ''}"
         who = sorted({t.group_rank for t in ts if t.group_rank is not None})
         glob = sorted({t.rank for t in ts if t.rank is not None})
         said = f"rank(s) {span(who)} of {name}" if who else f"a member of {name}"
         said += f" (global rank(s) {span(glob)})" if glob else f" ({_whose(who)} global rank is not in these lines)"
-        size = max((_group_size(t) for t in ts), default=0)
+        if unnamed:
+            said += " (not the default group: these logs know more ranks than its collective spans)"
         left = size - len(who)
+        one = size > len(who) and bool(who) and left == 1
         others = (
             (f"the other {left} members" if left > 1 else "the other member")
             if size > len(who) and who
-            else "the other members"
+            else ("the other members")
         )
+        seqs = span(sorted({t.seq for t in ts}))
+        if one:
+            parts.append(
+                f"reported by {said}; the other member of that group is not in these logs: its own log (or a Flight"
+                f" Recorder dump) says whether it reached SeqNum {seqs}"
+            )
+            continue
         parts.append(
-            f"reported by {said}; {others} of {name} are not in these logs: which of them it waited on cannot be"
-            " told here; their own logs (or a Flight Recorder dump) say whether they reached"
-            f" SeqNum {span(sorted({t.seq for t in ts}))}"
+            f"reported by {said}; {others} of that group are not in these logs: which of them it waited on cannot be"
+            f" told here; their own logs (or a Flight Recorder dump) say whether they reached SeqNum {seqs}"
         )
     return "; " + "; ".join(parts)
 
