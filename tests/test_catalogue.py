@@ -21,11 +21,11 @@ import pytest
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.line_facts import EXCEPTION, FR_SITE
-from ncclcheck.analysis.logs.rules import RULES, Rule
+from ncclcheck.analysis.logs.rules import RULES, TRAIL_RULES, Rule
 
 COLUMNS = ("id", "role", "emitter", "source", "versions", "format", "example", "fix_summary")
 ROLES = frozenset({"primary", "echo", "info", "wrapper"})
-ALL_RULES: tuple[Rule, ...] = (*RULES, EXCEPTION, FR_SITE)
+ALL_RULES: tuple[Rule, ...] = (*RULES, *TRAIL_RULES, EXCEPTION, FR_SITE)
 
 
 def _read() -> tuple[tuple[str, ...], list[dict[str, str]]]:

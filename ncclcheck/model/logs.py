@@ -63,6 +63,7 @@ class RankLog:
     first_line: int
     file: str
     comm_ids: tuple[str, ...] = ()  # the NCCL communicators it set up (commId): the ranks of one job share one
+    trail: tuple[int, str] | None = None  # its first line of NCCL's error trail ("net.cc:870 -> 2"): number, text
 
     @property
     def name(self) -> str:

@@ -24,15 +24,16 @@ from ncclcheck.analysis.logs.line_facts import (
     LineFacts,
     RuleMatch,
     facts,
+    format_message,
 )
 from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
 from ncclcheck.analysis.logs.prefixes import rest_parts
-from ncclcheck.analysis.logs.rules import RULES, Rule
+from ncclcheck.analysis.logs.rules import RULES, TRAIL_RULES, Rule
 from ncclcheck.analysis.logs.verdict import root_cause
 from ncclcheck.analysis.rank_exits import signal_of
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.log_report import LogReport
-from ncclcheck.model.logs import ChildFailure, LogLine, Timeout
+from ncclcheck.model.logs import ChildFailure, LogLine, RankLog, Timeout
 from ncclcheck.probes._sysfs import parse_int
 
 MAX_EVIDENCE = 5
@@ -305,7 +306,9 @@ class LogFold:
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
         findings = self._deaths(findings, failures, seen)
-        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen) + self._cut_off(findings)
+        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen)
+        findings += _trail_finding(findings, ranks)
+        findings += self._cut_off(findings)
         ordered = by_severity(tuple(findings))
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines
@@ -380,6 +383,21 @@ class LogFold:
 PEER_LOST = ("peer-crashed", "peer-closed")
 # Echoes of an error that another line reports: NCCL's error trail, and the result name torch's exception adds
 ECHOES_ONLY = frozenset({"nccl-error-trail", "nccl-result"})
+
+
+def _trail_finding(findings: list[Finding], ranks: tuple[RankLog, ...]) -> list[Finding]:
+    """NCCL's error trail, the echo of the error that starts it: said only when no other line reports an error (an
+    NCCL_DEBUG=INFO log cut before its WARN, a WARN printed elsewhere), as what is left of a failure."""
+    trails = sorted((r.file, r.trail[0], r.trail[1], r.rank) for r in ranks if r.trail is not None)
+    if not trails or any(f.severity == "error" or f.id == UNRECOGNISED.id for f in findings):
+        return []
+    text = trails[0][2]
+    rule = next((r for r in TRAIL_RULES if r.literal in text and r.pattern.search(text)), TRAIL_RULES[1])
+    match = rule.pattern.search(text)
+    message = format_message(rule.message, {"src": match["src"]} if match else {})
+    ranks_of = tuple(sorted({r for *_, r in trails if r is not None}))
+    evidence = tuple(Evidence(f, n, t[:500]) for f, n, t, _ in trails[:MAX_EVIDENCE])
+    return [Finding(rule.id, rule.severity, message, rule.fix, ranks_of, evidence)]
 
 
 def _without_lone_echoes(findings: list[Finding]) -> list[Finding]:

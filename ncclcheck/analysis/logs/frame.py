@@ -175,7 +175,9 @@ def _busy(
             end - start in spans
             or end - start > MAX_LINE
             or (head and "[0m" in msg)
-            or (end - start > CUT_WIDTH and _cut_end(msg))  # a paste cut inside parentheses: framed, so it is glued
+            or (
+                "(" in msg and end - start > CUT_WIDTH and _cut_end(msg)
+            )  # a paste cut inside parentheses: framed, so it is glued
         ):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):

@@ -91,7 +91,7 @@ class RuleMatch:
 def _said(rule: Rule, match: re.Match[str]) -> RuleMatch:
     groups = _ordered_pair({k: v for k, v in match.groupdict().items() if v})
     return RuleMatch(
-        rule, _format(rule.message, groups), tuple(int(r) for r in re.findall(r"\d+", groups.get("who", "")))
+        rule, format_message(rule.message, groups), tuple(int(r) for r in re.findall(r"\d+", groups.get("who", "")))
     )
 
 
@@ -132,7 +132,7 @@ class LineFacts:
         """Whether the line is read as an error (``events.read`` of the line at this NCCL level)."""
         if level is None:
             return self.alarm
-        return level in ("WARN", "ABORT") or self.trail
+        return level in ("WARN", "ABORT")  # NCCL's error trail at INFO is read by the NCCL view (``trail``)
 
     def __post_init__(self) -> None:
         busy = (
@@ -236,7 +236,7 @@ def _text_rank(text: str) -> int | None:
     return int(m.group(1) or m.group(2))
 
 
-def _format(template: str, groups: dict[str, str]) -> str:
+def format_message(template: str, groups: dict[str, str]) -> str:
     """The message with each {name} filled; a pattern whose alternatives cannot share a group name says name2,
     name3 (Python's re allows a name once): the one that matched fills {name}. What the line does not give is
     said in words, never as a bare "?": "(peer {peer})" or "({peer})" becomes "(the line does not name the peer)"."""

@@ -24,6 +24,8 @@ ITEM = re.compile(r"(?:\[\d+\])?([\w.:-]+?)(?::([0-9A-Fa-f:.%\w-]+))?<\d+>")
 DEVICE = re.compile(r"\[\d+\](\S+)")
 GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA (\d+) '([\w-]+)'( \(no module\))?|GPU (\S+) / HCA (\d+) .*)")
 ENV = re.compile(r"\b((?:NCCL|TORCH)_\w+) set (?:by environment )?to (\S*)")
+# NCCL's error trail: "file.cc:LINE -> CODE" at each call on the way up from an error (7, ncclInProgress, is none)
+TRAIL = re.compile(r"^[\w./-]+\.(?:cc|cu|cpp|h|c):\d+ -> ([1-6])(?:\s|$)")
 CONNECTION = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[0-9a-f]+\])? -> (\d+)(?:\[[0-9a-f]+\])?"
     r"(?: \[(send|receive)\])? via (\S+(?: pointer| shared memory)?)"
@@ -54,6 +56,7 @@ class Accumulator:
     env: dict[str, str] = field(default_factory=dict)
     connections: dict[tuple[int, int, int, str], Connection] = field(default_factory=dict)
     comm_ids: dict[str, None] = field(default_factory=dict)  # in order, at most MAX_COMMS
+    trail: tuple[int, str] | None = None  # its first line of NCCL's error trail: number, text
     touched: set[str] = field(default_factory=set)  # the fields a line set outright (not only if unset)
 
     def inferred_rank(self) -> int | None:
@@ -87,6 +90,7 @@ class Accumulator:
             self.first_line,
             self.file,
             tuple(sorted(self.comm_ids)),
+            self.trail,
         )
 
 
@@ -111,6 +115,8 @@ Op = tuple[str, object]
 
 def steps_of(text: str) -> tuple[Op, ...]:
     """The steps one NCCL message makes (``ops`` remembers them per message)."""
+    if " -> " in text and (m := TRAIL.match(text)) is not None:
+        return (("trail", text),)
     if (m := INIT.search(text)) is not None:
         comm_id = (("comm_id", m.group(6)),) if m.group(6) else ()
         return (
@@ -162,10 +168,12 @@ def only_connection(steps: tuple[Op, ...]) -> Keyed | None:
     return None
 
 
-def read_line(acc: Accumulator, text: str, steps: tuple[Op, ...] | None = None) -> None:
-    """Fold one NCCL message (its ``steps``, when known) into the accumulator."""
+def read_line(acc: Accumulator, text: str, steps: tuple[Op, ...] | None = None, number: int = 0) -> None:
+    """Fold one NCCL message (its ``steps``, when known; ``number``: its line's) into the accumulator."""
     for name, value in ops(text) if steps is None else steps:
-        if name == "conn":
+        if name == "trail":
+            acc.trail = acc.trail or (number, text)
+        elif name == "conn":
             keyed: Keyed = value  # type: ignore[assignment]
             acc.connections.setdefault(*keyed)  # a connection and its key: the first one of a key is kept
         elif name == "comm":  # a communicator's rank and size: the largest one's are kept (ties: the latest)
@@ -212,6 +220,7 @@ def _merge(acc: Accumulator, later: Accumulator) -> None:
             acc.comm_ids[comm_id] = None
     for key, conn in later.connections.items():
         acc.connections.setdefault(key, conn)
+    acc.trail = acc.trail or later.trail
 
 
 MAX_GDR_OFF = 32
@@ -234,7 +243,7 @@ class RankFold:
         acc = self.source(file, number, host, pid, dev, rank)
         steps = _memo.get(text)
         if steps is None or steps:  # most lines of a large log change nothing: no call for them
-            read_line(acc, text, steps)
+            read_line(acc, text, steps, number)
 
     def source(
         self, file: str, number: int, host: str | None, pid: str | None, dev: int | None, rank: int | None
@@ -250,10 +259,11 @@ class RankFold:
         """Add a fold of the lines that follow (their numbers counted from ``offset``), as if fed here."""
         for key, acc in later._accs.items():
             mine = self._accs.get(key)
+            trail = (acc.trail[0] + offset, acc.trail[1]) if acc.trail else None
             if mine is None:
-                self._accs[key] = replace(acc, first_line=acc.first_line + offset)
+                self._accs[key] = replace(acc, first_line=acc.first_line + offset, trail=trail)
             else:
-                _merge(mine, acc)
+                _merge(mine, replace(acc, trail=trail))
 
     def rank_of(self, key: Key) -> int | None:
         acc = self._accs.get(key)

@@ -80,7 +80,7 @@ class Recorder:
         if conn is not None:  # read_line's step, without the call
             acc.connections.setdefault(*conn)
         elif steps:
-            read_line(acc, text, steps)
+            read_line(acc, text, steps, number)
         if level in said.quiet:  # ``_plain``'s, without the call: most lines of a large job's logs
             self._count += 1
             rank = prefix_rank if prefix_rank is not None else said.text_rank

@@ -528,6 +528,45 @@ RULES: tuple[Rule, ...] = (
         "a consequence: the exception's message (the lines above it) is the error to read", True,
     ),
     _rule(
+        "nccl-result", "error", "Error: ",
+        r"^(?P<type>nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error): (?P<what>.{1,200})",
+        "NCCL returned {type}: {what}",
+        "a consequence: the exception line above it says which call failed, and NCCL's WARN lines (NCCL_DEBUG=WARN)"
+        " say why", True,
+    ),
+    _rule(
+        "nccl-tests-failed", "error", "Test NCCL failure",
+        r"Test (?P<what>NCCL|CUDA) failure (?P<src>\S+) '(?P<why>[^']*)'",
+        "nccl-tests stopped: an {what} call failed ({why}, at {src})",
+        "a consequence: the NCCL WARN lines before it (NCCL_DEBUG=WARN) say what failed", True,
+    ),
+    _rule(  # ProcessGroupNCCL.cpp: the watchdog's failure path asks every rank to dump its Flight Recorder
+        "fr-dump-signalled", "error", "dump",
+        r"(?P<what>First PG on this rank to signal dumping|preparing to dump debug info|Received a dump signal"
+        r"|Observed flight recorder dump signal from another rank)",
+        "torch's watchdog, after the failure, signalled a debug dump ({what})",
+        "a consequence: the watchdog's timeout or error next to it is the one to read; with"
+        " TORCH_NCCL_TRACE_BUFFER_SIZE>0 each rank's Flight Recorder dump (`ncclcheck logs` reads it) names the"
+        " collective each rank was in", True,
+    ),
+    _rule(
+        "slurm-task-ended", "error", "srun: Force Terminated",
+        r"srun: Force Terminated (?P<task>(?:job|StepId=)\S*)",
+        "SLURM: srun force-terminated {task}",
+        "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
+    ),
+    _rule(  # a shell's `echo "exit $?"`, kubectl exec's own line, a runner's: the status of a command that ended
+        "exit-status", "error", "exit",
+        r"^(?:exit(?: code| status)?|exited with (?:exit )?(?:code|status)|command terminated with exit code)"
+        r" (?P<code>[1-9]\d*)\.?$",
+        "a command ended with exit status {code} (above 128: killed by signal status-128, 137 SIGKILL, 139 SIGSEGV)",
+        "a consequence: the lines before it (its traceback, a crash, a signal) say why it ended", True,
+    ),
+)  # fmt: skip
+# NCCL's error trail: read from every NCCL line by the per-rank NCCL view (nccl.py, cached per message, no rule pass
+# per line), said only when no other line reports an error; these rules word it, per result code
+TRAIL_RULES: tuple[Rule, ...] = (
+    _rule(
         "nccl-error-trail", "error", " -> 1",
         r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 1(?:\s|$)",
         "an NCCL call failed: a CUDA call failed (ncclUnhandledCudaError), returned up NCCL's calls (its error trail, from {src})",
@@ -562,41 +601,6 @@ RULES: tuple[Rule, ...] = (
         r"^(?P<src>[\w./-]+\.(?:cc|cu|cpp|h|c):\d+) -> 6(?:\s|$)",
         "an NCCL call failed: a remote peer failed or went away (ncclRemoteError), returned up NCCL's calls (its error trail, from {src})",
         TRAIL_FIX, True,
-    ),
-    _rule(
-        "nccl-result", "error", "Error: ",
-        r"^(?P<type>nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error): (?P<what>.{1,200})",
-        "NCCL returned {type}: {what}",
-        "a consequence: the exception line above it says which call failed, and NCCL's WARN lines (NCCL_DEBUG=WARN)"
-        " say why", True,
-    ),
-    _rule(
-        "nccl-tests-failed", "error", "Test NCCL failure",
-        r"Test (?P<what>NCCL|CUDA) failure (?P<src>\S+) '(?P<why>[^']*)'",
-        "nccl-tests stopped: an {what} call failed ({why}, at {src})",
-        "a consequence: the NCCL WARN lines before it (NCCL_DEBUG=WARN) say what failed", True,
-    ),
-    _rule(  # ProcessGroupNCCL.cpp: the watchdog's failure path asks every rank to dump its Flight Recorder
-        "fr-dump-signalled", "error", "dump",
-        r"(?P<what>First PG on this rank to signal dumping|preparing to dump debug info|Received a dump signal"
-        r"|Observed flight recorder dump signal from another rank)",
-        "torch's watchdog, after the failure, signalled a debug dump ({what})",
-        "a consequence: the watchdog's timeout or error next to it is the one to read; with"
-        " TORCH_NCCL_TRACE_BUFFER_SIZE>0 each rank's Flight Recorder dump (`ncclcheck logs` reads it) names the"
-        " collective each rank was in", True,
-    ),
-    _rule(
-        "slurm-task-ended", "error", "srun: Force Terminated",
-        r"srun: Force Terminated (?P<task>(?:job|StepId=)\S*)",
-        "SLURM: srun force-terminated {task}",
-        "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
-    ),
-    _rule(  # a shell's `echo "exit $?"`, kubectl exec's own line, a runner's: the status of a command that ended
-        "exit-status", "error", "exit",
-        r"^(?:exit(?: code| status)?|exited with (?:exit )?(?:code|status)|command terminated with exit code)"
-        r" (?P<code>[1-9]\d*)\.?$",
-        "a command ended with exit status {code} (above 128: killed by signal status-128, 137 SIGKILL, 139 SIGSEGV)",
-        "a consequence: the lines before it (its traceback, a crash, a signal) say why it ended", True,
     ),
 )  # fmt: skip
 RULES += SETUP_RULES + GPU_RULES + EXIT_RULES
