@@ -41,7 +41,11 @@ def cut_after(line: str) -> bool:
 
 
 class LineFold(Protocol):
-    """Where ``fold_chunks`` puts lines: a LogFold."""
+    """Where ``fold_chunks`` puts lines (a LogFold, or a worker's Recorder): one way in, in three shapes. Every line
+    is an ``add_line`` of its parts; the fast lane hands the two commonest shapes unparsed, so that a text many ranks
+    print is parsed once (``add_nccl_line``: an NCCL header and message; ``add_prefixed_line``: a text behind
+    torchrun's rank prefix); ``skip`` counts a quiet stretch no line of which can matter. Which one runs is decided
+    here, by the line's shape, never by the sink."""
 
     def add_line(
         self,
