@@ -70,6 +70,7 @@ LITERALS = (
     "backtrace (tid",
 )
 MAX = 64  # blocks, exits and threads kept
+MAX_TIMES = 10_000  # agents' failure times kept (one a node: a job's tables are ordered by them)
 
 KINDS = (
     (FAULT, "fault"),
@@ -190,11 +191,15 @@ class CrashFold:
     threads: list[ThreadDeath] = field(default_factory=list)
     child_error: Evidence | None = None
     pending: dict[int | None, ThreadDeath] = field(default_factory=dict)  # per rank, a death whose error is to come
+    # worker pid -> when its agent logged its failure (the header's time; None: two agents name the pid, as
+    # containers on several nodes do: it orders nothing)
+    agent_times: dict[int, str | None] = field(default_factory=dict)
     backtraces: list[Backtrace] = field(default_factory=list)  # the signal handlers' native backtraces
     native: Backtrace | None = None  # the one being read
 
-    def line(self, kind: str, file: str, number: int, text: str, rank: int | None) -> bool:
-        """A line ``kind_of`` named; True when it was read here (it raises no alarm of its own)."""
+    def line(self, kind: str, file: str, number: int, text: str, rank: int | None, time: str | None = None) -> bool:
+        """A line ``kind_of`` named (``time``: its header's); True when it was read here (it raises no alarm of its
+        own)."""
         stripped = text.strip()
         if kind in ("backtrace", "native-frame", "rule-end"):
             return self._native(kind, file, number, stripped)
@@ -202,8 +207,15 @@ class CrashFold:
             self._open(kind, file, number, stripped, rank)
             return kind == "fault"  # a terminate's own rule (process-aborted) reads it too
         block = self.open.get(rank)
-        if kind == "agent" and len(self.exits) < MAX and (m := AGENT_EXIT.search(stripped)):
-            self.exits.append(AgentExit(int(m["local"]), m["pid"], int(m["code"]), Evidence(file, number, text[:500])))
+        if kind == "agent" and (m := AGENT_EXIT.search(stripped)):
+            if time is not None and len(self.agent_times) < MAX_TIMES:
+                known = self.agent_times.setdefault(int(m["pid"]), time)
+                if known != time:
+                    self.agent_times[int(m["pid"])] = None
+            if len(self.exits) < MAX:
+                self.exits.append(
+                    AgentExit(int(m["local"]), m["pid"], int(m["code"]), Evidence(file, number, text[:500]))
+                )
             return True
         if kind == "thread-died" and len(self.threads) < MAX and (m := THREAD_DIED.search(stripped)):
             death = ThreadDeath(rank, m["name"], Evidence(file, number, text[:500]))

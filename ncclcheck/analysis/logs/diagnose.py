@@ -80,7 +80,6 @@ class LogFold:
         self.seen: set[int] = set()  # every rank some line names: who is in these logs at all
         self.site: dict[int | None, str] = {}  # each rank's innermost user frame in its latest traceback
         self._fr_stack: set[int | None] = set()  # ranks whose Flight Recorder stack is being read
-        self._agent_times: dict[int, str | None] = {}  # worker pid -> when its agent logged its failure (None: two)
         # (prefix rank, seq) -> the process group, its name and the rank in it, of a work its watchdog named
         self._pg_work: dict[tuple[int | None, int], tuple[str, str | None, int]] = {}
         self._thrown: Evidence | None = None  # the first traceback or C++ exception's frames: an error was raised
@@ -145,11 +144,6 @@ class LogFold:
             self._fr_stack.add(rank)
         if said.thrown and self._thrown is None:
             self._thrown = Evidence(file, number, text[:500])
-        if said.agent_failed is not None and said.time and len(self._agent_times) < MAX_TIMEOUTS:
-            # pids repeat across nodes (containers): a pid two agents name orders nothing
-            known = self._agent_times.setdefault(said.agent_failed, said.time)
-            if known != said.time:
-                self._agent_times[said.agent_failed] = None
         if said.pg_work is not None and len(self._pg_work) < MAX_TIMEOUTS:
             seq, pg, desc, in_group = said.pg_work
             self._pg_work[(prefix_rank, seq)] = (pg, desc, in_group)
@@ -157,7 +151,7 @@ class LogFold:
             self._hit(one, line, rank)
         matched = bool(said.said)
         if said.crash is not None:
-            matched = self.crashes.line(said.crash, file, number, text, prefix_rank) or matched
+            matched = self.crashes.line(said.crash, file, number, text, prefix_rank, said.time) or matched
         elif self.crashes.open:
             self.crashes.other(prefix_rank)
         if said.said and self.crashes.pending:
@@ -292,8 +286,8 @@ class LogFold:
         self._close_child()
         if self._pg_work:
             self.timeouts = [self._with_group(t, p) for t, p in zip(self.timeouts, self._timeout_prefixes, strict=True)]
-        if self._agent_times:
-            times = self._agent_times
+        if self.crashes.agent_times:
+            times = self.crashes.agent_times
             self.failures = [dataclasses.replace(f, at=times.get(f.pid or -1)) for f in self.failures]
         ranks = self.nccl.result()
         first = first_failed(self.failures)
@@ -381,8 +375,9 @@ class LogFold:
 
 # A rank's own error that only says a peer went away: the rank showed the failure, it did not start it
 PEER_LOST = ("peer-crashed", "peer-closed")
-# Echoes of an error that another line reports: NCCL's error trail, and the result name torch's exception adds
-ECHOES_ONLY = frozenset({"nccl-error-trail", "nccl-result"})
+# Echoes of an error that another line reports: the result name torch's exception adds (NCCL's error trail is said
+# by ``_trail_finding``, on the same terms)
+ECHOES_ONLY = frozenset({"nccl-result"})
 
 
 def _trail_finding(findings: list[Finding], ranks: tuple[RankLog, ...]) -> list[Finding]:

@@ -48,10 +48,12 @@ DECLARED_ERROR = re.compile(r"\s*\[?[EF]\d{3,4} \d\d:\d\d|\s*\[[EF] [\w.]+\.(?:c
 LETTERS = {"I": INFO, "W": WARNING, "E": ERROR, "F": ERROR}
 WORDS = {"CRITICAL": ERROR, "ERROR": ERROR, "WARNING": WARNING, "INFO": INFO, "DEBUG": INFO}
 
+# A traceback's last line, a bare class too (".DistBackendError:": the rest of a name interleaving cut)
+EXCEPTION_LINE = re.compile(r"^\.?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?:: |:?$)")
 # Statements of failure in an emitter's own words, whatever header (or none) is in front of them.
 FAILED = re.compile(
-    r"^\.?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?:: |:?$)"  # a traceback's last line, a bare class too
-    r"|^terminate called after throwing|^\s*what\(\): "  # a C++ exception that ended the process
+    EXCEPTION_LINE.pattern
+    + r"|^terminate called after throwing|^\s*what\(\): "  # a C++ exception that ended the process
     r"|^srun: error: |slurmstepd: error: |^srun: (?:Job step aborted|forcing job termination)"  # SLURM
     r"|Caught signal \d+ \(|\*\*\* Process received signal \*\*\*"  # UCX, Open MPI
     r"|^Fatal Python error: |\bSegmentation fault\b|\bBus error\b|\(core dumped\)"  # a native crash
@@ -177,9 +179,6 @@ STATED = (
     ("shell", ("Segmentation fault", "Bus error", "core dumped", "exit")),
     ("nccl-tests", ("Test NCCL failure", "Test CUDA failure")),
 )
-
-
-EXCEPTION_LINE = re.compile(r"^\.?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?:: |:?$)")
 
 
 def _stated_by(body: str) -> str:

@@ -32,7 +32,7 @@ def child_findings(failures: tuple[ChildFailure, ...], echoes: frozenset[int] = 
     others = sorted({f.rank for f in failures} - {first.rank})
     also = f"; rank(s) {span(others)} failed too" if others else ""
     where = f" on {first.host}" if first.host else ""
-    fix = hint(first.signal) or "the rank's own traceback is earlier in its output"
+    fix = hint(first.signal) or FIX
     if tied:
         names = ", ".join(f"rank {f.rank}{f' on {f.host}' if f.host else ''} ({how(f)})" for f in (first, *tied))
         message = (

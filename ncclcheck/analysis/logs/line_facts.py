@@ -70,8 +70,6 @@ FR_SITE = Rule(
     "that call site is where this rank waited: compare it with the other ranks' (a rank elsewhere is the suspect)",
 )
 ENTRY = re.compile(r"\[\d+\]:")  # an entry of torchrun's summary
-# torchrun's agent saying a worker failed, in its own log (glog's header gives the time to the microsecond)
-AGENT_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: (\d+)\)")
 CHILD = re.compile(
     r"rank\s*:\s*(\d+)(?: \(local_rank: (\d+)\))?|host\s*:\s*(\S+)|exitcode\s*:\s*(-?\d+)(?: \(pid: (\d+)\))?"
     r"|Signal \d+ \((SIG\w+)\)"
@@ -122,7 +120,6 @@ class LineFacts:
     pg_work: (
         tuple[int, str, str | None, int] | None
     )  # the work (seq) a group's watchdog line names: seq, pg, desc, rank
-    agent_failed: int | None  # the pid of a worker torchrun's agent says failed (its failure table's entry)
     crash: str | None = None  # a line of a crash's block, a dead thread's, torchrun's agent's (``crashes.kind_of``)
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
@@ -207,7 +204,6 @@ def facts_of(text: str) -> LineFacts:
         stripped.startswith(("Traceback (most recent call last)", "Exception raised from "))
         or (stripped.startswith('File "') and TRACEBACK_FRAME.match(stripped) is not None),
         pg_work,
-        int(agent[1]) if "exitcode" in text and (agent := AGENT_FAILED.search(text)) else None,
         crashes.kind_of(stripped),
     )
 
@@ -252,12 +248,3 @@ def format_message(template: str, groups: dict[str, str]) -> str:
         template = re.sub(rf"\((?:\w+ )?{{{name}}}\)", f"(the line does not name the {noun})", template)
         values[name] = f"(no {noun} in the line)"
     return template.format(**values)
-
-
-def severity_of(text: str, level: str | None) -> str:
-    """A framed line's severity: its emitter's (``events.read``), information where the catalogue lists the line as
-    benign (a rule of severity info explains it: the IB subnet manager's re-registration event, an FR note)."""
-    said = FACTS.get(text) or facts(text)
-    if any(m.rule.severity == "info" for m in said.said):
-        return events.INFO
-    return events.read(text, level).severity

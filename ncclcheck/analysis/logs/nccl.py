@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from ncclcheck.analysis.logs.events import TRAIL
 from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.model.logs import Connection, LogLine, RankLog
 
@@ -24,8 +25,6 @@ ITEM = re.compile(r"(?:\[\d+\])?([\w.:-]+?)(?::([0-9A-Fa-f:.%\w-]+))?<\d+>")
 DEVICE = re.compile(r"\[\d+\](\S+)")
 GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA (\d+) '([\w-]+)'( \(no module\))?|GPU (\S+) / HCA (\d+) .*)")
 ENV = re.compile(r"\b((?:NCCL|TORCH)_\w+) set (?:by environment )?to (\S*)")
-# NCCL's error trail: "file.cc:LINE -> CODE" at each call on the way up from an error (7, ncclInProgress, is none)
-TRAIL = re.compile(r"^[\w./-]+\.(?:cc|cu|cpp|h|c):\d+ -> ([1-6])(?:\s|$)")
 CONNECTION = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[0-9a-f]+\])? -> (\d+)(?:\[[0-9a-f]+\])?"
     r"(?: \[(send|receive)\])? via (\S+(?: pointer| shared memory)?)"
@@ -115,7 +114,7 @@ Op = tuple[str, object]
 
 def steps_of(text: str) -> tuple[Op, ...]:
     """The steps one NCCL message makes (``ops`` remembers them per message)."""
-    if " -> " in text and (m := TRAIL.match(text)) is not None:
+    if " -> " in text and TRAIL.match(text) is not None:  # NCCL's error trail (events.TRAIL)
         return (("trail", text),)
     if (m := INIT.search(text)) is not None:
         comm_id = (("comm_id", m.group(6)),) if m.group(6) else ()
