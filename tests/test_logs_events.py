@@ -45,3 +45,9 @@ def test_a_healthy_log_has_no_error_event(capsys: pytest.CaptureFixture[str]) ->
 def test_a_missing_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["logs", "--events", "/nonexistent/x.log"]) == 2
     assert "ncclcheck logs:" in capsys.readouterr().err
+
+
+def test_severity_without_events_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["logs", "--severity", "error", str(M01)]) == 2
+    err = capsys.readouterr().err
+    assert "--severity lists events: give --events with it" in err and err.count("\n") == 1

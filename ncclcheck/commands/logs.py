@@ -52,12 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--severity",
         choices=("error", "warning", "all"),
-        default="warning",
+        default=None,
         help="with --events: the least severe events listed (default: warning)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.severity is not None and not args.events:
+        raise UsageError(
+            "ncclcheck logs: --severity lists events: give --events with it (the report lists every finding)"
+        )
     reading = Reading()
     try:
         with handling():
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 notes = "".join(f"; {n}" for n in reading.notes)
                 raise InputError(f"no log files under {', '.join(args.paths)}{notes}")
             if args.events:
-                return _events(found, reading, args.severity, args.json)
+                return _events(found, reading, args.severity or "warning", args.json)
             report = diagnose(found, reading)
     except InputError as exc:
         raise UsageError(f"ncclcheck logs: {exc} (give log files, directories, or - for stdin)") from None
