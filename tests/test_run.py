@@ -115,12 +115,30 @@ def test_a_crash_passes_its_exit_code_through_and_names_the_rank(tmp_path: Path)
     assert no_job_left(tmp_path)
 
 
-def test_a_rank_that_leaves_early_while_the_others_fail_is_named(tmp_path: Path) -> None:
-    code, _, err, report = run(tmp_path, "--interval", "0.5", env={"MODE": "early"})
+@pytest.mark.parametrize("after", ["8", "0"])
+def test_a_rank_that_leaves_early_while_the_others_fail_is_named(tmp_path: Path, after: str) -> None:
+    """However soon the others fail: at once (gloo fails the survivor the moment its peer's socket closes) or later."""
+    code, _, err, report = run(tmp_path, "--interval", "0.5", env={"MODE": "early", "EARLY_AFTER": after})
     assert code == 1, err
     assert report["verdict"]["root_cause"] == "rank-left-early" and report["verdict"]["ranks"] == [0], report
     complete(tmp_path / "run")
     assert no_job_left(tmp_path)
+
+
+def test_a_rank_done_first_is_not_blamed_for_a_peer_s_own_error(tmp_path: Path) -> None:
+    code, _, err, report = run(tmp_path, "--interval", "0.5", env={"MODE": "own-error"})
+    assert code == 1, err
+    assert "rank-left-early" not in json.dumps(report["findings"]), report["findings"]
+    assert report["verdict"]["root_cause"] != "rank-left-early" and 0 not in report["verdict"]["ranks"], report
+
+
+def test_a_job_of_a_few_seconds_leaves_its_samples(tmp_path: Path) -> None:
+    """The sampler looks as soon as the ranks appear and once more when they end, whatever --interval says."""
+    code, _, err, report = run(tmp_path, env={"MODE": "finish", "FINISH_AFTER": "0.5"})
+    assert code == 0 and report["verdict"]["status"] == "pass", err
+    lines = [json.loads(line) for line in (tmp_path / "run" / "watch-agent.jsonl").read_text().splitlines()]
+    assert len(lines) >= 2, lines
+    assert {r["rank"] for line in lines for r in line["ranks"]} == {0, 1}, lines
 
 
 def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: Path) -> None:

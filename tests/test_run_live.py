@@ -29,7 +29,20 @@ def dead_state() -> WatchState:
     return states(job(2), {0: waiting, 1: sample(1, stack(None))}, {0: waiting, 1: gone}, {0: waiting, 1: gone})
 
 
-def sample_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupt: bool) -> tuple[list[HangRecord], dict]:
+class Ends:
+    """RankEnds as the sampler uses it: it is handed every rank it sees."""
+
+    def __init__(self) -> None:
+        self.ended = threading.Event()
+        self.added: set[int] = set()
+
+    def add(self, rank: int, pid: int) -> None:
+        self.added.add(rank)
+
+
+def sample_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupt: bool
+) -> tuple[list[HangRecord], set[int], list[str]]:
     """Run the sampler over two polls of the same state; ``interrupt``: ^C arrives during the first poll."""
     for sub in ("hangs", "fr"):
         (tmp_path / sub).mkdir()
@@ -38,7 +51,7 @@ def sample_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupt: boo
 
     class Scripted:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
+            self.job = job(2)
 
         def poll(self) -> WatchState:
             polls.append(1)
@@ -53,22 +66,23 @@ def sample_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupt: boo
     monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)
     args = argparse.Namespace(interval=0.01, stall=4.0, on_hang="watch")
     hangs: list[HangRecord] = []
-    gone: dict[int, float] = {}
+    ends = Ends()
     console = Console(file=io.StringIO())
-    live.sample_live(Launched(), args, str(tmp_path), console, hangs, gone, stop, end_now, interrupted)  # type: ignore[arg-type]
-    return hangs, gone
+    live.sample_live(Launched(), args, str(tmp_path), console, hangs, ends, stop, end_now, interrupted)  # type: ignore[arg-type]
+    return hangs, ends.added, (tmp_path / "watch-agent.jsonl").read_text().splitlines()
 
 
 def test_a_rank_that_dies_while_the_job_runs_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert any(f.severity == "error" for f in dead_state().findings)
-    hangs, gone = sample_twice(tmp_path, monkeypatch, interrupt=False)
-    assert len(hangs) == 1 and 1 in hangs[0].culprits and 1 in gone
+    hangs, watched, lines = sample_twice(tmp_path, monkeypatch, interrupt=False)
+    assert len(hangs) == 1 and 1 in hangs[0].culprits and watched == {0, 1}
+    assert len(lines) == 3  # two looks, and the last one once the job is over
     assert (tmp_path / "hangs" / Path(hangs[0].path).name).is_file()
 
 
 def test_ranks_ended_by_a_signal_are_neither_a_hang_nor_early_leavers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hangs, gone = sample_twice(tmp_path, monkeypatch, interrupt=True)
-    assert hangs == [] and gone == {}
+    hangs, _, _ = sample_twice(tmp_path, monkeypatch, interrupt=True)
+    assert hangs == []
     assert not list((tmp_path / "hangs").iterdir())

@@ -36,3 +36,14 @@ class RunVerdict:
     root_cause: str | None
     ranks: tuple[int, ...]
     message: str
+
+
+@dataclass(frozen=True)
+class RankEnd:
+    """A rank process that ended while ``run`` watched it: when (epoch seconds, to the millisecond) and its exit code
+    (negative: the signal that killed it; None: its launcher reaped it before it could be read)."""
+
+    rank: int
+    pid: int
+    time: float
+    exit_code: int | None

@@ -7,7 +7,8 @@ healthy: every rank loops over all_reduce and a little compute forever.
 uneven: healthy, but the last rank takes 0.8 s longer per step (the others wait for it in all_reduce, and finish it).
 finish: healthy for $FINISH_AFTER seconds, then every rank exits with $EXIT_CODE (rank $FAIL_RANK with 1, if set).
 spin: every rank computes inside one long C call (as a CUDA sync spins on a hung NCCL kernel).
-early: rank 0 exits 0 right after "ready"; the others fail in their next all_reduce 8 s later.
+early: rank 0 exits 0 right after "ready"; the others fail in their next all_reduce $EARLY_AFTER s later (8).
+own-error: rank 0 exits 0 right after "ready" (its work done); the others then fail of their own (a ValueError).
 restart: on torchrun's first attempt the last rank exits with 1 after "ready"; after the restart, healthy.
 $CHATTY=1: every rank also runs a thread that prints a heartbeat line 5 times a second, whatever the main
 thread does (a logging thread, a metrics exporter, tqdm).
@@ -66,8 +67,13 @@ elif mode == "early":
     if rank == 0:
         print("rank 0 leaves the loop early", flush=True)
         os._exit(0)
-    time.sleep(8)
+    time.sleep(float(os.environ.get("EARLY_AFTER", "8")))
     train_step(t)  # its peer is gone: gloo raises, the rank fails
+elif mode == "own-error":
+    if rank == 0:
+        os._exit(0)
+    time.sleep(1)
+    raise ValueError(f"rank {rank}: a batch with no labels")
 elif mode == "spin":
     sum(range(10**13))
 elif mode == "wait":

@@ -20,10 +20,15 @@ SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismat
 DEATHS = frozenset({"native-crash", "thread-died"})
 
 
+def hard_errors(findings: Iterable[Finding]) -> list[Finding]:
+    """The errors that start a failure of their own: not a symptom (a timeout), a wrapper (torchrun's table, an
+    exception's echo) or a rule's secondary error (a peer that closed the connection)."""
+    return [f for f in findings if f.severity == "error" and f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+
+
 def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
     """Add what the Flight Recorder dumps say; a hardware or transport error in the logs stays the root cause."""
-    logged = [f for f in report.findings if f.severity == "error"]
-    hard = [f for f in logged if f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    hard = hard_errors(report.findings)
     recorded = [f for f in flight.findings if f.severity == "error"]
     cause = (hard or recorded)[0] if hard or recorded else report.root_cause
     findings = by_severity(report.findings + flight.findings)
@@ -46,8 +51,7 @@ def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
     ]
     if not seen:
         return report
-    logged = [f for f in report.findings if f.severity == "error"]
-    hard = [f for f in logged if f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    hard = hard_errors(report.findings)
     cause = hard[0] if hard else seen[0]
     return dataclasses.replace(report, findings=by_severity(tuple(seen) + report.findings), root_cause=cause)
 

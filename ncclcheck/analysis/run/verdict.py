@@ -3,20 +3,56 @@ analysis of the run dir, and the ranks that left before the others failed. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 
+from ncclcheck.analysis.logs.diagnose import PEER_LOST
+from ncclcheck.analysis.logs.verdict import SYMPTOMS, hard_errors
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.ranks import span
-from ncclcheck.model.run import HangRecord, RunVerdict
+from ncclcheck.model.run import HangRecord, RankEnd, RunVerdict
 
-EARLY_S = 5.0  # a rank gone this long before the job ended, while the others ran on, left early
+LEFT_FIX = (
+    "see why that rank stopped: its last lines in the launcher output (a break, a return, a swallowed exception); "
+    "every rank must run the same number of steps: DistributedSampler(drop_last=True), the same number of batches "
+    "everywhere, or DDP's join() / the torch.distributed.algorithms.Join context manager for uneven inputs"
+)
 
 
-def early_leavers(gone: Mapping[int, float], ended: float, failed: set[int]) -> tuple[int, ...]:
-    """Ranks whose process ended at least EARLY_S before the job did and that torchrun does not list as failed:
-    they returned (exit 0, as far as the launcher cares) while others ran on."""
-    return tuple(sorted(r for r, at in gone.items() if ended - at >= EARLY_S and r not in failed))
+def early_leaver(ends: Sequence[RankEnd], failed: set[int], report: LogReport) -> Finding | None:
+    """A rank that ended cleanly while its peers still ran, before any of them failed, where what the others then
+    logged only says a peer went away (or timed out): it left, and they failed for it, however soon after.
+
+    Clean: exit code 0, or a code its launcher reaped first that torchrun does not list as failed. The others'
+    errors must say a peer went away or a collective timed out; a peer that failed of its own (an error that is not
+    a symptom, wrapper or secondary error, or only a plain exception of its own) is the cause instead."""
+    failing = [e.time for e in ends if e.exit_code not in (None, 0) or e.rank in failed]
+    first_failure = min(failing, default=None)
+    left = [
+        e
+        for e in ends
+        if (e.exit_code == 0 or (e.exit_code is None and e.rank not in failed))
+        and any(o.time > e.time and o.rank != e.rank for o in ends)
+        and (first_failure is None or e.time < first_failure)
+    ]
+    ranks = tuple(sorted({e.rank for e in left}))
+    if not ranks or any(not set(f.ranks) <= set(ranks) for f in hard_errors(report.findings)):
+        return None  # another rank failed of its own
+    if not any(f.id in PEER_LOST or f.id in SYMPTOMS for f in report.findings if f.severity == "error"):
+        return None  # nothing says the others failed for want of a peer (a plain exception is their own)
+    known = all(e.exit_code == 0 for e in left)
+    how = "with exit code 0" if known else "cleanly (torchrun does not list it as failed)"
+    after = (
+        f"; the first of the others failed {first_failure - max(e.time for e in left):.2f} s later"
+        if first_failure is not None
+        else ""
+    )
+    message = (
+        f"rank {span(list(ranks))} ended {how} while the other ranks still ran{after}, and their errors only say "
+        "a peer went away: a rank that leaves the training loop early (a break, a return, uneven data) leaves the "
+        "others waiting in their next collective until it fails"
+    )
+    return Finding("rank-left-early", "error", message, LEFT_FIX, ranks=ranks, culprits=ranks)
 
 
 def verdict(
@@ -24,25 +60,11 @@ def verdict(
     interrupted: bool,
     hangs: tuple[HangRecord, ...],
     report: LogReport,
-    early: tuple[int, ...],
+    early: Finding | None,
 ) -> tuple[RunVerdict, tuple[Finding, ...]]:
     """The verdict and the findings of the run on top of the logs' own."""
-    extra: list[Finding] = []
+    extra = [early] if early is not None and exit_code != 0 else []
     failed = exit_code != 0 and not (interrupted and not hangs)
-    if early and exit_code != 0:
-        extra.append(
-            Finding(
-                "rank-left-early",
-                "error",
-                f"rank {span(list(early))} ended {EARLY_S:.0f} s or more before the job failed, while the other ranks "
-                "ran on: a rank that leaves the training loop early (a break, a swallowed exception, uneven data) "
-                "leaves the others waiting in their next collective until they time out",
-                "see why that rank stopped: its last lines in the launcher output; every rank must run the same "
-                "number of steps (drop_last, or the same number of batches everywhere)",
-                ranks=early,
-                culprits=early,
-            )
-        )
     if extra and exit_code != 0 and not interrupted:  # the most specific cause: a live "dead" record follows from it
         e = extra[0]
         return RunVerdict("fail", e.id, e.culprits, e.message), tuple(extra)

@@ -33,9 +33,10 @@ from typing import Any
 from ncclcheck import __version__, exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.analysis.run.env import backend_notes, evidence_env, job_env
-from ncclcheck.analysis.run.verdict import early_leavers, verdict
+from ncclcheck.analysis.run.verdict import early_leaver, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
-from ncclcheck.collectors.run_job import Launched
+from ncclcheck.collectors.rank_ends import RankEnds
+from ncclcheck.collectors.run_job import END_GRACE_S, Launched
 from ncclcheck.commands.run.live import sample_live
 from ncclcheck.exits import UsageError
 from ncclcheck.model.log_report import LogReport
@@ -47,6 +48,10 @@ from ncclcheck.views.console import make_console
 from ncclcheck.views.run import render, start_lines, to_json
 
 STALL_S = 60.0
+ENDING = (
+    "ncclcheck run: asked the launcher to end the job; it may wait for its ranks to exit (torchrun gives them up to "
+    "{grace:.0f} s, its grace period, before it kills them) — press ^C again to end them all now"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,44 +110,48 @@ def run(args: argparse.Namespace) -> int:
     launched = Launched(argv, job_env(os.environ, settings), os.path.join(run_dir, "logs", "launcher.log"))
     stop, interrupted, end_now = threading.Event(), threading.Event(), threading.Event()
     hangs: list[HangRecord] = []
-    gone: dict[int, float] = {}
-
-    received: list[int] = []
+    ends = RankEnds()
+    received: list[tuple[int, float]] = []  # (signal, when)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if interrupted.is_set():
             end_now.set()  # a second ^C or SIGTERM: end the tree now
-        received.append(signum)
+        received.append((signum, time.time()))
         interrupted.set()
         launched.signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)  # torchrun ends its workers
 
     live = threading.Thread(
         target=sample_live,
-        args=(launched, args, run_dir, console, hangs, gone, stop, end_now, interrupted),
+        args=(launched, args, run_dir, console, hangs, ends, stop, end_now, interrupted),
         daemon=True,
     )
     with handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), on_signal):
         live.start()
         try:
-            code = None
+            code, told = None, False
             while code is None:
                 launched.remember_tree()
                 if end_now.is_set():
                     launched.end()
+                if interrupted.is_set() and not told:
+                    told = True
+                    console.print(ENDING.format(grace=END_GRACE_S), style="yellow")
                 code = launched.wait(0.5)
         finally:
             stop.set()
             launched.end()
             launched.close()
             live.join(10.0)
+            ends.close()
     ended = time.time()
     exit_code = 128 - code if code < 0 else code
     if received and exit_code != 0:
-        exit_code = exits.by_signal(received[0])  # 130 after ^C: the user ended it, whatever the launcher returned
+        exit_code = exits.by_signal(received[0][0])  # 130 after ^C: the user ended it, whatever the launcher returned
     report, log_files = _diagnose(run_dir)
     report = with_hangs(report, tuple(hangs))
     failed = {f.rank for f in report.failures}
-    early = early_leavers(gone, ended, failed) if exit_code != 0 else ()
+    before = [e for e in ends.ends() if not received or e.time < received[0][1]]  # ours to end after a signal
+    early = early_leaver(before, failed, report) if exit_code != 0 else None
     result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early)
     findings = extra + report.findings
     files = {

@@ -11,9 +11,10 @@ import threading
 import time
 from typing import Any
 
-from ncclcheck.analysis.watch.judge import EXITED, next_delay
+from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.dump_request import ask_for_dumps
 from ncclcheck.collectors.jobs import discover
+from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.model.run import HangRecord
@@ -24,6 +25,9 @@ from ncclcheck.views.run import hang_line
 from ncclcheck.views.watch import to_json as watch_json
 from ncclcheck.views.watch_agent import agent_line
 
+FIND_S = 0.2  # how often the ranks are looked for at first
+FIND_FOR_S = 60.0  # ... and for how long; then every --interval (a launcher that starts no ranks for a while)
+
 
 def sample_live(
     launched: Launched,
@@ -31,29 +35,38 @@ def sample_live(
     run_dir: str,
     console: Any,
     hangs: list[HangRecord],
-    gone: dict[int, float],
+    ends: RankEnds,
     stop: threading.Event,
     end_now: threading.Event,
     interrupted: threading.Event,
 ) -> None:
     """The watch sampler beside the job: a hang record when ranks stand still past --stall. Once the user or a
     signal ended the job (``interrupted``, set before the launcher is signalled), ranks that exit or stop answering
-    do so because we ended them: that is neither a hang nor an early leaver, and nothing more is recorded."""
+    do so because we ended them: that is neither a hang nor an early leaver, and nothing more is recorded.
+
+    Ranks are looked for every ``FIND_S`` at first, so the first sample comes right after they appear; every rank
+    is handed to ``ends``, which wakes the sampler when one ends; a last sample is taken when the job is over: a job
+    of a few seconds still leaves its agent lines."""
     source: LiveSource | None = None
     last: tuple[Any, ...] | None = None
     said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
     sent: dict[int, tuple[Frame, ...]] = {}
-    host, seq, rendezvous = socket.gethostname(), 0, None
+    host, seq, rendezvous, started = socket.gethostname(), 0, None, time.monotonic()
     lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
-        while not stop.is_set():
+        while True:
+            final = stop.is_set()  # the job is over: one last sample, then no more
             if source is None:
+                if final:
+                    break
                 jobs = discover(launched.proc.pid)
                 if not jobs:
-                    stop.wait(args.interval)
+                    stop.wait(FIND_S if time.monotonic() - started < FIND_FOR_S else args.interval)
                     continue
                 source = LiveSource(jobs[0], args.stall)
                 rendezvous = launcher_endpoint(jobs[0].launcher_pid)
+            for r in source.job.ranks:
+                ends.add(r.rank, r.pid)
             state = source.poll()
             # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
             # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
@@ -65,6 +78,8 @@ def sample_live(
             )
             lines.flush()
             seq += 1
+            if final:
+                break
             now = time.time()
             for note in state.notes:
                 if note not in said:
@@ -73,9 +88,6 @@ def sample_live(
             if interrupted.is_set():  # this sample may already show the ranks the launcher is ending
                 stop.wait(args.interval)
                 continue
-            for v in state.ranks:
-                if v.sample.status in EXITED:
-                    gone.setdefault(v.rank, now)
             errors = [f for f in state.findings if f.severity == "error"]
             key = tuple((f.id, f.culprits) for f in errors)
             if errors and key != last and not stop.is_set():
@@ -91,8 +103,17 @@ def sample_live(
                 if args.on_hang == "exit":
                     end_now.set()
             last = key if errors else None
-            stop.wait(next_delay(state, args.interval))
+            _pause(next_delay(state, args.interval), stop, ends.ended)
     except Exception as exc:  # the sampler failing must not take the job or the verdict with it
         console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
     finally:
         lines.close()
+
+
+def _pause(seconds: float, stop: threading.Event, ended: threading.Event) -> None:
+    """Wait ``seconds``, or until the job is over or a rank has ended (its end is then sampled at once)."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        if ended.wait(min(0.1, left)):
+            ended.clear()
+            return
