@@ -168,6 +168,7 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert proc.returncode == 130, err
     assert "ncclcheck run: hang: rank 1 is not in any collective" in err
+    assert "press ^C again to end them all now" in err  # the grace period said, not 30 silent seconds
     assert report["verdict"]["status"] == "hang" and report["verdict"]["ranks"] == [1], report["verdict"]
     record = json.loads(Path(report["hangs"][0]["path"]).read_text())
     assert record["schema"] == "ncclcheck.watch/2" and [f["kind"] for f in record["findings"]] == ["straggler"]
