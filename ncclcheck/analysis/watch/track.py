@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ncclcheck.analysis.stacks import call_site, collective
+from ncclcheck.analysis.stacks import call_site, collective, user_frame
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
 BACKWARD = ("_engine_run_backward", "backward")
@@ -41,10 +41,10 @@ def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
     site = call_site(sample.stack)
     if found:
         return found, site, found
-    if sample.stack:
+    if sample.stack:  # the user's own function, the one whose line the call site gives
+        mine = user_frame(sample.stack)
         python = [f for f in sample.stack if not f.native] or list(sample.stack)
-        inner = next((f for f in python if "/torch/" not in f.filename), python[0])
-        return None, site, inner.function
+        return None, site, (mine or python[0]).function
     return None, site, sample.status
 
 
