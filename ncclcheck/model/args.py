@@ -1,0 +1,53 @@
+"""A rank's torch.distributed call with its arguments, as py-spy's ``--locals`` shows them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FrameLocals:
+    """One frame of a ``py-spy dump --locals`` of a main thread, innermost first: each local's name and repr."""
+
+    function: str
+    filename: str
+    line: int
+    values: tuple[tuple[str, str], ...]  # (name, repr), the arguments first as py-spy lists them
+
+    def get(self, name: str) -> str | None:
+        return next((r for n, r in self.values if n == name), None)
+
+
+@dataclass(frozen=True)
+class P2P:
+    """One point-to-point op: ``send`` to ``peer`` or ``recv`` from it (global ranks; None: from any source)."""
+
+    op: str  # send or recv
+    peer: int | None
+
+
+@dataclass(frozen=True)
+class CallArgs:
+    """The arguments of the torch.distributed call a rank's main thread stands in.
+
+    ``src``/``dst`` are global ranks, ``group_src``/``group_dst`` ranks in ``group``. ``group``: ``default``
+    (the world), ``other`` (a sub-group: which one cannot be told from outside the process, as its address
+    differs per process) or None (not known). ``p2p``: the point-to-point ops it waits on (one for send/recv,
+    several for a batch); None where they could not be read."""
+
+    op: str
+    src: int | None = None
+    dst: int | None = None
+    group_src: int | None = None
+    group_dst: int | None = None
+    group: str | None = None
+    tag: int | None = None
+    p2p: tuple[P2P, ...] | None = None
+
+    def root(self) -> str | None:
+        """``src=1``, ``dst=0``, ``group_dst=1``: the root as given, for comparing ranks; None: the op has none."""
+        for name in ("src", "dst", "group_src", "group_dst"):
+            value = getattr(self, name)
+            if value is not None and self.op not in ("send", "recv", "isend", "irecv"):
+                return f"{name}={value}"
+        return None

@@ -1,0 +1,106 @@
+"""A gloo job whose ranks block (or not) in collectives whose ARGUMENTS tell the story; $MODE says how.
+Each rank prints "ready <rank>" before it blocks (or, for the healthy modes, once it loops).
+
+p2p_deadlock: every rank recv()s from its peer first (rank ^ 1), then would send: a deadlock in the code.
+batch_deadlock: every rank batch_isend_irecv()s only a recv from its peer, waits, then would send.
+ring3: rank r recv()s from (r + 1) % world first: a cycle of 3 with 3 ranks.
+reduce_dst: every rank calls reduce() on the same line, each naming itself as dst.
+broadcast_src: rank 0 broadcasts with src=0, the others on the same line with src=1.
+pairs: 4 ranks, groups [0,1] and [2,3]; rank 3 skips its pair's all_reduce once and goes on to the world barrier.
+uneven_ddp: DDP; rank 1 has fewer batches, leaves the loop and waits in the final barrier.
+pipeline: healthy two-stage pipeline: rank 0 sends, rank 1 recvs, forever.
+subgroups: healthy: pair all_reduces on [0,1] and [2,3], then a world barrier, forever.
+ddp: healthy DDP training, forever.
+moving_root: healthy: broadcast whose src changes every step, forever.
+"""
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def user_step(fn, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
+def exchange(t: torch.Tensor, peer: int) -> None:
+    ops = [dist.P2POp(dist.irecv, t, peer), dist.P2POp(dist.isend, t.clone(), peer)]
+    ops = ops[:1]  # the send is left out: both ranks only receive
+    reqs = dist.batch_isend_irecv(ops)
+    for req in reqs:
+        req.wait()
+
+
+def irecv_wait(t: torch.Tensor, peer: int) -> None:
+    req = dist.irecv(t, src=peer)
+    req.wait()
+
+
+dist.init_process_group("gloo")
+rank, world, mode = dist.get_rank(), dist.get_world_size(), os.environ["MODE"]
+peer = rank ^ 1
+t = torch.ones(16)
+dist.all_reduce(t)
+pair = None
+if mode in ("pairs", "subgroups"):
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    pair = groups[rank // 2]
+    dist.barrier()
+if mode not in ("pipeline", "subgroups", "ddp", "moving_root"):
+    print(f"ready {rank}", flush=True)
+if mode == "p2p_deadlock":
+    dist.recv(t, src=peer)
+    dist.send(t, dst=peer)
+elif mode == "batch_deadlock":
+    exchange(t, peer)
+elif mode == "irecv_deadlock":
+    irecv_wait(t, peer)
+elif mode == "ring3":
+    dist.recv(t, src=(rank + 1) % world)
+elif mode == "reduce_dst":
+    dist.reduce(t, dst=rank)
+elif mode == "broadcast_src":
+    dist.broadcast(t, src=0 if rank == 0 else 1)
+elif mode == "pairs":
+    if rank != 3:
+        dist.all_reduce(t, group=pair)
+    dist.barrier()
+elif mode in ("uneven_ddp", "ddp"):
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+    batches = 10**9 if mode == "ddp" else (3 if rank == 1 else 10**9)
+    for step in range(batches):
+        model(torch.randn(8, 64)).sum().backward()
+        if step == 0 and mode == "ddp":
+            print(f"ready {rank}", flush=True)
+        time.sleep(0.01)
+    print(f"ready {rank}", flush=True)
+    dist.barrier()
+elif mode == "pipeline":
+    step = 0
+    while True:
+        if rank == 0:
+            user_step(dist.send, t, dst=1)
+        else:
+            user_step(dist.recv, t, src=0)
+        if step == 0:
+            print(f"ready {rank}", flush=True)
+        step += 1
+        time.sleep(0.01)
+elif mode == "subgroups":
+    step = 0
+    while True:
+        dist.all_reduce(t, group=pair)
+        dist.barrier()
+        if step == 0:
+            print(f"ready {rank}", flush=True)
+        step += 1
+elif mode == "moving_root":
+    step = 0
+    while True:
+        dist.broadcast(t, src=step % world)
+        if step == 0:
+            print(f"ready {rank}", flush=True)
+        step += 1
+        time.sleep(0.005)
