@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ncclcheck.analysis.watch.arguments import describe, parse
+from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.collectors.pyspy import main_thread_locals
 from ncclcheck.model.args import P2P, CallArgs, FrameLocals
 
@@ -23,7 +23,7 @@ def args_of(name: str) -> CallArgs | None:
 def test_recv_names_its_source_and_the_default_group() -> None:
     a = args_of("p2p_deadlock-rank0")
     assert a == CallArgs("recv", src=1, group="default", tag=0, p2p=(P2P("recv", 1),))
-    assert describe(a) == "recv from rank 1"
+    assert a.text() == "recv from rank 1"
     assert args_of("p2p_deadlock-rank1") == CallArgs("recv", src=0, group="default", tag=0, p2p=(P2P("recv", 0),))
 
 
@@ -41,7 +41,7 @@ def test_broadcast_src() -> None:
 def test_a_sub_group_passed_by_keyword_reads_other_and_no_group_reads_default() -> None:
     waiting = args_of("pairs-rank2")
     assert waiting is not None and (waiting.op, waiting.group) == ("all_reduce", "other")
-    assert describe(waiting) == "all_reduce on a sub-group"
+    assert waiting.text() == "all_reduce on a sub-group"
     for rank in (0, 1, 3):
         a = args_of(f"pairs-rank{rank}")
         assert a is not None and (a.op, a.group) == ("barrier", "default")
@@ -68,7 +68,7 @@ def test_a_group_passed_by_position_and_a_subgroup_rank_without_the_global_one()
     assert default is not None and default.p2p == (P2P("send", 1),)
     any_source = parse((FrameLocals("recv", call.filename, 1, (("src", "None"), ("group", "None"))),))
     assert any_source is not None and any_source.p2p == (P2P("recv", None),)
-    assert describe(any_source) == "recv from any rank"
+    assert any_source.text() == "recv from any rank"
 
 
 def test_no_wrapper_and_a_rebound_group_is_not_known() -> None:

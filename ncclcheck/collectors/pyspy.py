@@ -102,6 +102,16 @@ def dump_locals(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[FrameLocal
         return None
 
 
+def dump_locals_all(
+    pids: list[int], timeout_s: float = DUMP_TIMEOUT_S, in_flight: int = 8
+) -> dict[int, tuple[FrameLocals, ...] | None]:
+    """Locals of several processes at once, at most ``in_flight`` py-spy processes at a time."""
+    if not pids:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(in_flight, len(pids))) as pool:
+        return dict(zip(pids, pool.map(lambda pid: dump_locals(pid, timeout_s), pids)))
+
+
 def main_thread_locals(threads: object) -> tuple[FrameLocals, ...] | None:
     """The main thread's frames and locals from py-spy's JSON (a list of threads), or None if it has none."""
     if not isinstance(threads, list):

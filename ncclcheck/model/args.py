@@ -51,3 +51,27 @@ class CallArgs:
             if value is not None and self.op not in ("send", "recv", "isend", "irecv"):
                 return f"{name}={value}"
         return None
+
+    def text(self) -> str:
+        """``recv from rank 1``, ``reduce dst=1``, ``all_reduce on a sub-group``: the call in words."""
+        if self.p2p:
+            body = ", ".join(
+                f"{p.op} {'to' if p.op == 'send' else 'from'} {'any rank' if p.peer is None else f'rank {p.peer}'}"
+                for p in self.p2p
+            )
+        else:
+            root = self.root()
+            body = self.op + (f" {root}" if root else "")
+        return body + (" on a sub-group" if self.group == "other" else "")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "op": self.op,
+            "src": self.src,
+            "dst": self.dst,
+            "group_src": self.group_src,
+            "group_dst": self.group_dst,
+            "group": self.group,
+            "tag": self.tag,
+            "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer} for p in self.p2p],
+        }

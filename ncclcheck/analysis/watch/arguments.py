@@ -68,17 +68,3 @@ def _p2p(op: str, numbers: dict[str, int | None], group: str | None) -> tuple[P2
     if numbers[theirs] is not None:  # a rank in the group: the same as the global one only in the default group
         return (P2P(kind, numbers[theirs]),) if group == "default" else None
     return (P2P("recv", None),) if kind == "recv" else None
-
-
-def describe(args: CallArgs) -> str:
-    """``recv from rank 1``, ``reduce dst=1``, ``all_reduce on a sub-group``: one rank's call in words."""
-    if args.p2p:
-        words = [f"{p.op} {'to' if p.op == 'send' else 'from'} {_peer(p.peer)}" for p in args.p2p]
-        text = ", ".join(words)
-    else:
-        text = args.op + (f" {args.root()}" if args.root() else "")
-    return text + (" on a sub-group" if args.group == "other" else "")
-
-
-def _peer(peer: int | None) -> str:
-    return "any rank" if peer is None else f"rank {peer}"

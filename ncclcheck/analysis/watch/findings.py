@@ -210,9 +210,23 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
     p2p = "; with send/recv, also a send whose matching recv is never posted" if op == "send/recv" else ""
     message = (
         f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
-        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}"
+        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}{arguments_said(waiting)}"
     )
     return Finding("stalled", "error", message, STALLED_FIX, ranks=ranks(waiting), culprits=())
+
+
+def arguments_said(waiting: Sequence[RankView]) -> str:
+    """What the arguments read add to a stall: the same on every rank, or which ranks' were not read."""
+    unread = [v.rank for v in waiting if v.args is None]
+    if unread:
+        return (
+            f"; the arguments of rank {span(unread)} were not read (py-spy --locals), so a root, peer or group "
+            "mismatch is not ruled out"
+        )
+    said = sorted({v.args.text() for v in waiting if v.args and not v.args.p2p})
+    if not said:
+        return "; every send has its matching recv posted: the ranks agree, the transport does not deliver"
+    return f"; every rank passes the same arguments ({', '.join(said)})"
 
 
 def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> Finding:

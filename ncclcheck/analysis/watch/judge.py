@@ -21,9 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ncclcheck.analysis.watch import findings as make
+from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
+from ncclcheck.analysis.watch.subgroup import subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
+from ncclcheck.analysis.watch.uneven import uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
+from ncclcheck.analysis.watch.waitfor import p2p_deadlock
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, RankView, Snapshot, WatchState
@@ -131,7 +135,10 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
         return (make.finished(s.exited, tracked.launcher_running),)
     waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
+    code = _code(s, waiters, job, hosts)
     out = _lost(s, waiters, limit, hosts)
+    if any(f.id == "uneven-inputs" for f in code) and not s.stopped:  # ranks that left the loop, not died
+        out = [f for f in out if f.id != "dead"]
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
     ops = {op for op, _ in places}
@@ -139,7 +146,9 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
     everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
     if s.busy and s.waiting:
         out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
-    if len(ops) > 1 and not s.moving:
+    if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
+        out.extend(code)
+    elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
         out.append(make.mismatch(quick, job.world_size, (), hosts))
@@ -152,6 +161,14 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
     if s.live and not explained and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
         out.append(make.no_progress(s.live))
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
+
+
+def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool) -> list[Finding]:
+    """What the ranks standing still tell about the code through their calls' arguments: a point-to-point
+    deadlock, a rank waiting on a sub-group, DDP's uneven inputs, a root or group mismatch."""
+    clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
+    found = [p2p_deadlock(waiters, job.world_size, hosts), subgroup_wait(waiters), uneven_inputs(waiters, clean)]
+    return [f for f in found if f is not None] + disagreements(waiters, job.world_size)
 
 
 def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list[Finding]:

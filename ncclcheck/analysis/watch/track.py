@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ncclcheck.analysis.stacks import call_site, collective, user_frame
+from ncclcheck.analysis.watch.arguments import parse
+from ncclcheck.model.args import CallArgs
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
 BACKWARD = ("_engine_run_backward", "backward")
@@ -61,7 +63,8 @@ def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
 
 def _first(sample: RankSample) -> RankView:
     found, site, label = doing(sample)
-    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample))
+    args = parse(sample.locals) if sample.locals else None
+    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample), args)
 
 
 def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankView:
@@ -99,7 +102,15 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
         progressing=not still,
         moved_samples=0 if still else before.moved_samples + 1,
         place=place,
+        args=_args(sample, before if same_place else None),
     )
+
+
+def _args(sample: RankSample, before: RankView | None) -> CallArgs | None:
+    """The arguments read at this place: from this sample's locals, else those read earlier at the same place."""
+    if sample.locals:
+        return parse(sample.locals)
+    return before.args if before is not None else None
 
 
 def _cpu(prior: RankSample, sample: RankSample) -> float | None:
