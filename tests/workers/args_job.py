@@ -12,6 +12,7 @@ pipeline: healthy two-stage pipeline: rank 0 sends, rank 1 recvs, forever.
 subgroups: healthy: pair all_reduces on [0,1] and [2,3], then a world barrier, forever.
 ddp: healthy DDP training, forever.
 moving_root: healthy: broadcast whose src changes every step, forever.
+$SLOW_RANK: in the healthy modes, that rank sleeps 0.8 s per step, so the others stand in the collective a while.
 """
 
 import os
@@ -23,6 +24,13 @@ import torch.distributed as dist
 
 def user_step(fn, *args, **kwargs):
     return fn(*args, **kwargs)
+
+
+def pace(step: int) -> None:
+    """A healthy loop's step: "ready" after the first, and a slow rank's nap."""
+    if step == 0:
+        print(f"ready {rank}", flush=True)
+    time.sleep(0.8 if rank == int(os.environ.get("SLOW_RANK", "-1")) else 0.01)
 
 
 def exchange(t: torch.Tensor, peer: int) -> None:
@@ -41,7 +49,7 @@ def irecv_wait(t: torch.Tensor, peer: int) -> None:
 dist.init_process_group("gloo")
 rank, world, mode = dist.get_rank(), dist.get_world_size(), os.environ["MODE"]
 peer = rank ^ 1
-t = torch.ones(16)
+t = torch.ones(4096)  # 16 KiB a step: more than the sampler's heartbeat floor (1 KiB/s a socket)
 dist.all_reduce(t)
 pair = None
 if mode in ("pairs", "subgroups"):
@@ -72,9 +80,8 @@ elif mode in ("uneven_ddp", "ddp"):
     batches = 10**9 if mode == "ddp" else (3 if rank == 1 else 10**9)
     for step in range(batches):
         model(torch.randn(8, 64)).sum().backward()
-        if step == 0 and mode == "ddp":
-            print(f"ready {rank}", flush=True)
-        time.sleep(0.01)
+        if mode == "ddp":
+            pace(step)
     print(f"ready {rank}", flush=True)
     dist.barrier()
 elif mode == "pipeline":
@@ -84,23 +91,18 @@ elif mode == "pipeline":
             user_step(dist.send, t, dst=1)
         else:
             user_step(dist.recv, t, src=0)
-        if step == 0:
-            print(f"ready {rank}", flush=True)
+        pace(step)
         step += 1
-        time.sleep(0.01)
 elif mode == "subgroups":
     step = 0
     while True:
         dist.all_reduce(t, group=pair)
         dist.barrier()
-        if step == 0:
-            print(f"ready {rank}", flush=True)
+        pace(step)
         step += 1
 elif mode == "moving_root":
     step = 0
     while True:
         dist.broadcast(t, src=step % world)
-        if step == 0:
-            print(f"ready {rank}", flush=True)
+        pace(step)
         step += 1
-        time.sleep(0.005)

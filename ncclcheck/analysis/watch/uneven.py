@@ -35,7 +35,7 @@ def uneven_inputs(waiters: Sequence[RankView], exited: Sequence[RankView]) -> Fi
         f"rank {still} {'wait' if len(backward) > 1 else 'waits'} in backward{f' at {at[0]}' if len(at) == 1 else ''} "
         f"(under DDP, its gradient all-reduce); {'; '.join(parts)} — uneven inputs: rank "
         f"{span([v.rank for v in left])} left the training loop (ran out of batches) while rank {still} "
-        "still train, and DDP's all-reduce waits for them"
+        f"{'are' if len(backward) > 1 else 'is'} still training, and DDP's all-reduce waits for the ranks that left"
     )
     roles = tuple(
         sorted([(v.rank, "in the training loop") for v in backward] + [(v.rank, "left the loop") for v in left])
