@@ -9,7 +9,7 @@ import pytest
 
 from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.collectors.pyspy import main_thread_locals
-from ncclcheck.model.args import P2P, CallArgs, FrameLocals
+from ncclcheck.model.args import P2P, CallArgs, FrameLocals, args_from_json
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pyspy_locals"
 
@@ -75,3 +75,10 @@ def test_no_wrapper_and_a_rebound_group_is_not_known() -> None:
     pg = "<torch._C._distributed_c10d.ProcessGroup at 0x7f00>"
     a = parse((FrameLocals("all_reduce", "/t/torch/distributed/distributed_c10d.py", 1, (("group", pg),)),))
     assert a is not None and a.group is None
+
+
+def test_arguments_travel_in_a_node_agents_line_and_back() -> None:
+    for name in ("p2p_deadlock-rank0", "reduce_dst-rank1", "pairs-rank2"):
+        a = args_of(name)
+        assert a is not None and args_from_json(json.loads(json.dumps(a.to_json()))) == a
+    assert args_from_json({"op": 3}) is None and args_from_json(None) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,31 @@ class CallArgs:
             "tag": self.tag,
             "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer} for p in self.p2p],
         }
+
+
+def args_from_json(d: object) -> CallArgs | None:
+    """``CallArgs.to_json`` read back (a node agent's line), or None when it is not such a dict."""
+    if not isinstance(d, dict) or not isinstance(d.get("op"), str):
+        return None
+
+    def number(key: str) -> int | None:
+        value: Any = d.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    ops = d.get("p2p")
+    p2p = (
+        tuple(P2P(str(p.get("op")), p.get("peer") if isinstance(p.get("peer"), int) else None) for p in ops)
+        if isinstance(ops, list) and all(isinstance(p, dict) for p in ops)
+        else None
+    )
+    group = d.get("group") if d.get("group") in ("default", "other") else None
+    return CallArgs(
+        str(d["op"]),
+        number("src"),
+        number("dst"),
+        number("group_src"),
+        number("group_dst"),
+        group=group if isinstance(group, str) else None,
+        tag=number("tag"),
+        p2p=p2p,
+    )
