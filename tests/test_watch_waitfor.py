@@ -8,7 +8,9 @@ import dataclasses
 
 from watch_states import C10D, job, sample, stack, states
 
+from ncclcheck.analysis.watch.judge import Judging, judge
 from ncclcheck.analysis.watch.subgroup import subgroup_wait
+from ncclcheck.analysis.watch.track import Tracked
 from ncclcheck.analysis.watch.waitfor import deadlocked
 from ncclcheck.model.args import P2P, FrameLocals
 from ncclcheck.model.stacks import Frame
@@ -125,7 +127,10 @@ def test_a_rank_waiting_on_its_sub_group_is_waiting_not_the_odd_one_out() -> Non
     assert 2 not in f.culprits and dict(f.roles)[2] == "waiting (sub-group)"
     assert "rank 2 is waiting, not to blame" in f.message and "cannot tell which of rank 0-1,3" in f.message
     known = subgroup_wait(state.ranks, {2: frozenset({2, 3})})  # the seam: membership from elsewhere (Flight Recorder)
-    assert known is not None and known.culprits == (3,)
+    assert known is not None and known.culprits == (3,) and "rank 3 of its sub-group did not join it" in known.message
+    tracked = Tracked(state.time, state.window_s, state.samples, state.ranks)
+    judged = judge(tracked, state.job, Judging(10.0), members={2: frozenset({2, 3})})
+    assert {f.id: f.culprits for f in judged} == {"subgroup-wait": (3,)}
 
 
 def test_without_arguments_the_old_vote_stays() -> None:

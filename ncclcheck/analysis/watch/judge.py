@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ncclcheck.analysis.watch import findings as make
 from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
-from ncclcheck.analysis.watch.subgroup import subgroup_wait
+from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
 from ncclcheck.analysis.watch.uneven import uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
@@ -125,8 +125,10 @@ def _blocked(v: RankView) -> bool:
     return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
 
 
-def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
-    """Findings over one look (errors first)."""
+def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None = None) -> tuple[Finding, ...]:
+    """Findings over one look (errors first). ``members``: evidence from outside the stacks (a Flight Recorder
+    dump, ``ncclcheck run``'s control plane) of the sub-group each waiting rank waits in: it names the culprit
+    of a ``subgroup-wait``."""
     if tracked.samples < 2:
         return ()
     limit = judging.threshold(tracked.window_s)
@@ -135,7 +137,7 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
         return (make.finished(s.exited, tracked.launcher_running),)
     waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
-    code = _code(s, waiters, job, hosts)
+    code = _code(s, waiters, job, hosts, members)
     out = _lost(s, waiters, limit, hosts)
     if any(f.id == "uneven-inputs" for f in code) and not s.stopped:  # ranks that left the loop, not died
         out = [f for f in out if f.id != "dead"]
@@ -163,11 +165,15 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 
 
-def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool) -> list[Finding]:
+def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Members | None) -> list[Finding]:
     """What the ranks standing still tell about the code through their calls' arguments: a point-to-point
     deadlock, a rank waiting on a sub-group, DDP's uneven inputs, a root or group mismatch."""
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
-    found = [p2p_deadlock(waiters, job.world_size, hosts), subgroup_wait(waiters), uneven_inputs(waiters, clean)]
+    found = [
+        p2p_deadlock(waiters, job.world_size, hosts),
+        subgroup_wait(waiters, members),
+        uneven_inputs(waiters, clean),
+    ]
     return [f for f in found if f is not None] + disagreements(waiters, job.world_size)
 
 
