@@ -11,6 +11,10 @@ The evidence and how long it needs:
 - A rank that stopped, or exited while others wait on it, is dead (an error); one that exited while the
   others run on is reported as exited; every rank exited is "finished", with exit codes where the kernel
   still has them.
+- The arguments of the calls the ranks stand in (read by the sampler only then) speak before the stacks' vote:
+  ranks in send/recv waiting on each other (waitfor), a root or group the ranks disagree on (disagree), a rank
+  waiting on a sub-group (subgroup: never blamed by majority), DDP's backward against ranks that left the loop
+  (uneven). ``stalled`` (the transport) is left for ranks whose arguments agree, or could not be read.
 - Until a judgement is due the verdict says what is watched and for how much longer; where the evidence
   cannot decide (a busy main thread that never changes frame), it says so. Never ✓ without progress.
 """
