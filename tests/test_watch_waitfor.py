@@ -166,3 +166,11 @@ def test_a_rank_that_left_the_loop_and_exited_is_uneven_inputs_not_a_dead_rank()
 def test_every_rank_in_backward_is_not_uneven_inputs() -> None:
     state = stuck(*[sample(r, (ENGINE, *stack(None, 74))) for r in range(2)])
     assert "uneven-inputs" not in kinds(state)
+
+
+def test_a_sub_group_waiting_on_a_member_still_in_user_code_is_a_straggler() -> None:
+    """Rank 3 has not moved on: it is busy in its own code. The others wait on it; that is a straggler, and
+    neither rank 2 (in its pair's all_reduce) nor anyone else is said to have skipped a collective."""
+    samples = [at(0, "barrier", 69), at(1, "barrier", 69), at(2, "all_reduce", 68, group="pair")]
+    state = stuck(*samples, sample(3, stack(None, 33, "pace")))
+    assert kinds(state) == {"straggler": (3,)}

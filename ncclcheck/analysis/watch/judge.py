@@ -141,15 +141,17 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
         return (make.finished(s.exited, tracked.launcher_running),)
     waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
-    code = _code(s, waiters, job, hosts, members)
+    settled = not s.remote and not s.exited and not s.stopped and not s.pausing
+    everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
+    # before --stall, only when every rank is blocked: a slow step leaves a few ranks standing in a collective a while
+    judged = list({v.rank: v for v in s.waiting + (s.blocked if everyone_blocked else [])}.values())
+    code = _code(s, judged, job, hosts, members)
     out = _lost(s, waiters, limit, hosts)
     if any(f.id == "uneven-inputs" for f in code) and not s.stopped:  # ranks that left the loop, not died
         out = [f for f in out if f.id != "dead"]
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
     ops = {op for op, _ in places}
-    settled = not s.remote and not s.exited and not s.stopped and not s.pausing
-    everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
     if s.busy and s.waiting:
         out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
     if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
@@ -175,7 +177,7 @@ def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Me
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
     found = [
         p2p_deadlock(waiters, job.world_size, hosts),
-        subgroup_wait(waiters, members),
+        subgroup_wait(waiters, members) if not s.busy and not s.unknown else None,  # else a straggler explains it
         uneven_inputs(waiters, clean),
     ]
     return [f for f in found if f is not None] + disagreements(waiters, job.world_size)
