@@ -174,3 +174,9 @@ def test_a_sub_group_waiting_on_a_member_still_in_user_code_is_a_straggler() -> 
     samples = [at(0, "barrier", 69), at(1, "barrier", 69), at(2, "all_reduce", 68, group="pair")]
     state = stuck(*samples, sample(3, stack(None, 33, "pace")))
     assert kinds(state) == {"straggler": (3,)}
+
+
+def test_every_rank_in_the_same_sub_group_collective_is_still_a_stall() -> None:
+    state = stuck(at(0, "all_reduce", 68, group="pair"), at(1, "all_reduce", 68, group="pair"))
+    assert kinds(state) == {"stalled": ()}
+    assert "every rank passes the same arguments (all_reduce on a sub-group)" in the(state, "stalled")

@@ -156,6 +156,8 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
         out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
     if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
         out.extend(code)
+    elif len(ops) > 1 and any(v.args and v.args.group == "other" for v in waiters):
+        pass  # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
     elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
