@@ -81,7 +81,7 @@ def test_recv_recv_is_a_deadlock_in_the_code_not_the_transport() -> None:
     assert kinds(state) == {"p2p-deadlock": (0, 1)} and state.verdict.status == "problem"
     message = the(state, "p2p-deadlock")
     assert message.startswith("rank 0 waits in recv from rank 1 at train.py:41; rank 1 waits in recv from rank 0")
-    assert "(0 → 1 → 0)" in message and "the network is not the cause" in message
+    assert "in a cycle (0 → 1 → 0)" in message and "the network is not the cause" in message
     assert state.ranks[0].args is not None and state.ranks[0].args.text() == "recv from rank 1"
 
 

@@ -73,9 +73,10 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
         where = f" on {v.sample.host}" if hosts and v.sample.host else ""
         parts.append(f"rank {rank}{where} waits in {op.op} {'to' if op.op == 'send' else 'from'} {peer}{at}")
     ring = _cycle(stuck)
+    cycle = f" in a cycle ({ring})" if ring else ""
     message = (
-        "; ".join(parts) + f" — a deadlock in the code: rank {span(list(stuck))} each wait on a rank that waits on "
-        f"them{f' ({ring})' if ring else ''}, and none posts the op the other needs; the network is not the cause"
+        "; ".join(parts) + f" — a deadlock in the code: rank {span(list(stuck))} wait on one another{cycle} and "
+        "none posts the op its peer needs; the network is not the cause"
     )
     ranks = tuple(stuck)
     roles = tuple(
