@@ -64,8 +64,10 @@ def test_a_rank_waiting_on_its_pair_is_not_the_odd_one_out(job: Any, capsys: pyt
 
 
 def test_ddp_with_a_rank_short_of_batches_is_uneven_inputs(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code, report = watch(job("uneven_ddp"), capsys, "--stall", "1.5", "--settle", "4", "--interval", "0.5")
-    assert code == 1 and kinds(report) == {"uneven-inputs": []}, report["findings"]
+    j = job("uneven_ddp")
+    j.wait_for("left the loop 1")
+    code, report = watch(j, capsys, "--stall", "1.5", "--settle", "4", "--interval", "0.5")
+    assert code == 1 and kinds(report) == {"uneven-inputs": []}, (report["verdict"], report["findings"])
     f = the(report, "uneven-inputs")
     assert f["roles"] == {"0": "in the training loop", "1": "left the loop"} and "drop_last=True" in f["fix"]
 

@@ -7,7 +7,7 @@ ring3: rank r recv()s from (r + 1) % world first: a cycle of 3 with 3 ranks.
 reduce_dst: every rank calls reduce() on the same line, each naming itself as dst.
 broadcast_src: rank 0 broadcasts with src=0, the others on the same line with src=1.
 pairs: 4 ranks, groups [0,1] and [2,3]; rank 3 skips its pair's all_reduce once and goes on to the world barrier.
-uneven_ddp: DDP; rank 1 has fewer batches, leaves the loop and waits in the final barrier.
+uneven_ddp: DDP; rank 1 has fewer batches, leaves the loop (prints "left the loop 1") and waits in the final barrier.
 pipeline: healthy two-stage pipeline: rank 0 sends, rank 1 recvs, forever.
 subgroups: healthy: pair all_reduces on [0,1] and [2,3], then a world barrier, forever.
 ddp: healthy DDP training, forever.
@@ -56,7 +56,7 @@ if mode in ("pairs", "subgroups"):
     groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     pair = groups[rank // 2]
     dist.barrier()
-if mode not in ("pipeline", "subgroups", "ddp", "moving_root"):
+if mode not in ("pipeline", "subgroups", "ddp", "moving_root", "uneven_ddp"):
     print(f"ready {rank}", flush=True)
 if mode == "p2p_deadlock":
     dist.recv(t, src=peer)
@@ -80,9 +80,10 @@ elif mode in ("uneven_ddp", "ddp"):
     batches = 10**9 if mode == "ddp" else (3 if rank == 1 else 10**9)
     for step in range(batches):
         model(torch.randn(8, 64)).sum().backward()
-        if mode == "ddp":
+        if mode == "ddp" or step == 0:
             pace(step)
-    print(f"ready {rank}", flush=True)
+    if rank == 1:
+        print(f"left the loop {rank}", flush=True)
     dist.barrier()
 elif mode == "pipeline":
     step = 0
