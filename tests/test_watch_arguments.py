@@ -82,3 +82,14 @@ def test_arguments_travel_in_a_node_agents_line_and_back() -> None:
         a = args_of(name)
         assert a is not None and args_from_json(json.loads(json.dumps(a.to_json()))) == a
     assert args_from_json({"op": 3}) is None and args_from_json(None) is None
+
+
+def test_gather_and_scatter_roots() -> None:
+    assert [a.root() if (a := args_of(f"gather_dst-rank{r}")) else None for r in (0, 1)] == ["dst=0", "dst=1"]
+    assert [a.root() if (a := args_of(f"scatter_src-rank{r}")) else None for r in (0, 1)] == ["src=0", "src=1"]
+
+
+def test_a_recv_on_a_sub_group_by_group_src_has_no_global_peer() -> None:
+    a = args_of("pair_recv-rank2")
+    assert a is not None and (a.op, a.src, a.group_src, a.group, a.p2p) == ("recv", None, 1, "other", None)
+    assert a.text() == "recv from group rank 1 on a sub-group"

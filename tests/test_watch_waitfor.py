@@ -180,3 +180,19 @@ def test_every_rank_in_the_same_sub_group_collective_is_still_a_stall() -> None:
     state = stuck(at(0, "all_reduce", 68, group="pair"), at(1, "all_reduce", 68, group="pair"))
     assert kinds(state) == {"stalled": ()}
     assert "every rank passes the same arguments (all_reduce on a sub-group)" in the(state, "stalled")
+
+
+def test_every_rank_in_recv_is_a_deadlock_even_without_peers() -> None:
+    """recv on a sub-group by group_src (no global peer in the stack), or no locals at all: nobody sends."""
+    pair = [at(r, RECV, 81, group="pair", group_src=(r + 1) % 2) for r in range(4)]
+    state = stuck(*pair)
+    assert kinds(state) == {"p2p-deadlock": (0, 1, 2, 3)}
+    assert "rank 2 waits in recv from group rank 1 on a sub-group at train.py:81" in the(state, "p2p-deadlock")
+    bare = stuck(sample(0, stack(RECV)), sample(1, stack(RECV)))
+    assert "every rank of the job waits to receive and none sends" in the(bare, "p2p-deadlock")
+
+
+def test_a_stall_with_peers_not_known_says_so() -> None:
+    state = stuck(at(0, SEND, 81, group="pair", group_dst=1), at(1, RECV, 82, group="pair", group_src=0))
+    assert kinds(state) == {"stalled": ()}
+    assert "the peers of rank 0-1 are not known" in the(state, "stalled")

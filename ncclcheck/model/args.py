@@ -60,6 +60,10 @@ class CallArgs:
                 f"{p.op} {'to' if p.op == 'send' else 'from'} {'any rank' if p.peer is None else f'rank {p.peer}'}"
                 for p in self.p2p
             )
+        elif self.op in ("recv", "irecv") and self.group_src is not None:
+            body = f"{self.op} from group rank {self.group_src}"
+        elif self.op in ("send", "isend") and self.group_dst is not None:
+            body = f"{self.op} to group rank {self.group_dst}"
         else:
             root = self.root()
             body = self.op + (f" {root}" if root else "")

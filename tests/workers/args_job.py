@@ -6,6 +6,8 @@ batch_deadlock: every rank batch_isend_irecv()s only a recv from its peer, waits
 ring3: rank r recv()s from (r + 1) % world first: a cycle of 3 with 3 ranks.
 reduce_dst: every rank calls reduce() on the same line, each naming itself as dst.
 broadcast_src: rank 0 broadcasts with src=0, the others on the same line with src=1.
+gather_dst, scatter_src: every rank names itself the root.
+pair_recv: 4 ranks, groups [0,1] and [2,3]; each rank recv()s from its pair's other rank by group_src: a deadlock.
 pairs: 4 ranks, groups [0,1] and [2,3]; rank 3 skips its pair's all_reduce once and goes on to the world barrier.
 uneven_ddp: DDP; rank 1 has fewer batches, leaves the loop (prints "left the loop 1") and waits in the final barrier.
 pipeline: healthy two-stage pipeline: rank 0 sends, rank 1 recvs, forever.
@@ -52,7 +54,7 @@ peer = rank ^ 1
 t = torch.ones(4096)  # 16 KiB a step: more than the sampler's heartbeat floor (1 KiB/s a socket)
 dist.all_reduce(t)
 pair = None
-if mode in ("pairs", "subgroups"):
+if mode in ("pairs", "subgroups", "pair_recv"):
     groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     pair = groups[rank // 2]
     dist.barrier()
@@ -71,6 +73,12 @@ elif mode == "reduce_dst":
     dist.reduce(t, dst=rank)
 elif mode == "broadcast_src":
     dist.broadcast(t, src=0 if rank == 0 else 1)
+elif mode == "gather_dst":
+    dist.gather(t, [torch.zeros_like(t) for _ in range(world)], dst=rank)
+elif mode == "scatter_src":
+    dist.scatter(t, [torch.zeros_like(t) for _ in range(world)], src=rank)
+elif mode == "pair_recv":
+    dist.recv(t, group=pair, group_src=(rank + 1) % 2)
 elif mode == "pairs":
     if rank != 3:
         dist.all_reduce(t, group=pair)

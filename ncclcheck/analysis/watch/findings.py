@@ -223,6 +223,12 @@ def arguments_said(waiting: Sequence[RankView]) -> str:
             f"; the arguments of rank {span(unread)} were not read (py-spy --locals), so a root, peer or group "
             "mismatch is not ruled out"
         )
+    unknown = [v.rank for v in waiting if v.args and v.args.op in P2P and v.args.p2p is None]
+    if unknown:
+        return (
+            f"; the peers of rank {span(unknown)} are not known (a sub-group's group_src/group_dst, or a batch: "
+            "the stack does not name them), so a send/recv mismatch is not ruled out"
+        )
     said = sorted({v.args.text() for v in waiting if v.args and not v.args.p2p})
     if not said:
         return "; every send has its matching recv posted: the ranks agree, the transport does not deliver"

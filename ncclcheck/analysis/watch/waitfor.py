@@ -64,7 +64,7 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
     ops = {r: v.args.p2p for r, v in views.items() if v.args is not None and v.args.p2p}
     stuck = deadlocked(ops, range(world_size))
     if not stuck:
-        return None
+        return _nobody_sends(waiters, world_size)
     parts = []
     for rank, op in stuck.items():
         v = views[rank]
@@ -83,6 +83,28 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
         (r, f"waits in {op.op} on {'any rank' if op.peer is None else f'rank {op.peer}'}") for r, op in stuck.items()
     )
     return Finding("p2p-deadlock", "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
+
+
+def _nobody_sends(waiters: Sequence[RankView], world_size: int) -> Finding | None:
+    """Every rank of the job blocked in ``recv``: nobody is left to send, whoever each waits on (a sub-group's
+    ``group_src`` names no global rank, and a stack without locals names none at all)."""
+    recvs = sorted((v for v in waiters if v.collective == "recv"), key=lambda v: v.rank)
+    if world_size < 2 or len(recvs) != world_size:
+        return None
+    parts = "; ".join(
+        f"rank {v.rank} waits in {_recv(v)}" + (f" at {short(v.call_site)}" if v.call_site else "") for v in recvs
+    )
+    message = (
+        f"{parts} — a deadlock in the code: every rank of the job waits to receive and none sends; the network is "
+        "not the cause"
+    )
+    ranks = tuple(v.rank for v in recvs)
+    roles = tuple((v.rank, f"waits in {_recv(v)}") for v in recvs)
+    return Finding("p2p-deadlock", "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
+
+
+def _recv(v: RankView) -> str:
+    return v.args.text() if v.args else "recv"
 
 
 def _cycle(stuck: Mapping[int, P2P]) -> str:
