@@ -196,3 +196,16 @@ def test_a_stall_with_peers_not_known_says_so() -> None:
     state = stuck(at(0, SEND, 81, group="pair", group_dst=1), at(1, RECV, 82, group="pair", group_src=0))
     assert kinds(state) == {"stalled": ()}
     assert "the peers of rank 0-1 are not known" in the(state, "stalled")
+
+
+def test_ranks_asleep_in_work_wait_are_in_a_collective_and_the_stall_says_the_peers_are_unknown() -> None:
+    """batch_isend_irecv on both ranks, each posting only a recv, then req.wait(): the stack shows the user's frame."""
+    handle = FrameLocals("exchange", "/job/train.py", 33, (("reqs", "[<torch._C._distributed_c10d.Work at 0x7f1>]"),))
+    samples = [dataclasses.replace(sample(r, stack(None, 33, "exchange")), locals=(handle,)) for r in range(2)]
+    state = stuck(*samples)
+    assert [v.collective for v in state.ranks] == ["wait", "wait"] and kinds(state) == {"stalled": ()}
+    assert "rank 0-1 wait on an async handle" in the(state, "stalled")
+    assert "cannot tell the code from the transport" in next(f.fix for f in state.findings)
+    assert state.ranks[0].args is not None and state.ranks[0].args.text() == "work.wait() on a handle"
+    busy = stuck(samples[0], sample(1, stack(None, 33, "slow_batch")))
+    assert kinds(busy) == {"straggler": (1,)}

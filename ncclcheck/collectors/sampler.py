@@ -10,7 +10,8 @@ no context switch: blocked in a collective, a lock, a sleep) keeps that dump: it
 Every other rank is dumped at every sample.
 
 The locals of the main thread (``py-spy --locals``: the collective's arguments) are read only for a rank that
-stands still inside a torch.distributed call: the same frames as at the last sample, no collective bytes since.
+stands still inside a torch.distributed call (the same frames as at the last sample, no collective bytes since),
+or outside one with its main thread asleep since (no CPU time, no context switch: a ``work.wait()``).
 They are read once per place and kept while the rank stays there, so a healthy job never pays for them.
 """
 
@@ -77,7 +78,8 @@ class Sampler:
         self.net_moved: dict[int, int] = {}  # per rank pid: bytes that counted as a collective's, since watching began
         self.last_sample: float | None = None
         self.floor = SMALL
-        self.seen: dict[int, tuple[tuple[Frame, ...], int | None]] = {}  # per pid: the last sample's stack and bytes
+        # per pid: the last sample's stack, socket bytes, and main thread's CPU seconds and context switches
+        self.seen: dict[int, tuple[tuple[Frame, ...], int | None, tuple[float | None, int | None]]] = {}
         self.held: dict[int, tuple[tuple[Frame, ...], tuple[FrameLocals, ...] | None]] = {}  # per pid: place, locals
         self.locals_read = 0  # py-spy --locals dumps taken so far (what reading arguments has cost)
         for r in job.ranks:
@@ -157,18 +159,24 @@ class Sampler:
     def _locals(
         self, dumps: dict[int, tuple[tuple[Frame, ...], str | None]], states: dict[int, _State]
     ) -> dict[int, tuple[FrameLocals, ...] | None]:
-        """Locals for the ranks standing still in a torch.distributed call: read once per place, kept while it stands."""
+        """Locals for the ranks standing still in a torch.distributed call, or asleep outside one (a main thread
+        blocked in ``work.wait()`` on an isend/irecv/batch handle shows only the user's frame): read once per
+        place, kept while the rank stays there."""
         out: dict[int, tuple[FrameLocals, ...] | None] = {}
         wanted = []
         for pid, (stack, error) in dumps.items():
-            before, net = self.seen.get(pid), states[pid].net
-            self.seen[pid] = (stack, net)
+            st = states[pid]
+            now = (stack, st.net, (st.main_cpu_s, st.switches))
+            before = self.seen.get(pid)
+            self.seen[pid] = now
             held = self.held.get(pid)
-            if error is not None or not in_c10d(stack):
+            still = before is not None and before[:2] == now[:2]
+            asleep = still and before is not None and None not in now[2] and before[2] == now[2]
+            if error is not None or not stack or not (in_c10d(stack) or asleep or (held and held[0] == stack)):
                 self.held.pop(pid, None)
             elif held is not None and held[0] == stack:
                 out[pid] = held[1]
-            elif before is not None and before == (stack, net):
+            elif (still and in_c10d(stack)) or asleep:
                 wanted.append(pid)
         for pid, found in dump_locals_all(wanted, self.timeout_s, self.concurrency).items():
             self.held[pid] = (dumps[pid][0], found)

@@ -55,6 +55,8 @@ class CallArgs:
 
     def text(self) -> str:
         """``recv from rank 1``, ``reduce dst=1``, ``all_reduce on a sub-group``: the call in words."""
+        if self.op == "wait":
+            return "work.wait() on a handle"
         if self.p2p:
             body = ", ".join(
                 f"{p.op} {'to' if p.op == 'send' else 'from'} {'any rank' if p.peer is None else f'rank {p.peer}'}"

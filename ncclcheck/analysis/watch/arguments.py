@@ -6,8 +6,8 @@ rebind ``group`` to the default group's object before they block, and a ProcessG
 address (different in every process), so whether the group is the default one is read from what the user
 passed: ``group=None`` or no group at all is the default group, a ProcessGroup object a sub-group (an explicit
 ``group=dist.group.WORLD`` reads as a sub-group: the reprs cannot tell them apart). Opaque reprs
-(``<P2POp at 0x..>``, a Work handle) tell nothing: a rank in ``work.wait()`` of a batch_isend_irecv has no
-peers to read here.
+(``<P2POp at 0x..>``, a Work handle) tell nothing: a rank in ``work.wait()`` of a batch_isend_irecv is told
+by the handle its frame holds, but its peers cannot be read.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ncclcheck.model.args import P2P, CallArgs, FrameLocals
 
 SENDS, RECVS = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 WRAPPER_FILE = "c10d_logger.py"
+WORK = "_distributed_c10d.Work at "  # the repr py-spy gives a c10d Work handle (or a list of them)
 _INT = re.compile(r"-?\d+")
 _GROUP_KWARG = re.compile(r'"group":\s*(None|<[^>]*>)')
 
@@ -31,13 +32,21 @@ def parse(frames: Sequence[FrameLocals]) -> CallArgs | None:
         if frame.filename.endswith(C10D_FILES) and frame.function in COLLECTIVES:
             at = i
     if at is None:
-        return None
+        return _handle(frames)
     call = frames[at]
     outer = frames[at + 1] if at + 1 < len(frames) else None
     wrapper = outer if outer is not None and outer.filename.endswith(WRAPPER_FILE) else None
     numbers = {name: _int(call.get(name)) for name in ("src", "dst", "group_src", "group_dst", "tag")}
     group = _group(call, wrapper)
     return CallArgs(call.function, **numbers, group=group, p2p=_p2p(call.function, numbers, group))
+
+
+def _handle(frames: Sequence[FrameLocals]) -> CallArgs | None:
+    """A main thread asleep in the user's frame that holds a c10d Work handle: in ``work.wait()`` (of an isend,
+    an irecv or a batch_isend_irecv), the one call there that sleeps in C. Its peers are not in the stack."""
+    if frames and any(WORK in text for _, text in frames[0].values):
+        return CallArgs("wait")
+    return None
 
 
 def _int(text: str | None) -> int | None:

@@ -30,6 +30,13 @@ STALLED_FIX = (
     "firewall between nodes); different tensor sizes or groups behind the same call also hang like this: "
     "TORCH_DISTRIBUTED_DEBUG=DETAIL checks them"
 )
+UNSURE_P2P_FIX = (
+    "the stacks cannot tell the code from the transport here: check first that every recv has its send posted "
+    "before both sides block (two ranks receiving first deadlock: even ranks send first, or post both directions "
+    "in one batch_isend_irecv); TORCH_DISTRIBUTED_DEBUG=DETAIL and a Flight Recorder dump (ncclcheck logs) show "
+    "each rank's ops and peers; then the transport: `ncclcheck env` on every node, `ncclcheck logs` on "
+    "NCCL_DEBUG=INFO logs"
+)
 DEAD_FIX = (
     "a stopped rank: resume it (kill -CONT) or find who stopped it; an exited rank: read its log "
     "(ncclcheck logs) for why it died (OOM killer: dmesg); the others cannot finish without it"
@@ -212,7 +219,9 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
         f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
         f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}{arguments_said(waiting)}"
     )
-    return Finding("stalled", "error", message, STALLED_FIX, ranks=ranks(waiting), culprits=())
+    unsure = any(v.args and (v.args.op == "wait" or (v.args.op in P2P and v.args.p2p is None)) for v in waiting)
+    fix = UNSURE_P2P_FIX if unsure else STALLED_FIX
+    return Finding("stalled", "error", message, fix, ranks=ranks(waiting), culprits=())
 
 
 def arguments_said(waiting: Sequence[RankView]) -> str:
@@ -222,6 +231,13 @@ def arguments_said(waiting: Sequence[RankView]) -> str:
         return (
             f"; the arguments of rank {span(unread)} were not read (py-spy --locals), so a root, peer or group "
             "mismatch is not ruled out"
+        )
+    handles = [v.rank for v in waiting if v.args and v.args.op == "wait"]
+    if handles:
+        return (
+            f"; rank {span(handles)} {'waits' if len(handles) == 1 else 'wait'} on an async handle (work.wait() of an "
+            "isend, irecv or batch_isend_irecv) whose peers are not in the stack, so a send/recv deadlock (each "
+            "receiving first) is not ruled out"
         )
     unknown = [v.rank for v in waiting if v.args and v.args.op in P2P and v.args.p2p is None]
     if unknown:

@@ -64,7 +64,16 @@ def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
 def _first(sample: RankSample) -> RankView:
     found, site, label = doing(sample)
     args = parse(sample.locals) if sample.locals else None
+    found, label = _waiting(found, label, args)
     return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample), args)
+
+
+def _waiting(found: str | None, label: str, args: CallArgs | None) -> tuple[str | None, str]:
+    """A rank asleep in ``work.wait()`` (told by its locals: the stack shows only the user's frame) waits in a
+    collective: ``wait``, as with --native's C frames."""
+    if found is None and args is not None and args.op == "wait":
+        return "wait", "wait"
+    return found, label
 
 
 def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankView:
@@ -88,6 +97,8 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     still = same_place and not net_moved
     quiet = still and (net_known or not cpu_moved)
     idle = still and not cpu_moved
+    args = _args(sample, before if same_place else None)
+    found, label = _waiting(found, label, args)
     return RankView(
         sample,
         found,
@@ -102,7 +113,7 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
         progressing=not still,
         moved_samples=0 if still else before.moved_samples + 1,
         place=place,
-        args=_args(sample, before if same_place else None),
+        args=args,
     )
 
 
