@@ -49,7 +49,12 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
         f"{waiting}, while rank {them} wait in {others} — rank {span([v.rank for v in sub])} is waiting, not to "
         f"blame: a member of its sub-group moved on without joining that collective; {who}"
     )
-    roles = tuple(sorted([(v.rank, "waiting (sub-group)") for v in sub] + [(v.rank, "moved on") for v in elsewhere]))
+    roles = tuple(
+        sorted(
+            [(v.rank, "waiting (sub-group)") for v in sub]
+            + [(v.rank, f"waits in {v.collective} (one of them skipped the sub-group's)") for v in elsewhere]
+        )
+    )
     ranks = tuple(sorted(v.rank for v in [*sub, *elsewhere]))
     return Finding("subgroup-wait", "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
 
