@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ncclcheck.model.stacks import Frame
@@ -35,6 +36,8 @@ COLLECTIVES = (
 C10D_FILES = ("distributed_c10d.py", "_functional_collectives.py")
 P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
 LIBRARY_PARTS = ("/torch/", "/threading.py", "<frozen runpy>", "/runpy.py")
+# the interpreter's own library (/usr/lib/python3.11/queue.py, a conda or pyenv prefix alike), not what pip installs
+STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?!site-packages/|dist-packages/)")
 
 
 def collective(frames: Sequence[Frame]) -> str | None:
@@ -53,12 +56,23 @@ def collective(frames: Sequence[Frame]) -> str | None:
     return found
 
 
-def call_site(frames: Sequence[Frame]) -> str | None:
-    """``file:line (function)`` of the innermost frame outside torch and the standard library runners."""
+def user_frame(frames: Sequence[Frame]) -> Frame | None:
+    """The innermost frame of the user's own code: not torch, not the standard library, not a C frame.
+
+    A rank blocked in ``queue.get`` is in ``Condition.wait`` (threading.py) under ``Queue.get`` (queue.py) under
+    the user's ``next_batch``: the place to show is ``next_batch``, the frames below stay in the stack view."""
     for frame in frames:
-        if not frame.native and not any(part in frame.filename for part in LIBRARY_PARTS):
-            return f"{frame.filename}:{frame.line} ({frame.function})"
+        if frame.native or frame.filename.startswith("<") or STDLIB.search(frame.filename):
+            continue
+        if not any(part in frame.filename for part in LIBRARY_PARTS):
+            return frame
     return None
+
+
+def call_site(frames: Sequence[Frame]) -> str | None:
+    """``file:line (function)`` of the user's innermost frame (function and line from that one frame)."""
+    frame = user_frame(frames)
+    return f"{frame.filename}:{frame.line} ({frame.function})" if frame else None
 
 
 def render(frames: Sequence[Frame]) -> tuple[str, ...]:

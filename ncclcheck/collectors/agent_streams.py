@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ncclcheck.model.args import args_from_json
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
@@ -146,6 +147,7 @@ def _view(r: dict[str, Any], host: str, stacks: dict[tuple[str, int], tuple[Fram
         main_cpu_percent=None if cpu is None else float(cpu),
         progressing=bool(r.get("progressing")),
         moved_samples=int(r.get("moved_samples", 0)),
+        args=args_from_json(r.get("args")),
     )
 
 

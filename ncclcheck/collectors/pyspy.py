@@ -9,6 +9,7 @@ import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
+from ncclcheck.model.args import FrameLocals
 from ncclcheck.model.stacks import Frame
 from ncclcheck.probes.host import find_py_spy
 
@@ -81,3 +82,49 @@ def locals_of(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> list[tuple[str, st
         )
         for f in main.get("frames", [])
     ]
+
+
+def dump_locals(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[FrameLocals, ...] | None:
+    """The main thread's frames with their locals' reprs (``--locals --nonblocking``), or None when unreadable."""
+    binary = find_py_spy()
+    if binary is None:
+        return None
+    try:
+        done = subprocess.run(
+            [binary, "dump", "--pid", str(pid), "--json", "--locals", "--nonblocking"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        return main_thread_locals(json.loads(done.stdout)) if done.returncode == 0 else None
+    except (subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def dump_locals_all(
+    pids: list[int], timeout_s: float = DUMP_TIMEOUT_S, in_flight: int = 8
+) -> dict[int, tuple[FrameLocals, ...] | None]:
+    """Locals of several processes at once, at most ``in_flight`` py-spy processes at a time."""
+    if not pids:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(in_flight, len(pids))) as pool:
+        return dict(zip(pids, pool.map(lambda pid: dump_locals(pid, timeout_s), pids)))
+
+
+def main_thread_locals(threads: object) -> tuple[FrameLocals, ...] | None:
+    """The main thread's frames and locals from py-spy's JSON (a list of threads), or None if it has none."""
+    if not isinstance(threads, list):
+        return None
+    main = next((t for t in threads if isinstance(t, dict) and t.get("thread_name") == "MainThread"), None)
+    if main is None:
+        return None
+    return tuple(
+        FrameLocals(
+            str(f.get("name", "?")),
+            str(f.get("filename", "?")),
+            int(f.get("line", 0)),
+            tuple((str(v.get("name", "")), str(v.get("repr", ""))) for v in f.get("locals") or []),
+        )
+        for f in main.get("frames", [])
+    )

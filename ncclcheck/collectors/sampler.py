@@ -8,6 +8,11 @@ says, so it keeps its last stack for up to ``REFRESH`` samples instead of a fres
 job is dumped a quarter as often. A rank whose main thread has not run at all since its dump (no CPU time,
 no context switch: blocked in a collective, a lock, a sleep) keeps that dump: its frames cannot have moved.
 Every other rank is dumped at every sample.
+
+The locals of the main thread (``py-spy --locals``: the collective's arguments) are read only for a rank that
+stands still inside a torch.distributed call (the same frames as at the last sample, no collective bytes since),
+or outside one with its main thread asleep since (no CPU time, no context switch: a ``work.wait()``).
+They are read once per place and kept while the rank stays there, so a healthy job never pays for them.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from ncclcheck.collectors.processes import (
     normal_status,
     process_state,
 )
-from ncclcheck.collectors.pyspy import dump_all
+from ncclcheck.collectors.pyspy import dump_all, dump_locals_all
 from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
-from ncclcheck.model.stacks import Frame
+from ncclcheck.model.args import FrameLocals
+from ncclcheck.model.stacks import Frame, in_c10d
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
 REFRESH = 4
@@ -72,6 +78,10 @@ class Sampler:
         self.net_moved: dict[int, int] = {}  # per rank pid: bytes that counted as a collective's, since watching began
         self.last_sample: float | None = None
         self.floor = SMALL
+        # per pid: the last sample's stack, socket bytes, and main thread's CPU seconds and context switches
+        self.seen: dict[int, tuple[tuple[Frame, ...], int | None, tuple[float | None, int | None]]] = {}
+        self.held: dict[int, tuple[tuple[Frame, ...], tuple[FrameLocals, ...] | None]] = {}  # per pid: place, locals
+        self.locals_read = 0  # py-spy --locals dumps taken so far (what reading arguments has cost)
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -92,6 +102,7 @@ class Sampler:
             [pid for pid, s in states.items() if s.status not in ("gone", "zombie", "stopped")] if self.stacks else []
         )
         dumps = self._stacks(live, states)
+        frame_locals = self._locals(dumps, states)
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
@@ -115,6 +126,7 @@ class Sampler:
                     stack,
                     error,
                     st.exit_code,
+                    frame_locals.get(proc.pid),
                 )
             )
         launcher = self.job.launcher_pid
@@ -143,6 +155,34 @@ class Sampler:
         for pid, (stack, error) in fresh.items():
             self.dumped[pid] = _Dumped(states[pid].net, stack, error, 0, (states[pid].main_cpu_s, states[pid].switches))
         return {**kept, **fresh}
+
+    def _locals(
+        self, dumps: dict[int, tuple[tuple[Frame, ...], str | None]], states: dict[int, _State]
+    ) -> dict[int, tuple[FrameLocals, ...] | None]:
+        """Locals for the ranks standing still in a torch.distributed call, or asleep outside one (a main thread
+        blocked in ``work.wait()`` on an isend/irecv/batch handle shows only the user's frame): read once per
+        place, kept while the rank stays there."""
+        out: dict[int, tuple[FrameLocals, ...] | None] = {}
+        wanted = []
+        for pid, (stack, error) in dumps.items():
+            st = states[pid]
+            now = (stack, st.net, (st.main_cpu_s, st.switches))
+            before = self.seen.get(pid)
+            self.seen[pid] = now
+            held = self.held.get(pid)
+            still = before is not None and before[:2] == now[:2]
+            asleep = still and before is not None and None not in now[2] and before[2] == now[2]
+            if error is not None or not stack or not (in_c10d(stack) or asleep or (held and held[0] == stack)):
+                self.held.pop(pid, None)
+            elif held is not None and held[0] == stack:
+                out[pid] = held[1]
+            elif (still and in_c10d(stack)) or asleep:
+                wanted.append(pid)
+        for pid, found in dump_locals_all(wanted, self.timeout_s, self.concurrency).items():
+            self.held[pid] = (dumps[pid][0], found)
+            out[pid] = found
+        self.locals_read += len(wanted)
+        return out
 
     def _state(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> _State:
         proc = self.procs.get(rank.pid)

@@ -31,6 +31,7 @@ class Finding:
     ranks: tuple[int, ...] = ()  # every rank involved
     evidence: tuple[Evidence, ...] = ()
     culprits: tuple[int, ...] = ()  # the ranks to blame, only where the evidence singles them out
+    roles: tuple[tuple[int, str], ...] = ()  # what each rank named does in it (``waiting``, ``dst=1``), where said
 
     @property
     def blamed(self) -> tuple[int, ...]:

@@ -16,6 +16,11 @@ class Frame:
     native: bool = False
 
 
+def in_c10d(frames: tuple[Frame, ...]) -> bool:
+    """Whether a torch.distributed API frame (``distributed_c10d.py``) is on the stack: its arguments are worth reading."""
+    return any(f.filename.endswith("distributed_c10d.py") for f in frames)
+
+
 def short(site: str | None) -> str:
     """``train.py:88`` from ``/home/u/train.py:88 (step)``."""
     if not site:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ncclcheck.model.args import CallArgs, FrameLocals
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.stacks import Frame
 
@@ -77,6 +78,7 @@ class RankSample:
     stack: tuple[Frame, ...]
     stack_error: str | None
     exit_code: int | None = None  # a zombie's exit code; negative: killed by that signal
+    locals: tuple[FrameLocals, ...] | None = None  # read only while it stands still in a torch.distributed call
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class RankView:
     progressing: bool  # it moved (a new place, or a collective's bytes) since the last sample
     moved_samples: int = 0  # consecutive samples in which it progressed
     place: tuple[object, ...] = ()  # the last place seen (Python frames, state): a failed dump does not move it
+    args: CallArgs | None = None  # the arguments of the torch.distributed call it stands in, where they were read
 
     @property
     def rank(self) -> int:

@@ -107,6 +107,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "culprits": list(f.culprits),
         "message": f.message,
         "fix": f.fix,
+        **({"roles": {str(rank): role for rank, role in f.roles}} if f.roles else {}),
     }
 
 
@@ -134,6 +135,7 @@ def rank_json(v: RankView) -> dict[str, Any]:
         "threads": s.threads,
         "stack": [{"function": f.function, "file": f.filename, "line": f.line, "native": f.native} for f in s.stack],
         "stack_error": s.stack_error,
+        "args": v.args.to_json() if v.args else None,
     }
 
 
@@ -160,7 +162,7 @@ def cells(v: RankView, flag: str = "") -> dict[str, str]:
         "host": s.host,
         "pid": str(s.pid or "-"),
         "state": s.status,
-        "in": v.doing,
+        "in": v.args.text() if v.args else v.doing,
         "collective": v.collective or f"({v.doing})",
         "call site": short(v.call_site) if v.call_site else "",
         "for": f"{v.since_s:.0f}s",

@@ -80,6 +80,8 @@ def agent_line(
             "progressing": v.progressing,
             "main_cpu_percent": None if v.main_cpu_percent is None else round(v.main_cpu_percent, 1),
         }
+        if v.args is not None:
+            rank["args"] = v.args.to_json()
         if sent.get(s.rank) != s.stack:
             rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
             sent[s.rank] = s.stack

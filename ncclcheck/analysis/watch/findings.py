@@ -30,6 +30,13 @@ STALLED_FIX = (
     "firewall between nodes); different tensor sizes or groups behind the same call also hang like this: "
     "TORCH_DISTRIBUTED_DEBUG=DETAIL checks them"
 )
+UNSURE_P2P_FIX = (
+    "the stacks cannot tell the code from the transport here: check first that every recv has its send posted "
+    "before both sides block (two ranks receiving first deadlock: even ranks send first, or post both directions "
+    "in one batch_isend_irecv); TORCH_DISTRIBUTED_DEBUG=DETAIL and a Flight Recorder dump (ncclcheck logs) show "
+    "each rank's ops and peers; then the transport: `ncclcheck env` on every node, `ncclcheck logs` on "
+    "NCCL_DEBUG=INFO logs"
+)
 DEAD_FIX = (
     "a stopped rank: resume it (kill -CONT) or find who stopped it; an exited rank: read its log "
     "(ncclcheck logs) for why it died (OOM killer: dmesg); the others cannot finish without it"
@@ -210,9 +217,38 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
     p2p = "; with send/recv, also a send whose matching recv is never posted" if op == "send/recv" else ""
     message = (
         f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
-        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}"
+        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}{arguments_said(waiting)}"
     )
-    return Finding("stalled", "error", message, STALLED_FIX, ranks=ranks(waiting), culprits=())
+    unsure = any(v.args and (v.args.op == "wait" or (v.args.op in P2P and v.args.p2p is None)) for v in waiting)
+    fix = UNSURE_P2P_FIX if unsure else STALLED_FIX
+    return Finding("stalled", "error", message, fix, ranks=ranks(waiting), culprits=())
+
+
+def arguments_said(waiting: Sequence[RankView]) -> str:
+    """What the arguments read add to a stall: the same on every rank, or which ranks' were not read."""
+    unread = [v.rank for v in waiting if v.args is None]
+    if unread:
+        return (
+            f"; the arguments of rank {span(unread)} were not read (py-spy --locals), so a root, peer or group "
+            "mismatch is not ruled out"
+        )
+    handles = [v.rank for v in waiting if v.args and v.args.op == "wait"]
+    if handles:
+        return (
+            f"; rank {span(handles)} {'waits' if len(handles) == 1 else 'wait'} on an async handle (work.wait() of an "
+            "isend, irecv or batch_isend_irecv) whose peers are not in the stack, so a send/recv deadlock (each "
+            "receiving first) is not ruled out"
+        )
+    unknown = [v.rank for v in waiting if v.args and v.args.op in P2P and v.args.p2p is None]
+    if unknown:
+        return (
+            f"; the peers of rank {span(unknown)} are not known (a sub-group's group_src/group_dst, or a batch: "
+            "the stack does not name them), so a send/recv mismatch is not ruled out"
+        )
+    said = sorted({v.args.text() for v in waiting if v.args and not v.args.p2p})
+    if not said:
+        return "; every send has its matching recv posted: the ranks agree, the transport does not deliver"
+    return f"; every rank passes the same arguments ({', '.join(said)})"
 
 
 def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> Finding:

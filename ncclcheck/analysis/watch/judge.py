@@ -11,6 +11,10 @@ The evidence and how long it needs:
 - A rank that stopped, or exited while others wait on it, is dead (an error); one that exited while the
   others run on is reported as exited; every rank exited is "finished", with exit codes where the kernel
   still has them.
+- The arguments of the calls the ranks stand in (read by the sampler only then) speak before the stacks' vote:
+  ranks in send/recv waiting on each other (waitfor), a root or group the ranks disagree on (disagree), a rank
+  waiting on a sub-group (subgroup: never blamed by majority), DDP's backward against ranks that left the loop
+  (uneven). ``stalled`` (the transport) is left for ranks whose arguments agree, or could not be read.
 - Until a judgement is due the verdict says what is watched and for how much longer; where the evidence
   cannot decide (a busy main thread that never changes frame), it says so. Never ✓ without progress.
 """
@@ -21,9 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ncclcheck.analysis.watch import findings as make
+from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
+from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
+from ncclcheck.analysis.watch.uneven import uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
+from ncclcheck.analysis.watch.waitfor import p2p_deadlock
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, RankView, Snapshot, WatchState
@@ -121,8 +129,10 @@ def _blocked(v: RankView) -> bool:
     return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
 
 
-def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
-    """Findings over one look (errors first)."""
+def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None = None) -> tuple[Finding, ...]:
+    """Findings over one look (errors first). ``members``: evidence from outside the stacks (a Flight Recorder
+    dump, ``ncclcheck run``'s control plane) of the sub-group each waiting rank waits in: it names the culprit
+    of a ``subgroup-wait``."""
     if tracked.samples < 2:
         return ()
     limit = judging.threshold(tracked.window_s)
@@ -131,15 +141,24 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
         return (make.finished(s.exited, tracked.launcher_running),)
     waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
+    settled = not s.remote and not s.exited and not s.stopped and not s.pausing
+    everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
+    # before --stall, only when every rank is blocked: a slow step leaves a few ranks standing in a collective a while
+    judged = list({v.rank: v for v in s.waiting + (s.blocked if everyone_blocked else [])}.values())
+    code = _code(s, judged, job, hosts, members)
     out = _lost(s, waiters, limit, hosts)
+    if any(f.id == "uneven-inputs" for f in code) and not s.stopped:  # ranks that left the loop, not died
+        out = [f for f in out if f.id != "dead"]
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
     ops = {op for op, _ in places}
-    settled = not s.remote and not s.exited and not s.stopped and not s.pausing
-    everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
     if s.busy and s.waiting:
         out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
-    if len(ops) > 1 and not s.moving:
+    if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
+        out.extend(code)
+    elif len(ops) > 1 and any(v.args and v.args.group == "other" for v in waiters):
+        pass  # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
+    elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
         out.append(make.mismatch(quick, job.world_size, (), hosts))
@@ -152,6 +171,18 @@ def judge(tracked: Tracked, job: Job, judging: Judging) -> tuple[Finding, ...]:
     if s.live and not explained and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
         out.append(make.no_progress(s.live))
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
+
+
+def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Members | None) -> list[Finding]:
+    """What the ranks standing still tell about the code through their calls' arguments: a point-to-point
+    deadlock, a rank waiting on a sub-group, DDP's uneven inputs, a root or group mismatch."""
+    clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
+    found = [
+        p2p_deadlock(waiters, job.world_size, hosts),
+        subgroup_wait(waiters, members) if not s.busy and not s.unknown else None,  # else a straggler explains it
+        uneven_inputs(waiters, clean),
+    ]
+    return [f for f in found if f is not None] + disagreements(waiters, job.world_size)
 
 
 def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list[Finding]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ncclcheck.analysis.stacks import call_site, collective
+from ncclcheck.analysis.stacks import call_site, collective, user_frame
+from ncclcheck.analysis.watch.arguments import parse
+from ncclcheck.model.args import CallArgs
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
 BACKWARD = ("_engine_run_backward", "backward")
@@ -41,10 +43,10 @@ def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
     site = call_site(sample.stack)
     if found:
         return found, site, found
-    if sample.stack:
+    if sample.stack:  # the user's own function, the one whose line the call site gives
+        mine = user_frame(sample.stack)
         python = [f for f in sample.stack if not f.native] or list(sample.stack)
-        inner = next((f for f in python if "/torch/" not in f.filename), python[0])
-        return None, site, inner.function
+        return None, site, (mine or python[0]).function
     return None, site, sample.status
 
 
@@ -61,7 +63,17 @@ def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
 
 def _first(sample: RankSample) -> RankView:
     found, site, label = doing(sample)
-    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample))
+    args = parse(sample.locals) if sample.locals else None
+    found, label = _waiting(found, label, args)
+    return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample), args)
+
+
+def _waiting(found: str | None, label: str, args: CallArgs | None) -> tuple[str | None, str]:
+    """A rank asleep in ``work.wait()`` (told by its locals: the stack shows only the user's frame) waits in a
+    collective: ``wait``, as with --native's C frames."""
+    if found is None and args is not None and args.op == "wait":
+        return "wait", "wait"
+    return found, label
 
 
 def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankView:
@@ -85,6 +97,8 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     still = same_place and not net_moved
     quiet = still and (net_known or not cpu_moved)
     idle = still and not cpu_moved
+    args = _args(sample, before if same_place else None)
+    found, label = _waiting(found, label, args)
     return RankView(
         sample,
         found,
@@ -99,7 +113,15 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
         progressing=not still,
         moved_samples=0 if still else before.moved_samples + 1,
         place=place,
+        args=args,
     )
+
+
+def _args(sample: RankSample, before: RankView | None) -> CallArgs | None:
+    """The arguments read at this place: from this sample's locals, else those read earlier at the same place."""
+    if sample.locals:
+        return parse(sample.locals)
+    return before.args if before is not None else None
 
 
 def _cpu(prior: RankSample, sample: RankSample) -> float | None:

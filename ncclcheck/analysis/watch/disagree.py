@@ -1,0 +1,83 @@
+"""Ranks in the same collective that disagree on its arguments: its root (``src``/``dst``/``group_src``/
+``group_dst``), or whether it runs on the default group. The transport then waits forever on a rank that was
+never going to send or receive; it is the code, not the network.
+
+The same collective: the same op on the default group (its roots are global ranks, comparable whatever line
+calls it), or the same op from the same line (a sub-group's roots are ranks in that group). The side to blame is
+named only when it is a strict majority of the job; a tie says it cannot tell which side is wrong.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from ncclcheck.analysis.stacks import P2P
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.ranks import span
+from ncclcheck.model.stacks import short
+from ncclcheck.model.watch import RankView
+
+ROOT_FIX = (
+    "every rank must pass the same root to the same collective: a src/dst computed from the rank itself (dst=rank) "
+    "or from rank-local data is the usual cause; src/dst are ranks of the world, group_src/group_dst ranks of the "
+    "group; TORCH_DISTRIBUTED_DEBUG=DETAIL checks the arguments of each collective"
+)
+GROUP_FIX = (
+    "every rank must call a collective on the same group: a group chosen per rank (`group=groups[rank // 2]` "
+    "called from a line every rank runs) sends the ranks into different process groups; call it on each group only "
+    "from that group's members, and only ranks in the group should call it"
+)
+
+
+def disagreements(waiters: Sequence[RankView], world_size: int) -> list[Finding]:
+    """``root-mismatch`` and ``group-mismatch`` findings over the ranks standing still with arguments read."""
+    out = []
+    for views in _same_collective(waiters, lambda v: "default" if _group(v) == "default" else v.call_site):
+        values = {v.rank: root for v in views if (root := v.args.root() if v.args else None)}
+        if len(set(values.values())) > 1:
+            out.append(_finding("root-mismatch", "the root", views, values, world_size, ROOT_FIX))
+    for views in _same_collective(waiters, lambda v: v.call_site):
+        groups = {v.rank: f"{g} group" for v in views if (g := _group(v))}
+        if len(set(groups.values())) > 1:
+            out.append(_finding("group-mismatch", "the group", views, groups, world_size, GROUP_FIX))
+    return out
+
+
+def _group(v: RankView) -> str | None:
+    return v.args.group if v.args else None
+
+
+def _same_collective(waiters: Sequence[RankView], key: Callable[[RankView], str | None]) -> list[list[RankView]]:
+    """Ranks by (op, key), point-to-point ops left out (their peers differ by design), each group of 2 or more."""
+    out: dict[tuple[str, str | None], list[RankView]] = defaultdict(list)
+    for v in sorted(waiters, key=lambda v: v.rank):
+        if v.args is not None and v.args.op not in P2P:
+            out[(v.args.op, key(v))].append(v)
+    return [views for views in out.values() if len(views) > 1]
+
+
+def _finding(
+    kind: str, what: str, views: Sequence[RankView], values: dict[int, str], world_size: int, fix: str
+) -> Finding:
+    op = views[0].args.op if views[0].args else "?"
+    sides: dict[str, list[int]] = defaultdict(list)
+    for rank, value in sorted(values.items()):
+        sides[value].append(rank)
+    said = "; ".join(f"rank {span(ranks)} with {value}" for value, ranks in sides.items())
+    sites = sorted({short(v.call_site) for v in views})
+    top = max(sides.values(), key=len)
+    if len(top) * 2 > max(len(views), world_size):
+        odd = tuple(sorted(r for ranks in sides.values() if ranks is not top for r in ranks))
+        blame = (
+            f"rank {span(list(odd))} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
+        )
+    else:
+        odd = ()
+        blame = "no side holds a majority of the job, so the stacks cannot tell which side is wrong"
+    message = (
+        f"rank {span([v.rank for v in views])} wait in {op} at {', '.join(sites)} but disagree on {what}: {said} — "
+        f"the same collective with different arguments never completes: {blame}"
+    )
+    ranks = tuple(v.rank for v in views)
+    return Finding(kind, "error", message, fix, ranks=ranks, culprits=odd, roles=tuple(sorted(values.items())))

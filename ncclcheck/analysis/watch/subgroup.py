@@ -1,0 +1,65 @@
+"""A rank waiting in a sub-group's collective while others wait in the world's: the rank to blame is a member of
+that sub-group who moved on without joining it, never the waiting rank (however few share its place).
+
+The stacks say only whether a call's group is the default one; which ranks a sub-group holds is not in any stack.
+Evidence from elsewhere (a Flight Recorder dump, ``ncclcheck run``'s control plane) can name the members: pass it
+as ``members`` and the members who did not join are named as the culprits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.ranks import span
+from ncclcheck.model.stacks import short
+from ncclcheck.model.watch import RankView
+
+Members = Mapping[int, frozenset[int]]  # a waiting rank -> the ranks of the sub-group it waits in
+
+SUBGROUP_FIX = (
+    "find which member of the waiting rank's sub-group skipped this collective: the group's ranks are where the "
+    "code creates it (dist.new_group(ranks=...), new_subgroups); a Flight Recorder dump (TORCH_FR_BUFFER_SIZE, "
+    "read with ncclcheck logs) or ncclcheck run's control plane shows each rank's last collective on each group; "
+    "TORCH_DISTRIBUTED_DEBUG=DETAIL names the mismatch with its group. Look for a rank-dependent branch that "
+    "skips the sub-group's collective"
+)
+
+
+def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -> Finding | None:
+    """The ``subgroup-wait`` finding, or None when no rank waits on a sub-group while others wait elsewhere."""
+    sub = [v for v in waiters if v.args is not None and v.args.group == "other"]
+    places = {(v.collective, v.call_site) for v in sub}
+    elsewhere = [v for v in waiters if v not in sub and (v.collective, v.call_site) not in places]
+    if not sub or not elsewhere:
+        return None
+    culprits = _culprits(sub, members) if members else ()
+    waiting = "; ".join(
+        f"rank {v.rank} waits in {v.collective} on a sub-group" + (f" at {short(v.call_site)}" if v.call_site else "")
+        for v in sorted(sub, key=lambda v: v.rank)
+    )
+    others = ", ".join(sorted({f"{v.collective} at {short(v.call_site)}" for v in elsewhere}))
+    them = span([v.rank for v in elsewhere])
+    who = (
+        f"rank {span(list(culprits))} of its sub-group did not join it"
+        if culprits
+        else f"group membership is not in the stacks, so they cannot tell which of rank {them} it is"
+    )
+    message = (
+        f"{waiting}, while rank {them} wait in {others} — rank {span([v.rank for v in sub])} is waiting, not to "
+        f"blame: a member of its sub-group moved on without joining that collective; {who}"
+    )
+    roles = tuple(
+        sorted(
+            [(v.rank, "waiting (sub-group)") for v in sub]
+            + [(v.rank, f"waits in {v.collective} (one of them skipped the sub-group's)") for v in elsewhere]
+        )
+    )
+    ranks = tuple(sorted(v.rank for v in [*sub, *elsewhere]))
+    return Finding("subgroup-wait", "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
+
+
+def _culprits(sub: Sequence[RankView], members: Members) -> tuple[int, ...]:
+    """The members of each waiting rank's sub-group that are not waiting in that sub-group's collective."""
+    there = {v.rank for v in sub}
+    return tuple(sorted({r for v in sub for r in members.get(v.rank, frozenset()) if r not in there}))

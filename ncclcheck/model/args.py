@@ -1,0 +1,112 @@
+"""A rank's torch.distributed call with its arguments, as py-spy's ``--locals`` shows them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FrameLocals:
+    """One frame of a ``py-spy dump --locals`` of a main thread, innermost first: each local's name and repr."""
+
+    function: str
+    filename: str
+    line: int
+    values: tuple[tuple[str, str], ...]  # (name, repr), the arguments first as py-spy lists them
+
+    def get(self, name: str) -> str | None:
+        return next((r for n, r in self.values if n == name), None)
+
+
+@dataclass(frozen=True)
+class P2P:
+    """One point-to-point op: ``send`` to ``peer`` or ``recv`` from it (global ranks; None: from any source)."""
+
+    op: str  # send or recv
+    peer: int | None
+
+
+@dataclass(frozen=True)
+class CallArgs:
+    """The arguments of the torch.distributed call a rank's main thread stands in.
+
+    ``src``/``dst`` are global ranks, ``group_src``/``group_dst`` ranks in ``group``. ``group``: ``default``
+    (the world), ``other`` (a sub-group: which one cannot be told from outside the process, as its address
+    differs per process) or None (not known). ``p2p``: the point-to-point ops it waits on (one for send/recv,
+    several for a batch); None where they could not be read."""
+
+    op: str
+    src: int | None = None
+    dst: int | None = None
+    group_src: int | None = None
+    group_dst: int | None = None
+    group: str | None = None
+    tag: int | None = None
+    p2p: tuple[P2P, ...] | None = None
+
+    def root(self) -> str | None:
+        """``src=1``, ``dst=0``, ``group_dst=1``: the root as given, for comparing ranks; None: the op has none."""
+        for name in ("src", "dst", "group_src", "group_dst"):
+            value = getattr(self, name)
+            if value is not None and self.op not in ("send", "recv", "isend", "irecv"):
+                return f"{name}={value}"
+        return None
+
+    def text(self) -> str:
+        """``recv from rank 1``, ``reduce dst=1``, ``all_reduce on a sub-group``: the call in words."""
+        if self.op == "wait":
+            return "work.wait() on a handle"
+        if self.p2p:
+            body = ", ".join(
+                f"{p.op} {'to' if p.op == 'send' else 'from'} {'any rank' if p.peer is None else f'rank {p.peer}'}"
+                for p in self.p2p
+            )
+        elif self.op in ("recv", "irecv") and self.group_src is not None:
+            body = f"{self.op} from group rank {self.group_src}"
+        elif self.op in ("send", "isend") and self.group_dst is not None:
+            body = f"{self.op} to group rank {self.group_dst}"
+        else:
+            root = self.root()
+            body = self.op + (f" {root}" if root else "")
+        return body + (" on a sub-group" if self.group == "other" else "")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "op": self.op,
+            "src": self.src,
+            "dst": self.dst,
+            "group_src": self.group_src,
+            "group_dst": self.group_dst,
+            "group": self.group,
+            "tag": self.tag,
+            "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer} for p in self.p2p],
+        }
+
+
+def args_from_json(d: object) -> CallArgs | None:
+    """``CallArgs.to_json`` read back (a node agent's line), or None when it is not such a dict."""
+    if not isinstance(d, dict) or not isinstance(d.get("op"), str):
+        return None
+
+    def number(key: str) -> int | None:
+        value: Any = d.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    ops = d.get("p2p")
+    p2p = (
+        tuple(P2P(str(p.get("op")), p.get("peer") if isinstance(p.get("peer"), int) else None) for p in ops)
+        if isinstance(ops, list) and all(isinstance(p, dict) for p in ops)
+        else None
+    )
+    group = d.get("group") if d.get("group") in ("default", "other") else None
+    return CallArgs(
+        str(d["op"]),
+        number("src"),
+        number("dst"),
+        number("group_src"),
+        number("group_dst"),
+        group=group if isinstance(group, str) else None,
+        tag=number("tag"),
+        p2p=p2p,
+    )
