@@ -5,11 +5,12 @@ watcher starts, as a user would meet them.
 1. Time to verdict per scenario: the wall time of ``python -m ncclcheck watch --once --json --pid P`` (the
    command a user types, interpreter start-up included), with the default settings; the baseline in the
    same run is reading the same ranks by hand: ``py-spy dump --nonblocking`` of each rank, one after the
-   other. Goal: a mismatch answered in <= 3 s.
+   other. Goal: a mismatch, a p2p cycle, a root mismatch and a sub-group skip answered in <= 3 s, with the
+   right finding and never the waiting rank blamed.
 2. False findings on a healthy job: the live source sampling an uneven job (the last rank 0.8 s slower per
    step, so the others wait in all_reduce every step) with a thread printing 5 lines a second on every rank,
    at the live view's pace, for --healthy-s seconds (default 600): every sample with a finding is a false one.
-Usage: python benchmarks/bench_watch_verdict.py [--healthy-s 600]
+Usage: python benchmarks/bench_watch_verdict.py [--healthy-s 600] [--only WORDS]
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from ncclcheck.collectors.jobs import discover
 from ncclcheck.probes.host import find_py_spy
 from ncclcheck.sources.watch import LiveSource
 
-WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "watch_job.py"
+WORKERS = Path(__file__).resolve().parents[1] / "tests" / "workers"
+WORKER = WORKERS / "watch_job.py"
 STUCK_FOR_S = 5.0  # how long each job has been stuck before the watcher starts
 
 
@@ -46,6 +48,9 @@ class Scenario:
     env: tuple[tuple[str, str], ...] = ()
     signal_last: int | None = None  # sent to the last rank once it is stuck
     expect: str = ""  # the finding kind a right answer holds ("" for none)
+    script: str = "watch_job.py"  # the worker under tests/workers
+    culprits: tuple[int, ...] | None = None  # the right answer's culprits, where one is exact (None: not checked)
+    not_culprits: tuple[int, ...] = ()  # ranks a right answer never blames (the rank that waits)
 
 
 SCENARIOS = (
@@ -55,11 +60,24 @@ SCENARIOS = (
     Scenario("rank SIGSTOPped, the others wait", "straggler", 3, signal_last=signal.SIGSTOP, expect="dead"),
     Scenario("straggler in user code", "straggler", 3, expect="straggler"),
     Scenario("straggler, every rank logging from a thread", "straggler", 3, (("CHATTY", "1"),), expect="straggler"),
+    Scenario("p2p deadlock: both ranks recv first", "p2p_deadlock", 2, expect="p2p-deadlock", script="args_job.py"),
+    Scenario("p2p deadlock: a ring of 3", "ring3", 3, expect="p2p-deadlock", script="args_job.py"),
+    Scenario("reduce, each rank its own dst", "reduce_dst", 2, expect="root-mismatch", script="args_job.py"),
+    Scenario(
+        "sub-group skip: rank 3 skips its pair all_reduce",
+        "pairs",
+        4,
+        expect="subgroup-wait",
+        script="args_job.py",
+        not_culprits=(2,),
+    ),
     Scenario("healthy (for comparison)", "healthy", 2, expect=""),
 )
 
 
-def start(mode: str, nproc: int, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+def start(
+    mode: str, nproc: int, env: dict[str, str], script: str = "watch_job.py"
+) -> tuple[subprocess.Popen[bytes], Path]:
     log = Path(f"/tmp/ncclcheck-bench-{os.getpid()}-{mode}.log")
     cmd = [
         sys.executable,
@@ -68,7 +86,7 @@ def start(mode: str, nproc: int, env: dict[str, str]) -> tuple[subprocess.Popen[
         "--standalone",
         f"--nproc-per-node={nproc}",
         "--monitor-interval=600",
-        str(WORKER),
+        str(WORKERS / script),
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -105,7 +123,7 @@ def by_hand(pids: list[int]) -> float:
 
 
 def time_to_verdict(s: Scenario) -> tuple[float, float, str, bool]:
-    proc, log = start(s.mode, s.nproc, dict(s.env))
+    proc, log = start(s.mode, s.nproc, dict(s.env), s.script)
     try:
         procs = ranks(proc)
         if s.signal_last is not None:
@@ -125,6 +143,9 @@ def time_to_verdict(s: Scenario) -> tuple[float, float, str, bool]:
         report = json.loads(done.stdout)
         kinds = [f["kind"] for f in report["findings"] if f["severity"] != "info"]
         right = (s.expect in kinds) if s.expect else not kinds
+        blamed = {r for f in report["findings"] for r in f["culprits"]}
+        if (s.culprits is not None and blamed != set(s.culprits)) or blamed & set(s.not_culprits):
+            right = False
         hand = by_hand([p.pid for p in procs if p.status() != psutil.STATUS_ZOMBIE and p.status() != "stopped"])
         return took, hand, ",".join(kinds) or report["verdict"]["status"], right
     finally:
@@ -152,17 +173,20 @@ def false_findings(seconds: float, interval: float = 1.5) -> tuple[int, int, int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--healthy-s", type=float, default=600.0)
+    parser.add_argument("--healthy-s", type=float, default=600.0, help="0: skip the healthy run")
+    parser.add_argument("--only", default="", help="only the scenarios whose name holds these words")
     args = parser.parse_args()
     print(f"time to verdict, `ncclcheck watch --once` on a job stuck for {STUCK_FOR_S:.0f} s (defaults: --stall 10):")
     wrong = 0
-    for s in SCENARIOS:
+    for s in (s for s in SCENARIOS if args.only in s.name):
         took, hand, found, right = time_to_verdict(s)
         wrong += not right
         print(
-            f"  {s.name:<46} {took:5.1f} s  ({took / hand:4.0f}x py-spy dump by hand, {hand * 1e3:4.0f} ms)"
+            f"  {s.name:<52} {took:5.1f} s  ({took / hand:4.0f}x py-spy dump by hand, {hand * 1e3:4.0f} ms)"
             f"  -> {found}{'' if right else '  WRONG'}"
         )
+    if args.healthy_s <= 0:
+        return 1 if wrong else 0
     samples, flagged, pending = false_findings(args.healthy_s)
     print(
         f"healthy uneven job with chatty threads, {args.healthy_s:.0f} s at the live pace: {samples} samples, "
