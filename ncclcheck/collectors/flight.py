@@ -82,12 +82,20 @@ def _pg_ranks(config: object) -> tuple[tuple[str, tuple[int, ...]], ...]:
 
 
 def _progress(data: Mapping[str, Any]) -> tuple[PgProgress, ...]:
+    """pg_status is keyed by the rank's local group id (``pg_id``), which differs from the group's name on ranks
+    that are not in every group (the second group a rank joins is its "1" even when its name is "2"): the entries,
+    which carry both, map one to the other; a key no entry names is taken as the name."""
     status = data.get("pg_status")
     if not isinstance(status, Mapping):
         return ()
+    names: dict[str, str] = {}
+    for e in data.get("entries") or ():
+        pg = e.get("process_group") if isinstance(e, Mapping) else None
+        if isinstance(pg, (list, tuple)) and pg and "pg_id" in e:
+            names.setdefault(str(e["pg_id"]), str(pg[0]))
     return tuple(
         PgProgress(
-            str(pg),
+            names.get(str(pg), str(pg)),
             int(s.get("last_enqueued_collective", -1)),
             int(s.get("last_started_collective", -1)),
             int(s.get("last_completed_collective", -1)),
