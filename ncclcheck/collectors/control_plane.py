@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ncclcheck.collectors.control_hook import CONTROL_DIR, THEIR_SOCKET, socket_path
+from ncclcheck.collectors.flight import parse
+from ncclcheck.model.flight import FrDump, Unreadable
 
 ANSWER_S = 1.0  # a rank whose server does not answer within this is named as not answering
 HANDLERS = ("fr_trace_json", "dump_nccl_trace_json", "dump_traceback")
@@ -114,13 +116,13 @@ def _recorded(path: str) -> str | None:
 def socket_of(pid: int) -> str | None:
     """A rank's control socket from its environment (/proc/PID/environ): the job's own, or the one run's hook made."""
     env = environ(pid)
+    control_dir, rank = env.get(CONTROL_DIR), env.get("RANK", "")
+    recorded = _recorded(os.path.join(control_dir, f"rank{rank}.json")) if control_dir and rank.isdigit() else None
+    if recorded:
+        return recorded  # the hook's record: ours, or the job's own (set by the job after its start, unseen here)
     if env.get(THEIR_SOCKET):
         return env[THEIR_SOCKET]
-    control_dir, rank = env.get(CONTROL_DIR), env.get("RANK", "")
-    if not control_dir or not rank.isdigit():
-        return None
-    recorded = _recorded(os.path.join(control_dir, f"rank{rank}.json"))
-    return recorded or socket_path(control_dir, int(rank))
+    return socket_path(control_dir, int(rank)) if control_dir and rank.isdigit() else None
 
 
 def environ(pid: int) -> dict[str, str]:
@@ -136,3 +138,23 @@ def environ(pid: int) -> dict[str, str]:
         if sep:
             out[name.decode(errors="replace")] = value.decode(errors="replace")
     return out
+
+
+def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
+    """The live Flight Recorder of every rank (rank -> pid) that has a control plane: the dumps, the answers that
+    were not dumps, and the ranks that did not answer (with why). Ranks without a control socket are left out."""
+    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and os.path.exists(path)}
+    dumps: list[FrDump] = []
+    unreadable: list[Unreadable] = []
+    silent: dict[int, str] = {}
+    for a in fetch(sockets, HANDLERS[:2]):
+        if a.error:
+            silent[a.rank] = a.error
+            continue
+        got = [parse(f"{a.socket}:{h}", a.rank, b) for h, b in a.bodies if b is not None]
+        best = max((d for d in got if isinstance(d, FrDump)), key=lambda d: len(d.entries), default=None)
+        if best is not None:
+            dumps.append(best)
+        else:
+            unreadable += [u for u in got if isinstance(u, Unreadable)]
+    return dumps, unreadable, silent

@@ -51,8 +51,16 @@ def load(path: str) -> FrDump | Unreadable:
             return Unreadable(path, "larger than 1 GiB; not a Flight Recorder dump", rank)
         with open(path, "rb") as f:
             raw = f.read()
+    except OSError as exc:
+        return Unreadable(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:120]}); truncated or corrupt", rank)
+    return parse(path, rank, raw)
+
+
+def parse(path: str, rank: int, raw: bytes) -> FrDump | Unreadable:
+    """One dump's bytes (pickle or JSON, as a file holds them or a rank's control plane answers them)."""
+    try:
         data = _NoClasses(io.BytesIO(raw)).load() if raw[:1] == b"\x80" else json.loads(raw)
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
         return Unreadable(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:120]}); truncated or corrupt", rank)
     if not isinstance(data, Mapping) or not isinstance(data.get("entries", []), list):
         return Unreadable(path, "not a Flight Recorder dump (no entries)", rank)

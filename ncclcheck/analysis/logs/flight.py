@@ -31,14 +31,16 @@ MISMATCH_FIX = (
 SIZE_FREE = frozenset({"all_to_all", "alltoall", "alltoall_base", "scatter", "gather"})
 
 
-def analyse(dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = ()) -> FlightReport:
-    """Compare every rank's dump, group by group."""
+def analyse(
+    dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = (), expected: Sequence[int] = ()
+) -> FlightReport:
+    """Compare every rank's dump, group by group; ``expected``: ranks known to exist (asked, but silent)."""
     by_rank: dict[int, FrDump] = {}
     for dump in sorted(dumps, key=_richness):  # a rank dumped twice (pickle and JSON): keep the one with stacks
         by_rank[dump.rank] = dump
     by_rank = dict(sorted(by_rank.items()))
     groups = _groups(by_rank)
-    named = [u.rank + 1 for u in unreadable if u.rank is not None]
+    named = [u.rank + 1 for u in unreadable if u.rank is not None] + [r + 1 for r in expected]
     world = max([r + 1 for members in groups.values() for r in members] + [r + 1 for r in by_rank] + named + [0])
     missing = tuple(r for r in range(world) if r not in by_rank)
     findings: list[Finding] = list(_dump_findings(missing, unreadable, world))
@@ -51,10 +53,23 @@ def analyse(dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = ()) -> F
         else:
             findings += found
         findings += _p2p(pg, [by_rank[r] for r in members if r in by_rank])
-    findings += [_not_joined(s, b, by_rank) for s, b in zip(stuck, blame(stuck, by_rank))]
+    findings += [
+        _not_joined(s, b, by_rank) for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing)))
+    ]
     findings.sort(key=lambda f: min((e.line for e in f.evidence if e.line > 0), default=1 << 62))  # earliest op first
     infos = tuple(DumpInfo(d.file, d.rank, d.version, len(d.entries)) for d in by_rank.values())
     return FlightReport(infos, tuple(unreadable), world, missing, tuple(reports), by_severity(tuple(findings)))
+
+
+def _unseen(
+    groups: dict[tuple[str, str], tuple[int, ...]], by_rank: dict[int, FrDump], missing: tuple[int, ...]
+) -> dict[str, tuple[int, ...]]:
+    """Per group, its ranks without a dump; where pg_config does not name the group (gloo), any rank without one."""
+    named = {name for d in by_rank.values() for name, _ in d.pg_ranks}
+    return {
+        pg: tuple(sorted({r for r in ranks if r not in by_rank} | (set() if pg in named else set(missing))))
+        for (pg, _), ranks in groups.items()
+    }
 
 
 def _richness(dump: FrDump) -> tuple[int, int]:
@@ -256,7 +271,11 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
             f"rank {r} entered that collective after {n} collective(s) in its other groups since the previous one "
             f"of that group, where the others entered it after {usual}: it skipped one"
         )
-    if why.explained:
+    if why.unseen:
+        said.append(
+            f"it waits there for rank {span(why.unseen)}, whose Flight Recorder is missing: nobody can be named"
+        )
+    elif why.explained:
         said.append(f"it waits for rank {span(why.culprits)} there; the others are not to blame")
     elif waits and not why.culprits:
         said.append(

@@ -37,6 +37,7 @@ class Blame:
     waits: tuple[tuple[int, FrEntry], ...]  # (missing rank, the collective it waits in)
     skipped: tuple[tuple[int, int, int], ...]  # (rank, ops elsewhere before its wait, the majority's): a skip seen
     explained: bool  # every missing rank waits elsewhere for someone else: the blame lies further down the chain
+    unseen: tuple[int, ...] = ()  # ranks without a dump in a group a missing rank waits in: the chain ends unseen
 
 
 def pending(dump: FrDump) -> FrEntry | None:
@@ -45,17 +46,21 @@ def pending(dump: FrDump) -> FrEntry | None:
     return min(waiting, key=lambda e: e.record_id) if waiting else None
 
 
-def blame(stuck: Sequence[Stuck], by_rank: Mapping[int, FrDump]) -> list[Blame]:
-    """One Blame per stuck collective, in the same order."""
+def blame(
+    stuck: Sequence[Stuck], by_rank: Mapping[int, FrDump], unseen: Mapping[str, tuple[int, ...]] | None = None
+) -> list[Blame]:
+    """One Blame per stuck collective, in the same order; ``unseen``: per group name, its ranks without a dump."""
     index = {(s.pg, s.seq): s for s in stuck}
     waits = {r: e for r, d in by_rank.items() if (e := pending(d)) is not None}
     skips = {(s.pg, s.seq): _skips(s, by_rank) for s in stuck}
+    unseen = unseen or {}
     out = []
     for s in stuck:
-        roots, explained = _roots(s, index, waits, skips, frozenset({(s.pg, s.seq)}))
+        roots, explained = _roots(s, index, waits, skips, frozenset({(s.pg, s.seq)}), unseen)
         waiting = tuple((b, waits[b]) for b in s.behind if b in waits)
         seen = tuple(t for key in {(e.pg, e.seq) for _, e in waiting} for t in skips.get(key, ()))
-        out.append(Blame(tuple(sorted(set(roots))), waiting, seen, explained and bool(roots)))
+        blind = tuple(sorted({r for _, e in waiting if (e.pg, e.seq) not in index for r in unseen.get(e.pg, ())}))
+        out.append(Blame(tuple(sorted(set(roots))), waiting, seen, explained and bool(roots), blind))
     return out
 
 
@@ -65,6 +70,7 @@ def _roots(
     waits: Mapping[int, FrEntry],
     skips: Mapping[tuple[str, int], tuple[tuple[int, int, int], ...]],
     seen: frozenset[tuple[str, int]],
+    unseen: Mapping[str, tuple[int, ...]],
 ) -> tuple[list[int], bool]:
     """The ranks at the end of the wait chain from ``s``, and whether none of ``s``'s own missing ranks is one."""
     roots: list[int] = []
@@ -73,11 +79,13 @@ def _roots(
         e = waits.get(b)
         key = (e.pg, e.seq) if e is not None else None
         there = index.get(key) if key is not None else None
-        if there is None or key is None or b in {r for r, _, _ in skips.get(key, ())}:
+        if e is not None and there is None and unseen.get(e.pg):
+            explained = False  # it waits for ranks that sent no dump: nobody can be named from here
+        elif there is None or key is None or b in {r for r, _, _ in skips.get(key, ())}:
             roots.append(b)  # in no collective, or in one that waits for nobody, or it skipped ours to get there
             explained = False
         elif key not in seen:
-            roots += _roots(there, index, waits, skips, seen | {key})[0]
+            roots += _roots(there, index, waits, skips, seen | {key}, unseen)[0]
     return roots, explained
 
 

@@ -36,7 +36,7 @@ def exact(
             )
         )
     if dumps:
-        report = analyse(dumps, unreadable)
+        report = analyse(dumps, unreadable, tuple(silent or ()))
         out += [f for f in report.findings if f.id != "fr-dumps-missing" or not silent]
     return by_severity(tuple(out))
 

@@ -21,7 +21,6 @@ from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.collectors import control_hook
 from ncclcheck.collectors.control_plane import RankAnswer, fetch, sockets_in
 from ncclcheck.collectors.flight import load
-from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.ranks import span
 from ncclcheck.model.run import EnvSetting, HangRecord
@@ -91,7 +90,7 @@ def on_hang(run_dir: str, record: HangRecord, console: Any) -> HangRecord:
     }
     replace_json(os.path.join(out, "answers.json"), summary)
     _add_to(record.path, summary)
-    _say(console, out, answers, silent, findings)
+    _say(console, out, answers, silent)
     first = next((f for f in findings if f.severity == "error" and f.culprits == blamed and blamed), None)
     if first is None:
         return record
@@ -130,19 +129,13 @@ def _add_to(hang_path: str, summary: dict[str, Any]) -> None:
     replace_json(hang_path, {**data, "control_plane": summary})
 
 
-def _say(
-    console: Any, out: str, answers: list[RankAnswer], silent: dict[int, str], findings: tuple[Finding, ...]
-) -> None:
+def _say(console: Any, out: str, answers: list[RankAnswer], silent: dict[int, str]) -> None:
     answered = [a.rank for a in answers if not a.error]
     console.print(
         f"ncclcheck run: control plane: rank {span(answered) or 'none'} answered (Flight Recorder, stacks: {out})"
     )
     if silent:
         console.print(f"ncclcheck run: rank {span(sorted(silent))} did not answer within 1 s", style="yellow")
-    for f in findings:
-        if f.severity == "error":
-            who = f" (rank {span(list(f.culprits))})" if f.culprits else ""
-            console.print(f"ncclcheck run: {f.id}{who}: {f.message}", style="bold red")
 
 
 def no_server(run_dir: str) -> tuple[int, ...]:
