@@ -64,12 +64,17 @@ def analyse(
 def _unseen(
     groups: dict[tuple[str, str], tuple[int, ...]], by_rank: dict[int, FrDump], missing: tuple[int, ...]
 ) -> dict[str, tuple[int, ...]]:
-    """Per group, its ranks without a dump; where pg_config does not name the group (gloo), any rank without one."""
+    """Per group, the ranks whose part in it the dumps cannot show: members without a dump; where pg_config does not
+    name the group (gloo), also any rank without one, and, for a group only one rank reports (gloo lists a group
+    only once the rank used it), every other rank."""
     named = {name for d in by_rank.values() for name, _ in d.pg_ranks}
-    return {
-        pg: tuple(sorted({r for r in ranks if r not in by_rank} | (set() if pg in named else set(missing))))
-        for (pg, _), ranks in groups.items()
-    }
+    out = {}
+    for (pg, _), ranks in groups.items():
+        unseen = {r for r in ranks if r not in by_rank}
+        if pg not in named:
+            unseen |= set(missing) | (set(by_rank) - set(ranks) if len(ranks) == 1 else set())
+        out[pg] = tuple(sorted(unseen))
+    return out
 
 
 def _richness(dump: FrDump) -> tuple[int, int]:
@@ -273,7 +278,7 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
         )
     if why.unseen:
         said.append(
-            f"it waits there for rank {span(why.unseen)}, whose Flight Recorder is missing: nobody can be named"
+            f"it waits there for rank {span(why.unseen)}, whose part in that group the dumps do not show: nobody can be named"
         )
     elif why.explained:
         said.append(f"it waits for rank {span(why.culprits)} there; the others are not to blame")

@@ -35,7 +35,7 @@ def exact(
                 ranks,
             )
         )
-    if dumps:
+    if dumps or unreadable:
         report = analyse(dumps, unreadable, tuple(silent or ()))
         out += [f for f in report.findings if f.id != "fr-dumps-missing" or not silent]
     return by_severity(tuple(out))

@@ -1,0 +1,123 @@
+"""The control plane, pure: live Flight Recorder answers recorded from real jobs (tests/fixtures/control_plane, see
+its INDEX.md) judged across groups; the hook's socket path and its running of the user's own sitecustomize."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncclcheck.analysis.watch.flight import culprits, exact
+from ncclcheck.collectors import control_hook
+from ncclcheck.collectors.flight import load, parse
+from ncclcheck.model.flight import FrDump
+
+FIXTURES = Path(__file__).parent / "fixtures" / "control_plane"
+
+
+def dumps(name: str, leave_out: int | None = None) -> list[FrDump]:
+    out = [load(str(p)) for p in sorted((FIXTURES / name).glob("fr_rank*.json"))]
+    assert out and all(isinstance(d, FrDump) for d in out)
+    return [d for d in out if isinstance(d, FrDump) and d.rank != leave_out]
+
+
+def errors(name: str) -> list[tuple[str, tuple[int, ...]]]:
+    return [(f.id, f.culprits) for f in exact(dumps(name)) if f.severity == "error"]
+
+
+def test_a_rank_that_skips_its_pairs_collective_is_named_not_its_waiting_partner() -> None:
+    found = exact(dumps("subgroup_skip"))
+    assert culprits(found) == (3,)
+    first = found[0]
+    assert first.id == "fr-not-joined" and first.severity == "error"
+    assert "process group 2, collective #4" in first.message
+    assert "rank 3 never joined it: it waits in barrier #4 of process group 0" in first.message
+    # the world barrier rank 2 is missing from is explained by its wait: said, but nobody blamed for it
+    explained = [f for f in found if "process group 0" in f.message.split(":")[0]]
+    assert [(f.severity, f.culprits) for f in explained] == [("info", ())]
+    assert all(2 not in f.culprits for f in found)
+
+
+def test_healthy_subgroups_give_no_finding() -> None:
+    assert exact(dumps("healthy_subgroups")) == ()
+
+
+def test_op_mismatch_at_the_same_collective_names_the_odd_rank() -> None:
+    assert errors("op_mismatch") == [("fr-op-mismatch", (3,))]
+
+
+def test_two_ranks_waiting_on_each_other_across_groups_is_a_tie() -> None:
+    found = exact(dumps("swap_tie"))
+    assert [(f.id, f.culprits) for f in found if f.severity == "error"] == [("fr-not-joined", ())]
+    assert culprits(found) == () and "nobody can be named" in found[0].message
+
+
+def test_a_silent_rank_is_named_and_the_rest_judged_without_blaming_its_partner() -> None:
+    found = exact(dumps("subgroup_skip", leave_out=3), silent={3: "TimeoutError: timed out"})
+    ids = {f.id: f for f in found}
+    assert "control-silent" in ids and ids["control-silent"].ranks == (3,)
+    assert "within 1 s" in ids["control-silent"].message
+    assert "fr-dumps-missing" not in ids  # said once, as not answering
+    assert ids["fr-not-joined"].culprits == ()  # rank 2 waits for rank 3, whose part nobody saw
+    assert culprits(found) == ()
+
+
+def test_a_healthy_rank_silent_is_named_and_nothing_else() -> None:
+    found = exact(dumps("healthy_subgroups", leave_out=1), silent={1: "ConnectionRefusedError"})
+    assert [(f.id, f.severity) for f in found] == [("control-silent", "warning")]
+
+
+@pytest.mark.parametrize("raw", [b"", b"{not json", b"[1, 2]", b'{"entries": 3}', b"\x80\x04K\x01."])
+def test_a_garbled_answer_is_one_clear_reason(raw: bytes) -> None:
+    got = parse("rank2.sock:fr_trace_json", 2, raw)
+    assert not isinstance(got, FrDump)
+    assert got.rank == 2 and "\n" not in got.reason and "Traceback" not in got.reason
+    found = exact([], [got])
+    assert "fr-dump-unreadable" in [f.id for f in found]
+
+
+def test_socket_path_falls_back_to_a_short_private_dir_past_the_unix_limit() -> None:
+    short = "/tmp/run/control"
+    assert control_hook.socket_path(short, 3) == "/tmp/run/control/rank3.sock"
+    long_dir = "/" + "d" * 120 + "/control"
+    path = control_hook.socket_path(long_dir, 12345)
+    assert len(path.encode()) <= control_hook.SUN_PATH_MAX
+    assert path.startswith("/tmp/ncclcheck-") and path.endswith("/rank12345.sock")
+    assert path == control_hook.socket_path(long_dir, 12345)  # run and watch find it again without asking
+
+
+def test_the_users_own_sitecustomize_runs_once_and_stays_importable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir(), theirs.mkdir()
+    (ours / "sitecustomize.py").write_text("# ours\n")
+    (theirs / "sitecustomize.py").write_text("import builtins\nbuiltins.RUNS = getattr(builtins, 'RUNS', 0) + 1\n")
+    monkeypatch.setattr(sys, "path", [str(ours), str(theirs), *sys.path])
+    monkeypatch.delitem(sys.modules, "sitecustomize", raising=False)
+    import builtins
+
+    monkeypatch.setattr(builtins, "RUNS", 0, raising=False)
+    control_hook.run_theirs(str(ours))
+    assert builtins.RUNS == 1  # type: ignore[attr-defined]
+    assert sys.modules["sitecustomize"].__file__ == str(theirs / "sitecustomize.py")
+
+
+def test_a_failing_user_sitecustomize_is_reported_as_site_does_and_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text("raise RuntimeError('broken on purpose')\n")
+    monkeypatch.setattr(sys, "path", ["/nonexistent-ours", str(tmp_path), *sys.path])
+    monkeypatch.delitem(sys.modules, "sitecustomize", raising=False)
+    control_hook.run_theirs("/nonexistent-ours")
+    err = capsys.readouterr().err
+    assert "Error in sitecustomize" in err and "broken on purpose" in err
+
+
+def test_without_a_control_dir_the_hook_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(control_hook.CONTROL_DIR, raising=False)
+    before = list(sys.meta_path)
+    monkeypatch.setattr(control_hook, "run_theirs", lambda here: None)
+    control_hook.main()
+    assert sys.meta_path == before
