@@ -48,7 +48,7 @@ def main(name: str, nproc: int, extra: list[str]) -> None:
             line = job.stdout.readline()
             if not line:
                 raise SystemExit("the job ended before every rank was ready")
-            ready += line.startswith("ready ")
+            ready += line.count("ready ")  # python -u writes "ready N" and its newline apart: lines of ranks interleave
         time.sleep(WAIT_S)
         for a in fetch(sockets_in(str(control))):
             (out / f"fr_rank{a.rank}.json").write_bytes(a.body("fr_trace_json") or b"")

@@ -11,7 +11,7 @@ import dataclasses
 import time
 
 from ncclcheck.analysis.smoke.progress import smoke_verdict, standing_still
-from ncclcheck.analysis.watch.flight import exact
+from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
 from ncclcheck.collectors.control_plane import live_flight
@@ -51,14 +51,16 @@ class LiveSource:
 
     def _with_flight(self, state: WatchState) -> WatchState:
         """Once ranks stood still past the threshold (an error found), the live Flight Recorders of the ranks that
-        serve a control plane, asked once per such stall: their exact findings go first."""
+        serve a control plane, asked once per such stall. Where they name other culprits than the first error (the
+        stacks' vote), their exact findings go first; where they agree, the stacks' finding stands alone."""
         errors = tuple((f.id, f.culprits) for f in state.findings if f.severity == "error" and f.id != "control-silent")
         if not errors:
             self.asked, self.exact = None, ()
         elif self.asked != errors:
             self.asked = errors
             self.exact = exact(*live_flight({r.rank: r.pid for r in self.job.ranks}))
-        if not self.exact:
+        first = next((f.culprits for f in state.findings if f.severity == "error"), ())
+        if not culprits(self.exact) or culprits(self.exact) == first:
             return state
         return dataclasses.replace(state, findings=self.exact + state.findings)
 

@@ -3,7 +3,8 @@ every local rank's live Flight Recorder and stacks fetched through it, judged, a
 
   DIR/control/                 0700; what the hook wrote: rank<N>.json (where rank N serves), rank<N>.sock, note-*.txt
   DIR/control/hook/sitecustomize.py   the hook (run's copy of ncclcheck/collectors/control_hook.py)
-  DIR/control/hang-<time>-<k>/ per hang: fr_rank<N>.json, nccl_rank<N>.json, stacks_rank<N>.txt, answers.json
+  DIR/control/hang-<time>-<k>/ per hang: live_fr_rank<N>.json, live_nccl_rank<N>.json (NCCL builds),
+                               live_stacks_rank<N>.txt (faulthandler, every thread), answers.json (the judgement)
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from ncclcheck.model.run import EnvSetting, HangRecord
 from ncclcheck.report_files import replace_json
 
 FILES = {
-    "fr_trace_json": "fr_rank{}.json",
-    "dump_nccl_trace_json": "nccl_rank{}.json",
-    "dump_traceback": "stacks_rank{}.txt",
+    "fr_trace_json": "live_fr_rank{}.json",
+    "dump_nccl_trace_json": "live_nccl_rank{}.json",
+    "dump_traceback": "live_stacks_rank{}.txt",
 }
 WHAT = "each rank's live Flight Recorder and stacks on a hang, through torch's control plane (a sitecustomize hook)"
 COST = (
@@ -69,7 +70,8 @@ def with_hook(env: dict[str, str], hook_dir: str | None) -> dict[str, str]:
 
 def on_hang(run_dir: str, record: HangRecord, console: Any) -> HangRecord:
     """Fetch every local rank's FR and stacks, judge them, and return the record with the exact culprit when the
-    Flight Recorders name one (it then overrides the stacks' vote); the hang JSON gains ``control_plane``."""
+    Flight Recorders name one other than the stacks' vote (which they then override; where they agree the stacks'
+    finding stays, it says more: "not in any collective"); the hang JSON gains ``control_plane``."""
     control_dir = os.path.join(run_dir, "control")
     sockets = sockets_in(control_dir)
     if not sockets:
@@ -92,7 +94,7 @@ def on_hang(run_dir: str, record: HangRecord, console: Any) -> HangRecord:
     _add_to(record.path, summary)
     _say(console, out, answers, silent)
     first = next((f for f in findings if f.severity == "error" and f.culprits == blamed and blamed), None)
-    if first is None:
+    if first is None or blamed == record.culprits:
         return record
     return dataclasses.replace(
         record, kinds=(first.id, *record.kinds), ranks=first.ranks, culprits=blamed, message=first.message
