@@ -3,15 +3,28 @@ its INDEX.md) judged across groups; the hook's socket path and its running of th
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
+from watch_states import job
 
 from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.collectors import control_hook
+from ncclcheck.collectors.control_plane import RankAnswer
 from ncclcheck.collectors.flight import load, parse
+from ncclcheck.commands.run import control
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
+from ncclcheck.model.run import HangRecord
+from ncclcheck.model.watch import Verdict, WatchState
+from ncclcheck.sources import watch as watch_source
+from ncclcheck.sources.watch import LiveSource
 
 FIXTURES = Path(__file__).parent / "fixtures" / "control_plane"
 
@@ -121,3 +134,87 @@ def test_without_a_control_dir_the_hook_installs_nothing(monkeypatch: pytest.Mon
     monkeypatch.setattr(control_hook, "run_theirs", lambda here: None)
     control_hook.main()
     assert sys.meta_path == before
+
+
+def answers(name: str, silent: tuple[int, ...] = ()) -> list[RankAnswer]:
+    out = []
+    for path in sorted((FIXTURES / name).glob("fr_rank*.json")):
+        rank = int(path.stem[len("fr_rank") :])
+        if rank in silent:
+            out.append(RankAnswer(rank, f"/x/rank{rank}.sock", (("fr_trace_json", None),), "TimeoutError: timed out"))
+            continue
+        stacks = FIXTURES / name / f"stacks_rank{rank}.txt"
+        bodies = (("fr_trace_json", path.read_bytes()), ("dump_nccl_trace_json", None))
+        out.append(RankAnswer(rank, f"/x/rank{rank}.sock", (*bodies, ("dump_traceback", stacks.read_bytes()))))
+    return out
+
+
+def hang_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    stack_vote: tuple[int, ...],
+    silent: tuple[int, ...] = (),
+) -> tuple[HangRecord, dict[str, Any], str]:
+    (tmp_path / "control").mkdir()
+    (tmp_path / "hangs").mkdir()
+    hang = tmp_path / "hangs" / "hang-1-1.json"
+    hang.write_text(json.dumps({"schema": "ncclcheck.watch/2", "findings": []}))
+    monkeypatch.setattr(control, "sockets_in", lambda d: {a.rank: a.socket for a in answers(name)})
+    monkeypatch.setattr(control, "fetch", lambda sockets: answers(name, silent))
+    out = io.StringIO()
+    record = HangRecord(str(hang), 0.0, ("mismatch",), (2, 3), stack_vote, "the stacks' vote")
+    got = control.on_hang(str(tmp_path), record, Console(file=out, width=300))
+    return got, json.loads(hang.read_text()), out.getvalue()
+
+
+def test_run_overrides_a_wrong_stack_vote_with_the_flight_recorders_culprit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got, written, said = hang_on(tmp_path, monkeypatch, "subgroup_skip", stack_vote=(2,))
+    assert got.culprits == (3,) and got.kinds == ("fr-not-joined", "mismatch") and "rank 3 never joined" in got.message
+    assert written["control_plane"]["culprits"] == [3] and written["control_plane"]["answered"] == [0, 1, 2, 3]
+    fetched = tmp_path / "control" / "hang-1-1"
+    assert sorted(p.name for p in fetched.iterdir()) == sorted(
+        ["answers.json", *(f"live_fr_rank{r}.json" for r in range(4)), *(f"live_stacks_rank{r}.txt" for r in range(4))]
+    )
+    assert "rank 0-3 answered" in said
+
+
+def test_run_keeps_the_stacks_finding_where_the_flight_recorders_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got, written, _ = hang_on(tmp_path, monkeypatch, "subgroup_skip", stack_vote=(3,))
+    assert got.kinds == ("mismatch",) and got.message == "the stacks' vote" and got.culprits == (3,)
+    assert written["control_plane"]["culprits"] == [3]
+
+
+def test_run_keeps_the_stacks_vote_where_the_flight_recorders_name_nobody(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got, written, said = hang_on(tmp_path, monkeypatch, "subgroup_skip", stack_vote=(2,), silent=(3,))
+    assert got.culprits == (2,) and got.kinds == ("mismatch",)
+    assert written["control_plane"]["silent"] == {"3": "TimeoutError: timed out"}
+    assert "rank 3 did not answer within 1 s" in said
+
+
+def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = LiveSource.__new__(LiveSource)  # no sampler: only the seam is under test
+    source.job, source.asked, source.exact = job(4), None, ()
+    asked: list[int] = []
+
+    def live(pids: dict[int, int]) -> tuple[list[FrDump], list[Any], dict[int, str]]:
+        asked.append(len(pids))
+        return dumps("subgroup_skip"), [], {}
+
+    monkeypatch.setattr(watch_source, "live_flight", live)
+    vote = Finding("mismatch", "error", "rank 2 is in all_reduce, the others in barrier", ranks=(2,), culprits=(2,))
+    state = WatchState(0.0, job(4), (), (vote,), Verdict("problem", "hang"))
+    seen = source._with_flight(state)
+    assert seen.findings[0].id == "fr-not-joined" and seen.findings[0].culprits == (3,) and seen.findings[-1] == vote
+    source._with_flight(state)
+    assert asked == [4]  # asked once per stall
+    agree = dataclasses.replace(vote, culprits=(3,))
+    assert source._with_flight(dataclasses.replace(state, findings=(agree,))).findings == (agree,)
+    calm = dataclasses.replace(state, findings=())
+    assert source._with_flight(calm) == calm and source.asked is None
