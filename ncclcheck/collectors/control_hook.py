@@ -15,19 +15,17 @@ Per rank it writes ``rank<N>.json`` in the control dir: where the socket is, who
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import json
+# Every python process of the job imports this at start: only os and sys here (loaded already); the rest where it
+# is used, once a process group exists. importlib.abc alone would cost ~15 ms a process (it pulls importlib.resources).
 import os
-import stat
 import sys
-import time
-from collections.abc import Sequence
-from types import ModuleType
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself costs ~8 ms at start (re, collections)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
 
 CONTROL_DIR = "NCCLCHECK_CONTROL_DIR"
 THEIR_SOCKET = "TORCH_WORKER_SERVER_SOCKET"
@@ -47,12 +45,16 @@ def socket_path(control_dir: str, rank: int) -> str:
 
 def short_dir(control_dir: str) -> str:
     """The fallback directory for ``control_dir``: the same on every rank and for run, which removes it at the end."""
+    import hashlib
+
     digest = hashlib.sha1(os.path.abspath(control_dir).encode()).hexdigest()[:12]
     return os.path.join("/tmp", f"ncclcheck-{os.getuid()}-{digest}")
 
 
 def _private_dir(path: str) -> None:
     """Make ``path`` 0700, or accept it only if it is ours and no one else can enter it."""
+    import stat
+
     os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
@@ -68,6 +70,8 @@ def _note(control_dir: str, rank: object, text: str) -> None:
 
 
 def _record(control_dir: str, rank: int, facts: dict[str, Any]) -> None:
+    import json
+
     tmp = os.path.join(control_dir, f".rank{rank}.json.{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"rank": rank, "pid": os.getpid(), **facts}, f)
@@ -78,6 +82,9 @@ def start_server(control_dir: str) -> None:
     """Once the default process group exists: serve on this rank's socket (or record the job's own). Never raises."""
     rank: object = "?"
     try:
+        import stat
+        import time
+
         import torch.distributed as dist
 
         rank = dist.get_rank()
@@ -105,6 +112,8 @@ def start_server(control_dir: str) -> None:
 
 def wrap(module: ModuleType, control_dir: str) -> None:
     """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server."""
+    import functools
+
     original = module.init_process_group
     if getattr(original, "__ncclcheck__", False):
         return
@@ -122,31 +131,31 @@ def wrap(module: ModuleType, control_dir: str) -> None:
         parent.init_process_group = init_process_group  # type: ignore[attr-defined]
 
 
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds nothing itself; when c10d is imported, lets the real loader run, then wraps it. Gone after that."""
+class _AfterImport:
+    """A meta path finder that finds nothing itself; when c10d is imported, it stands in as its loader, lets the real
+    loader run, then wraps it; gone after that. (Duck-typed: importlib.abc costs more than the whole hook.)"""
 
     def __init__(self, control_dir: str) -> None:
         self.control_dir = control_dir
-        self.loader: importlib.abc.Loader | None = None
+        self.loader: Any = None
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname != C10D or self.loader is not None:
             return None
         self._leave()
         spec = next((s for f in sys.meta_path if (s := _spec(f, fullname, path, target)) is not None), None)
         if spec is None or spec.loader is None:
             return None
-        self.loader, spec.loader = spec.loader, self
+        self.loader, spec.loader = spec.loader, self  # type: ignore[assignment]
         return spec
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        assert self.loader is not None
-        return self.loader.create_module(spec)
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self.loader.create_module(spec)
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        assert self.loader is not None
         self.loader.exec_module(module)
         try:
             module.__spec__.loader = self.loader  # type: ignore[union-attr]
@@ -160,11 +169,10 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             sys.meta_path.remove(self)
 
 
-def _spec(
-    finder: Any, fullname: str, path: Sequence[str] | None, target: ModuleType | None
-) -> importlib.machinery.ModuleSpec | None:
+def _spec(finder: Any, fullname: str, path: Sequence[str] | None, target: ModuleType | None) -> ModuleSpec | None:
     find = getattr(finder, "find_spec", None)
-    return find(fullname, path, target) if find is not None else None
+    spec: ModuleSpec | None = find(fullname, path, target) if find is not None else None
+    return spec
 
 
 def install(control_dir: str) -> None:
@@ -178,10 +186,14 @@ def install(control_dir: str) -> None:
 
 def run_theirs(here: str) -> None:
     """Run the sitecustomize found after ours on sys.path, as site.py would have; its error is printed, not raised."""
+    import importlib.machinery
+
     later = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", later)
     if spec is None or spec.loader is None:
         return
+    import importlib.util  # ~3 ms (contextlib): only when there is one to run
+
     module = importlib.util.module_from_spec(spec)
     ours = sys.modules.get("sitecustomize")
     sys.modules["sitecustomize"] = module
