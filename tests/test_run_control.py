@@ -169,3 +169,50 @@ def test_a_rank_that_does_not_answer_is_named_within_a_second_and_the_rest_judge
     assert any(f["id"] == "fr-not-joined" for f in answers["findings"])  # the others were judged
     assert got.culprits in ((2,), ())  # nobody named from the FRs alone: the stacks' own vote stays
     assert no_job_left(tmp_path)
+
+
+ONE_RANK = (
+    "import os, sys, torch.distributed as d\n"
+    "d.init_process_group('gloo', init_method='file://' + os.environ['STORE'], rank=0, world_size=1)\n"
+    "from ncclcheck.collectors.control_plane import ask, sockets_in\n"
+    "found = sockets_in(os.environ['NCCLCHECK_CONTROL_DIR'])\n"
+    "print('answers', {r: ask(p, 'ping').decode() for r, p in found.items()})\n"
+)
+
+
+def one_rank(tmp: Path, control_dir: Path, prepare: bool = True) -> subprocess.CompletedProcess[str]:
+    """A one-rank gloo job started with run's hook (``prepare``: placed afresh, the control dir made 0700)."""
+    hook_dir = str(control_dir / "hook")
+    if prepare:
+        setting, _, _ = control.prepare(str(control_dir.parent), True)
+        assert setting is not None and setting.value == str(control_dir)
+    env = {**os.environ, "STORE": str(tmp / "store"), "NCCLCHECK_CONTROL_DIR": str(control_dir)}
+    env = control.with_hook({**env, "PYTHONPATH": os.pathsep.join(sys.path)}, hook_dir)
+    return subprocess.run([sys.executable, "-c", ONE_RANK], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_run_dir_too_long_for_a_unix_socket_serves_from_a_short_private_dir(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    done = one_rank(tmp_path, deep / "control")
+    try:
+        assert done.returncode == 0, done.stderr[-2000:]
+        where = records(deep)[0]["socket"]
+        assert where.startswith("/tmp/ncclcheck-") and len(where.encode()) <= 107
+        assert "answers {0: " in done.stdout  # found through the record, answered
+        assert os.stat(os.path.dirname(where)).st_mode & 0o777 == 0o700
+    finally:
+        control.finish(str(deep))
+    assert not os.path.exists(os.path.dirname(where))
+
+
+def test_the_hook_never_fails_the_program_it_only_leaves_a_note(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = one_rank(tmp_path, run_dir / "control")
+    assert done.returncode == 0 and "answers {0: " in done.stdout, done.stderr[-2000:]
+    os.chmod(run_dir / "control", 0o755)  # not private any more: the hook must refuse to serve there, quietly
+    (run_dir / "control" / "rank0.json").unlink()
+    done = one_rank(tmp_path, run_dir / "control", prepare=False)
+    assert done.returncode == 0 and "answers {}" in done.stdout, done.stderr[-2000:]
+    notes = [p.read_text() for p in (run_dir / "control").glob("note-0-*.txt")]
+    assert len(notes) == 1 and "not a private directory" in notes[0]
+    assert "Traceback" not in done.stderr
