@@ -210,11 +210,11 @@ def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(mon
     monkeypatch.setattr(watch_source, "live_flight", live)
     vote = Finding("mismatch", "error", "rank 2 is in all_reduce, the others in barrier", ranks=(2,), culprits=(2,))
     state = WatchState(0.0, job(4), (), (vote,), Verdict("problem", "hang"))
-    seen = source._with_flight(state)
+    seen = source.with_flight(state)
     assert seen.findings[0].id == "fr-not-joined" and seen.findings[0].culprits == (3,) and seen.findings[-1] == vote
-    source._with_flight(state)
+    source.with_flight(state)
     assert asked == [4]  # asked once per stall
     agree = dataclasses.replace(vote, culprits=(3,))
-    assert source._with_flight(dataclasses.replace(state, findings=(agree,))).findings == (agree,)
+    assert source.with_flight(dataclasses.replace(state, findings=(agree,))).findings == (agree,)
     calm = dataclasses.replace(state, findings=())
-    assert source._with_flight(calm) == calm and source.asked is None
+    assert source.with_flight(calm) == calm and source.asked is None

@@ -18,6 +18,7 @@ import psutil
 import pytest
 from rich.console import Console
 
+from ncclcheck.cli import main
 from ncclcheck.commands.run import control
 from ncclcheck.model.run import HangRecord
 
@@ -126,25 +127,47 @@ def test_no_control_puts_nothing_on_the_jobs_pythonpath(tmp_path: Path) -> None:
     assert not (tmp_path / "off" / "run" / "control").exists() and "--no-control" in err
 
 
-def test_a_rank_that_does_not_answer_is_named_within_a_second_and_the_rest_judged(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
+def skip_job(run_dir: Path) -> subprocess.Popen[str]:
+    """The sub-group skip job started with run's hook (no sampler), once its ranks wait in the last step."""
     (run_dir / "hangs").mkdir(parents=True)
     setting, hook_dir, _ = control.prepare(str(run_dir), True)
     assert setting is not None
     env = control.with_hook({**os.environ, "MODE": "skip", "HANG_S": "60", setting.names[0]: setting.value}, hook_dir)
     job = subprocess.Popen(torchrun(4), env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert job.stdout is not None
+    ready = 0
+    while ready < 4:
+        line = job.stdout.readline()
+        assert line, "the job ended early"
+        ready += line.count("ready ")  # python -u writes "ready N" and its newline apart: lines of ranks interleave
+    deadline = time.monotonic() + 30
+    while len(records(run_dir)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the last step: rank 3 skips, the others wait
+    return job
+
+
+def test_watch_asks_the_ranks_control_plane_and_names_the_rank_that_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = skip_job(tmp_path / "run")
+    try:
+        code = main(["watch", "--once", "--json", "--pid", str(job.pid), "--stall", "1.5", "--settle", "3.5"])
+        seen = json.loads(capsys.readouterr().out)
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        job.wait(30)
+    assert code == 1, seen["findings"]
+    first = seen["findings"][0]
+    assert (first["kind"], first["culprits"]) == ("fr-not-joined", [3]), seen["findings"]
+    assert no_job_left(tmp_path)
+
+
+def test_a_rank_that_does_not_answer_is_named_within_a_second_and_the_rest_judged(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    job = skip_job(run_dir)
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        assert job.stdout is not None
-        ready = 0
-        while ready < 4:
-            line = job.stdout.readline()
-            assert line, "the job ended early"
-            ready += line.count("ready ")  # python -u writes "ready N" and its newline apart: lines of ranks interleave
-        deadline = time.monotonic() + 30
-        while len(records(run_dir)) < 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.5)  # the last step: rank 3 skips, the others wait
         silent.bind(str(tmp_path / "silent.sock"))
         silent.listen(8)  # connects, and is never answered
         rank1 = run_dir / "control" / "rank1.json"

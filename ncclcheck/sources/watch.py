@@ -47,9 +47,9 @@ class LiveSource:
         judging = Judging(self.judging.stall_s, final)
         self.state = track(self.state, self.sampler.sample(), judging, self._notes())
         self.samples += 1
-        return self._with_flight(self.state)
+        return self.with_flight(self.state)
 
-    def _with_flight(self, state: WatchState) -> WatchState:
+    def with_flight(self, state: WatchState) -> WatchState:
         """Once ranks stood still past the threshold (an error found), the live Flight Recorders of the ranks that
         serve a control plane, asked once per such stall. Where they name other culprits than the first error (the
         stacks' vote), their exact findings go first; where they agree, the stacks' finding stands alone."""
