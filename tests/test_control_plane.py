@@ -15,6 +15,7 @@ from rich.console import Console
 from watch_states import job
 
 from ncclcheck.analysis.watch.flight import culprits, exact
+from ncclcheck.cli import main
 from ncclcheck.collectors import control_hook
 from ncclcheck.collectors.control_plane import RankAnswer
 from ncclcheck.collectors.flight import load, parse
@@ -218,3 +219,23 @@ def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(mon
     assert source.with_flight(dataclasses.replace(state, findings=(agree,))).findings == (agree,)
     calm = dataclasses.replace(state, findings=())
     assert source.with_flight(calm) == calm and source.asked is None
+
+
+def test_logs_judges_recorded_live_answers_as_it_judges_dumps(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["logs", "--json", str(FIXTURES / "subgroup_skip")]) == 1
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert (verdict["root_cause"], verdict["culprits"]) == ("fr-not-joined", [3])
+
+
+def test_logs_reads_a_hang_s_live_answers_only_when_given_that_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fetched = tmp_path / "run" / "control" / "hang-1-1"
+    fetched.mkdir(parents=True)
+    for path in (FIXTURES / "subgroup_skip").glob("fr_rank*.json"):
+        (fetched / f"live_{path.name}").write_bytes(path.read_bytes())
+    (tmp_path / "run" / "launcher.log").write_text("hello\n")
+    main(["logs", "--json", str(tmp_path / "run")])
+    assert json.loads(capsys.readouterr().out)["verdict"]["root_cause"] is None  # the hang record speaks for them
+    main(["logs", "--json", str(fetched)])
+    assert json.loads(capsys.readouterr().out)["verdict"]["culprits"] == [3]

@@ -26,8 +26,10 @@ SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin
 # ncclcheck's own files in a run dir that are not logs: the live watch agent's states (JSON lines whose stacks
 # and notes say "Exception" where the job never raised one)
 OWN_FILES = frozenset({"watch-agent.jsonl", "sitecustomize.py"})  # and run's control plane hook (control/hook/)
-# what run fetched through the ranks' control plane on a hang (control/hang-*/): judged then, into the hang record
-OWN_PREFIXES = ("live_fr_rank", "live_nccl_rank", "live_stacks_rank")
+# What run fetched through the ranks' control plane on a hang (control/hang-*/), judged then into the hang record:
+# left out of a run dir read whole; the Flight Recorders are read when that hang's folder is given itself.
+OWN_PREFIXES = ("live_stacks_rank",)
+LIVE_FR = ("live_fr_rank", "live_nccl_rank")
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ def _walk(root: str, reading: Reading) -> list[LogSource]:
         for name in sorted(files):
             full = os.path.join(directory, name)
             if name.startswith((".", *OWN_PREFIXES)) or name in OWN_FILES:
+                continue
+            if name.startswith(LIVE_FR) and os.path.abspath(directory) != os.path.abspath(root):
                 continue
             if name.endswith(SKIP_SUFFIXES) and not sniff(full):
                 continue
