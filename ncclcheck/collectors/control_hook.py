@@ -89,8 +89,10 @@ def start_server(control_dir: str) -> None:
 
         rank = dist.get_rank()
         assert isinstance(rank, int)
+        if _servers:
+            return  # a second init_process_group in this process (after destroy_process_group): ours still serves
         theirs = os.environ.get(THEIR_SOCKET)
-        if theirs:
+        if theirs and os.path.exists(theirs):  # worker_main serves before main() creates the group
             _record(control_dir, rank, {"socket": theirs, "owner": "job", "started_s": 0.0})
             return
         from torch._C import _distributed_c10d as c10d
