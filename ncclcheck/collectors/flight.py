@@ -51,8 +51,16 @@ def load(path: str) -> FrDump | Unreadable:
             return Unreadable(path, "larger than 1 GiB; not a Flight Recorder dump", rank)
         with open(path, "rb") as f:
             raw = f.read()
+    except OSError as exc:
+        return Unreadable(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:120]}); truncated or corrupt", rank)
+    return parse(path, rank, raw)
+
+
+def parse(path: str, rank: int, raw: bytes) -> FrDump | Unreadable:
+    """One dump's bytes (pickle or JSON, as a file holds them or a rank's control plane answers them)."""
+    try:
         data = _NoClasses(io.BytesIO(raw)).load() if raw[:1] == b"\x80" else json.loads(raw)
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
         return Unreadable(path, f"cannot be read ({type(exc).__name__}: {str(exc)[:120]}); truncated or corrupt", rank)
     if not isinstance(data, Mapping) or not isinstance(data.get("entries", []), list):
         return Unreadable(path, "not a Flight Recorder dump (no entries)", rank)
@@ -82,12 +90,20 @@ def _pg_ranks(config: object) -> tuple[tuple[str, tuple[int, ...]], ...]:
 
 
 def _progress(data: Mapping[str, Any]) -> tuple[PgProgress, ...]:
+    """pg_status is keyed by the rank's local group id (``pg_id``), which differs from the group's name on ranks
+    that are not in every group (the second group a rank joins is its "1" even when its name is "2"): the entries,
+    which carry both, map one to the other; a key no entry names is taken as the name."""
     status = data.get("pg_status")
     if not isinstance(status, Mapping):
         return ()
+    names: dict[str, str] = {}
+    for e in data.get("entries") or ():
+        pg = e.get("process_group") if isinstance(e, Mapping) else None
+        if isinstance(pg, (list, tuple)) and pg and "pg_id" in e:
+            names.setdefault(str(e["pg_id"]), str(pg[0]))
     return tuple(
         PgProgress(
-            str(pg),
+            names.get(str(pg), str(pg)),
             int(s.get("last_enqueued_collective", -1)),
             int(s.get("last_started_collective", -1)),
             int(s.get("last_completed_collective", -1)),

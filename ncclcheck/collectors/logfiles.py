@@ -25,7 +25,11 @@ from ncclcheck.collectors.flight import sniff
 SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin", ".tmp")
 # ncclcheck's own files in a run dir that are not logs: the live watch agent's states (JSON lines whose stacks
 # and notes say "Exception" where the job never raised one)
-OWN_FILES = frozenset({"watch-agent.jsonl"})
+OWN_FILES = frozenset({"watch-agent.jsonl", "sitecustomize.py"})  # and run's control plane hook (control/hook/)
+# What run fetched through the ranks' control plane on a hang (control/hang-*/), judged then into the hang record:
+# left out of a run dir read whole; the Flight Recorders are read when that hang's folder is given itself.
+OWN_PREFIXES = ("live_stacks_rank",)
+LIVE_FR = ("live_fr_rank", "live_nccl_rank")
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,11 @@ def _walk(root: str, reading: Reading) -> list[LogSource]:
         dirs.sort()
         for name in sorted(files):
             full = os.path.join(directory, name)
-            if name.startswith(".") or name in OWN_FILES or (name.endswith(SKIP_SUFFIXES) and not sniff(full)):
+            if name.startswith((".", *OWN_PREFIXES)) or name in OWN_FILES:
+                continue
+            if name.startswith(LIVE_FR) and os.path.abspath(directory) != os.path.abspath(root):
+                continue
+            if name.endswith(SKIP_SUFFIXES) and not sniff(full):
                 continue
             if not os.access(full, os.R_OK):
                 reading.notes.append(f"{full}: not readable by this user ({os.getuid()}): left out")

@@ -11,12 +11,15 @@ import dataclasses
 import time
 
 from ncclcheck.analysis.smoke.progress import smoke_verdict, standing_still
+from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
+from ncclcheck.collectors.control_plane import live_flight
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.progress import read_beats, read_progress
 from ncclcheck.collectors.sampler import Sampler
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.watch import Job, Verdict, WatchState
 from ncclcheck.probes.host import find_py_spy
 
@@ -35,6 +38,8 @@ class LiveSource:
         self.looked_again = time.monotonic()
         self.stacks_wanted = stacks
         self.restarted: tuple[str, tuple[int, ...]] | None = None
+        self.asked: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # the stall the control planes were asked in
+        self.exact: tuple[Finding, ...] = ()
 
     def poll(self, final: bool = False) -> WatchState:
         """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
@@ -42,7 +47,22 @@ class LiveSource:
         judging = Judging(self.judging.stall_s, final)
         self.state = track(self.state, self.sampler.sample(), judging, self._notes())
         self.samples += 1
-        return self.state
+        return self.with_flight(self.state)
+
+    def with_flight(self, state: WatchState) -> WatchState:
+        """Once ranks stood still past the threshold (an error found), the live Flight Recorders of the ranks that
+        serve a control plane, asked once per such stall. Where they name other culprits than the first error (the
+        stacks' vote), their exact findings go first; where they agree, the stacks' finding stands alone."""
+        errors = tuple((f.id, f.culprits) for f in state.findings if f.severity == "error" and f.id != "control-silent")
+        if not errors:
+            self.asked, self.exact = None, ()
+        elif self.asked != errors:
+            self.asked = errors
+            self.exact = exact(*live_flight({r.rank: r.pid for r in self.job.ranks}))
+        first = next((f.culprits for f in state.findings if f.severity == "error"), ())
+        if not culprits(self.exact) or culprits(self.exact) == first:
+            return state
+        return dataclasses.replace(state, findings=self.exact + state.findings)
 
     def _notes(self) -> tuple[str, ...]:
         errors = [v.sample.stack_error for v in (self.state.ranks if self.state else ()) if v.sample.stack_error]

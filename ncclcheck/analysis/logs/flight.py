@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
+from ncclcheck.analysis.logs.flight_waits import Blame, Stuck, blame
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.flight import DumpInfo, FlightReport, FrDump, FrEntry, GroupReport, RankStep, Unreadable
 from ncclcheck.model.ranks import span
@@ -30,26 +31,50 @@ MISMATCH_FIX = (
 SIZE_FREE = frozenset({"all_to_all", "alltoall", "alltoall_base", "scatter", "gather"})
 
 
-def analyse(dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = ()) -> FlightReport:
-    """Compare every rank's dump, group by group."""
+def analyse(
+    dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = (), expected: Sequence[int] = ()
+) -> FlightReport:
+    """Compare every rank's dump, group by group; ``expected``: ranks known to exist (asked, but silent)."""
     by_rank: dict[int, FrDump] = {}
     for dump in sorted(dumps, key=_richness):  # a rank dumped twice (pickle and JSON): keep the one with stacks
         by_rank[dump.rank] = dump
     by_rank = dict(sorted(by_rank.items()))
     groups = _groups(by_rank)
-    named = [u.rank + 1 for u in unreadable if u.rank is not None]
+    named = [u.rank + 1 for u in unreadable if u.rank is not None] + [r + 1 for r in expected]
     world = max([r + 1 for members in groups.values() for r in members] + [r + 1 for r in by_rank] + named + [0])
     missing = tuple(r for r in range(world) if r not in by_rank)
     findings: list[Finding] = list(_dump_findings(missing, unreadable, world))
-    reports = []
+    reports, stuck = [], []
     for (pg, desc), members in sorted(groups.items()):
         report, found = _group(pg, desc, members, by_rank)
         reports.append(report)
-        findings += found
+        if isinstance(found, Stuck):
+            stuck.append(found)
+        else:
+            findings += found
         findings += _p2p(pg, [by_rank[r] for r in members if r in by_rank])
+    findings += [
+        _not_joined(s, b, by_rank) for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing)))
+    ]
     findings.sort(key=lambda f: min((e.line for e in f.evidence if e.line > 0), default=1 << 62))  # earliest op first
     infos = tuple(DumpInfo(d.file, d.rank, d.version, len(d.entries)) for d in by_rank.values())
     return FlightReport(infos, tuple(unreadable), world, missing, tuple(reports), by_severity(tuple(findings)))
+
+
+def _unseen(
+    groups: dict[tuple[str, str], tuple[int, ...]], by_rank: dict[int, FrDump], missing: tuple[int, ...]
+) -> dict[str, tuple[int, ...]]:
+    """Per group, the ranks whose part in it the dumps cannot show: members without a dump; where pg_config does not
+    name the group (gloo), also any rank without one, and, for a group only one rank reports (gloo lists a group
+    only once the rank used it), every other rank."""
+    named = {name for d in by_rank.values() for name, _ in d.pg_ranks}
+    out = {}
+    for (pg, _), ranks in groups.items():
+        unseen = {r for r in ranks if r not in by_rank}
+        if pg not in named:
+            unseen |= set(missing) | (set(by_rank) - set(ranks) if len(ranks) == 1 else set())
+        out[pg] = tuple(sorted(unseen))
+    return out
 
 
 def _richness(dump: FrDump) -> tuple[int, int]:
@@ -109,12 +134,12 @@ def _dump_findings(missing: tuple[int, ...], unreadable: Sequence[Unreadable], w
 
 def _group(
     pg: str, desc: str, members: tuple[int, ...], by_rank: dict[int, FrDump]
-) -> tuple[GroupReport, list[Finding]]:
+) -> tuple[GroupReport, list[Finding] | Stuck]:
     dumped = [r for r in members if r in by_rank]
     seqs = {r: {e.seq: e for e in by_rank[r].entries if e.pg == pg and not e.is_p2p} for r in dumped}
     last = {r: _last_enqueued(by_rank[r], pg, seqs[r]) for r in dumped}
     starts = [min(s) for s in seqs.values() if s]
-    found: list[Finding] = []
+    found: list[Finding] | Stuck = []
     divergent = None
     for seq in range(max(starts, default=0), max(last.values(), default=-1) + 1):
         present = {r: s[seq] for r, s in seqs.items() if seq in s}
@@ -146,11 +171,16 @@ def _step(rank: int, dump: FrDump, pg: str, seqs: dict[int, FrEntry], last: int)
     )
 
 
+def _named(pg: str, desc: str) -> str:
+    return f"process group {pg}{f' ({desc})' if desc and desc != 'undefined' else ''}"
+
+
 def _compare(
     pg: str, desc: str, seq: int, present: dict[int, FrEntry], behind: list[int], by_rank: dict[int, FrDump]
-) -> list[Finding]:
-    """Findings at one sequence number: differing op, sizes or dtypes, or ranks that never got there."""
-    where = f"process group {pg}{f' ({desc})' if desc else ''}, collective #{seq}"
+) -> list[Finding] | Stuck:
+    """Findings at one sequence number: differing op, sizes or dtypes; or ranks that never got there (judged once
+    every group is read: they may wait in another group's collective)."""
+    where = f"{_named(pg, desc)}, collective #{seq}"
     # (finding, what must agree, what the message shows of it)
     checks: list[tuple[str, Callable[[FrEntry], object], Callable[[FrEntry], str]]] = [
         ("fr-op-mismatch", lambda e: e.op, lambda e: ""),
@@ -162,7 +192,7 @@ def _compare(
         if odd != ():
             return [_mismatch(fid, where, present, odd or (), key, detail, by_rank)]
     if behind and present and not all(e.state == "completed" for e in present.values()):
-        return [_not_joined(where, present, behind, by_rank)]
+        return Stuck(pg, desc, seq, tuple(sorted(present.items())), tuple(behind))
     return []
 
 
@@ -231,21 +261,48 @@ def _mismatch(
     )
 
 
-def _not_joined(where: str, present: dict[int, FrEntry], behind: list[int], by_rank: dict[int, FrDump]) -> Finding:
+def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding:
+    present = dict(stuck.present)
     first = present[min(present)]
     site = f" at {first.call_site}" if first.call_site else ""
+    waits = dict(why.waits)
+    idle = [r for r in stuck.behind if r not in waits]
+    said = [f"rank {span(idle)} never issued it (not all ranks joined the collective)"] if idle else []
+    for r, e in sorted(waits.items()):
+        there = f" at {e.call_site}" if e.call_site else ""
+        said.append(f"rank {r} never joined it: it waits in {e.op} #{e.seq} of {_named(e.pg, e.pg_desc)}{there}")
+    for r, n, usual in why.skipped:
+        said.append(
+            f"rank {r} entered that collective after {n} collective(s) in its other groups since the previous one "
+            f"of that group, where the others entered it after {usual}: it skipped one"
+        )
+    if why.unseen:
+        said.append(
+            f"it waits there for rank {span(why.unseen)}, whose part in that group the dumps do not show: nobody can be named"
+        )
+    elif why.explained:
+        said.append(f"it waits for rank {span(why.culprits)} there; the others are not to blame")
+    elif waits and not why.culprits:
+        said.append(
+            "the ranks wait for each other: they issued the collectives of two groups in different orders, "
+            "and the dumps cannot tell which order is right"
+        )
     message = (
-        f"{where}: rank {span(sorted(present))} entered {first.op}{site} and {'is' if len(present) == 1 else 'are'} waiting; "
-        f"rank {span(behind)} never issued it (not all ranks joined the collective)"
+        f"{_named(stuck.pg, stuck.desc)}, collective #{stuck.seq}: rank {span(sorted(present))} entered "
+        f"{first.op}{site} and {'is' if len(present) == 1 else 'are'} waiting; " + "; ".join(said)
     )
     return Finding(
         "fr-not-joined",
-        "error",
+        "info" if why.explained else "error",
         message,
         NOT_JOINED_FIX,
-        tuple(sorted([*present, *behind])),
-        _evidence(present, sorted(present)[:2], by_rank),
-        culprits=tuple(behind),
+        tuple(sorted([*present, *stuck.behind])),
+        _evidence(present, sorted(present)[:2], by_rank)
+        + tuple(
+            Evidence(by_rank[r].file, e.record_id, f"rank {r}: waits in {e.lib}:{e.op} #{e.seq} of group {e.pg}")
+            for r, e in sorted(waits.items())
+        ),
+        culprits=() if why.explained else why.culprits,
     )
 
 
@@ -262,7 +319,7 @@ def _stalled(
         return []  # a gloo entry not yet retired is normal at dump time; only NCCL's states say "stuck"
     e = tops[dumped[0]]
     message = (
-        f"process group {pg}{f' ({desc})' if desc else ''}: every rank entered collective #{e.seq} ({e.op}) "
+        f"{_named(pg, desc)}: every rank entered collective #{e.seq} ({e.op}) "
         f"with matching arguments and none completed it ({'/'.join(sorted({t.state for t in tops.values()}))})"
     )
     fix = "the code agrees; the transport does not: run ncclcheck env on every node and ncclcheck logs on the NCCL_DEBUG=INFO logs (IB/NET errors, a wrong interface)"

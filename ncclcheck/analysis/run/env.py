@@ -113,7 +113,8 @@ def job_env(env: Mapping[str, str], settings: tuple[EnvSetting, ...]) -> dict[st
 def backend_notes(torch_version: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
     """What the evidence cannot give on this torch or backend, said once at start."""
     notes = [
-        "Flight Recorder, its dumps and the dump pipe exist on the NCCL backend only: a gloo job's "
+        "Flight Recorder dumps on timeout and the dump pipe exist on the NCCL backend only: a gloo job's "
+        "Flight Recorder is read live through the control plane on a hang (not with --no-control); its other "
         "evidence is the live stacks, the launcher's output and the hang records"
     ]
     version = _version(torch_version)

@@ -5,10 +5,12 @@
 
 Before the job starts, only what you have not set yourself: Flight Recorder (buffer, dump on timeout, dumps
 and dump pipe in the run dir), NCCL_DEBUG=WARN to a file per process (INFO with --deep), PYTHONFAULTHANDLER;
---deep adds TORCH_DISTRIBUTED_DEBUG=DETAIL and desync debug. The launcher's output goes to this terminal
+--deep adds TORCH_DISTRIBUTED_DEBUG=DETAIL and desync debug. A sitecustomize hook first on the job's PYTHONPATH
+(yours still runs) serves torch's control plane from every rank on a unix socket in DIR/control (--no-control: off). The launcher's output goes to this terminal
 unchanged and to DIR/logs/launcher.log. While it runs, the watch sampler looks at this node's ranks: ranks
 that stand still longer than --stall give a hang record (DIR/hangs/hang-<time>.json: the findings and every
-local rank's stack), one line here, and a Flight Recorder dump request to NCCL ranks; the job goes on
+local rank's stack), one line here, every rank's live Flight Recorder and stacks through the control plane
+(DIR/control/hang-*/: the exact culprit when they name one), and a Flight Recorder dump request to NCCL ranks; the job goes on
 (--on-hang exit ends it). At the end, everything in DIR is diagnosed: DIR/report.json (ncclcheck.run/1).
 ^C and SIGTERM go to the launcher (torchrun ends its workers); nothing is left running.
 Exit code: the job's own (128+N when a signal N ended it, 130 after ^C); 2 bad usage; 127 launcher not found.
@@ -37,6 +39,7 @@ from ncclcheck.analysis.run.verdict import early_leaver, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.run_job import END_GRACE_S, Launched
+from ncclcheck.commands.run import control
 from ncclcheck.commands.run.live import sample_live
 from ncclcheck.exits import UsageError
 from ncclcheck.model.log_report import LogReport
@@ -78,6 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="watch",
         help="after a hang is recorded: keep watching (default) or end the job",
     )
+    parser.add_argument(
+        "--no-control",
+        action="store_true",
+        help="no control plane hook on the job's PYTHONPATH (a hang's evidence is then the sampled stacks only)",
+    )
     parser.add_argument("--json", action="store_true", help="print report.json at the end instead of the verdict")
     parser.add_argument("launcher", nargs=argparse.REMAINDER, help="-- then the launcher command")
 
@@ -104,10 +112,14 @@ def run(args: argparse.Namespace) -> int:
     torch_version = _torch_version()
     settings = evidence_env(os.environ, run_dir, args.deep, torch_version)
     notes = backend_notes(torch_version, os.environ)
+    serving, hook_dir, control_notes = control.prepare(run_dir, not args.no_control)
+    settings, notes = settings + ((serving,) if serving else ()), notes + control_notes
     start_lines(settings, notes, run_dir, console)
     _write(run_dir, "manifest.json", _manifest(argv, host, settings, notes))
     started = time.time()
-    launched = Launched(argv, job_env(os.environ, settings), os.path.join(run_dir, "logs", "launcher.log"))
+    launched = Launched(
+        argv, control.with_hook(job_env(os.environ, settings), hook_dir), os.path.join(run_dir, "logs", "launcher.log")
+    )
     stop, interrupted, end_now = threading.Event(), threading.Event(), threading.Event()
     hangs: list[HangRecord] = []
     ends = RankEnds()
@@ -143,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
             launched.close()
             live.join(10.0)
             ends.close()
+            control.finish(run_dir)
     ended = time.time()
+    if control.no_server(run_dir):
+        console.print("ncclcheck run: this torch has no control plane (_WorkerServer): py-spy only", style="yellow")
     exit_code = 128 - code if code < 0 else code
     if received and exit_code != 0:
         exit_code = exits.by_signal(received[0][0])  # 130 after ^C: the user ended it, whatever the launcher returned
@@ -159,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         "flight_recorder_dumps": sorted(str(p) for p in Path(run_dir, "fr").glob("rank_*")),
         "nccl_logs": sorted(str(p) for p in Path(run_dir, "nccl").iterdir()),
         "hang_records": [h.path for h in hangs],
+        "control_plane": sorted(str(p) for p in Path(run_dir, "control").glob("hang-*")),
     }
     data = to_json(
         argv,

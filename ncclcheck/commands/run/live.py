@@ -17,6 +17,7 @@ from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
+from ncclcheck.commands.run.control import on_hang
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.stacks import Frame
 from ncclcheck.report_files import replace_json
@@ -95,6 +96,7 @@ def sample_live(
                 replace_json(path, watch_json(state, args.interval))
                 first = errors[0]
                 record = HangRecord(path, now, tuple(f.id for f in errors), first.ranks, first.culprits, first.message)
+                record = on_hang(run_dir, record, console)  # the ranks' own Flight Recorders, when they answer
                 hangs.append(record)
                 hang_line(record, console)
                 asked, _ = ask_for_dumps(os.path.join(run_dir, "fr", "pipe_"))

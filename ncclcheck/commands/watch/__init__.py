@@ -213,4 +213,4 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
             return state  # answered early: judged as it stands, not against a window it did not wait for
         time.sleep(max(min(next_delay(state, args.interval), deadline - time.monotonic()), 0))
         state = source.poll()
-    return rejudge(state, Judging(args.stall, final=True, window_s=window))
+    return source.with_flight(rejudge(state, Judging(args.stall, final=True, window_s=window)))  # the exact word last

@@ -1,0 +1,47 @@
+"""The exact answer, when ranks have a control plane: their live Flight Recorders, compared group by group (the same
+analysis ``ncclcheck logs`` makes of dumps). Pure: ``watch`` and ``run`` hand it what the ranks answered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ncclcheck.analysis.logs.flight import analyse
+from ncclcheck.model.findings import Finding, by_severity
+from ncclcheck.model.flight import FrDump, Unreadable
+from ncclcheck.model.ranks import span
+
+SILENT_FIX = (
+    "a rank whose control plane does not answer holds the GIL in native code or is stopped (SIGSTOP, D state): "
+    "look at its native stack (py-spy dump --native --pid) or its log"
+)
+
+
+def exact(
+    dumps: Sequence[FrDump], unreadable: Sequence[Unreadable] = (), silent: Mapping[int, str] | None = None
+) -> tuple[Finding, ...]:
+    """Findings from live Flight Recorders; ``silent``: the ranks asked that did not answer, and how they failed.
+    A rank that did not answer is named as such, never as a crash, and the others are judged without it."""
+    out: list[Finding] = []
+    if silent:
+        ranks = tuple(sorted(silent))
+        out.append(
+            Finding(
+                "control-silent",
+                "warning",
+                f"rank {span(list(ranks))}: its control plane did not answer within 1 s "
+                f"({'; '.join(f'rank {r}: {why}' for r, why in sorted(silent.items()))}); "
+                "the other ranks' Flight Recorders are judged without it",
+                SILENT_FIX,
+                ranks,
+            )
+        )
+    if dumps or unreadable:
+        report = analyse(dumps, unreadable, tuple(silent or ()))
+        out += [f for f in report.findings if f.id != "fr-dumps-missing" or not silent]
+    return by_severity(tuple(out))
+
+
+def culprits(findings: Sequence[Finding]) -> tuple[int, ...]:
+    """The ranks the first error of the Flight Recorders names exactly (() when none singles a rank out)."""
+    first = next((f for f in findings if f.severity == "error" and f.id.startswith("fr-")), None)
+    return first.culprits if first is not None else ()

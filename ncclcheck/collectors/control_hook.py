@@ -1,0 +1,222 @@
+"""The rank side of ``ncclcheck run``'s control plane: copied as ``sitecustomize.py`` into a directory that run puts
+first on the job's PYTHONPATH. Stdlib only; torch is never imported here.
+
+At interpreter start it (a) runs the ``sitecustomize`` the environment would have run without us (found on
+sys.path after our directory; it then stands as ``sitecustomize`` in sys.modules), and (b) waits for
+``torch.distributed.distributed_c10d`` to be imported, wraps its ``init_process_group``, and once a default
+process group exists starts torch's ``_WorkerServer`` on a unix socket named by global rank in
+``$NCCLCHECK_CONTROL_DIR`` (a 0700 directory), or in a short private directory under /tmp when that path would
+pass the 108-byte limit. A process that never creates a process group (the launcher, data-loader workers)
+starts nothing. If ``TORCH_WORKER_SERVER_SOCKET`` is set, the job serves its own: nothing is started and that
+socket is recorded. Nothing here raises into the user's program: a failure is a note file in the control dir.
+
+Per rank it writes ``rank<N>.json`` in the control dir: where the socket is, whose it is, the pid, the start time.
+"""
+
+from __future__ import annotations
+
+# Every python process of the job imports this at start: only os and sys here (loaded already); the rest where it
+# is used, once a process group exists. importlib.abc alone would cost ~15 ms a process (it pulls importlib.resources).
+import os
+import sys
+
+TYPE_CHECKING = False  # typing itself costs ~8 ms at start (re, collections)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+CONTROL_DIR = "NCCLCHECK_CONTROL_DIR"
+THEIR_SOCKET = "TORCH_WORKER_SERVER_SOCKET"
+C10D = "torch.distributed.distributed_c10d"
+SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
+
+_servers: list[Any] = []  # the started server lives as long as the process
+
+
+def socket_path(control_dir: str, rank: int) -> str:
+    """Where rank ``rank`` serves: in the control dir, or a short private dir under /tmp named after it."""
+    path = os.path.join(control_dir, f"rank{rank}.sock")
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        return path
+    return os.path.join(short_dir(control_dir), f"rank{rank}.sock")
+
+
+def short_dir(control_dir: str) -> str:
+    """The fallback directory for ``control_dir``: the same on every rank and for run, which removes it at the end."""
+    import hashlib
+
+    digest = hashlib.sha1(os.path.abspath(control_dir).encode()).hexdigest()[:12]
+    return os.path.join("/tmp", f"ncclcheck-{os.getuid()}-{digest}")
+
+
+def _private_dir(path: str) -> None:
+    """Make ``path`` 0700, or accept it only if it is ours and no one else can enter it."""
+    import stat
+
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(f"{path} is not a private directory of this user")
+
+
+def _note(control_dir: str, rank: object, text: str) -> None:
+    try:
+        with open(os.path.join(control_dir, f"note-{rank}-{os.getpid()}.txt"), "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError:
+        pass
+
+
+def _record(control_dir: str, rank: int, facts: dict[str, Any]) -> None:
+    import json
+
+    tmp = os.path.join(control_dir, f".rank{rank}.json.{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"rank": rank, "pid": os.getpid(), **facts}, f)
+    os.replace(tmp, os.path.join(control_dir, f"rank{rank}.json"))
+
+
+def start_server(control_dir: str) -> None:
+    """Once the default process group exists: serve on this rank's socket (or record the job's own). Never raises."""
+    rank: object = "?"
+    try:
+        import stat
+        import time
+
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        assert isinstance(rank, int)
+        if _servers:
+            return  # a second init_process_group in this process (after destroy_process_group): ours still serves
+        theirs = os.environ.get(THEIR_SOCKET)
+        if theirs and os.path.exists(theirs):  # worker_main serves before main() creates the group
+            _record(control_dir, rank, {"socket": theirs, "owner": "job", "started_s": 0.0})
+            return
+        from torch._C import _distributed_c10d as c10d
+
+        server_class = getattr(c10d, "_WorkerServer", None)
+        if server_class is None:
+            _record(control_dir, rank, {"socket": None, "owner": None, "why": "this torch has no _WorkerServer"})
+            return
+        path = socket_path(control_dir, rank)
+        _private_dir(os.path.dirname(path))
+        if os.path.exists(path) and stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)  # a socket left by an earlier run of this rank (an elastic restart)
+        began = time.perf_counter()
+        _servers.append(server_class(path))
+        _record(control_dir, rank, {"socket": path, "owner": "ncclcheck", "started_s": time.perf_counter() - began})
+    except Exception as exc:  # the user's program must never see our failure
+        _note(control_dir, rank, f"control plane not started: {type(exc).__name__}: {exc}")
+
+
+def wrap(module: ModuleType, control_dir: str) -> None:
+    """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server."""
+    import functools
+
+    original = module.init_process_group
+    if getattr(original, "__ncclcheck__", False):
+        return
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        start_server(control_dir)
+        return out
+
+    init_process_group.__ncclcheck__ = True  # type: ignore[attr-defined]
+    module.init_process_group = init_process_group  # type: ignore[attr-defined]
+    parent = sys.modules.get("torch.distributed")
+    if parent is not None and getattr(parent, "init_process_group", None) is original:
+        parent.init_process_group = init_process_group  # type: ignore[attr-defined]
+
+
+class _AfterImport:
+    """A meta path finder that finds nothing itself; when c10d is imported, it stands in as its loader, lets the real
+    loader run, then wraps it; gone after that. (Duck-typed: importlib.abc costs more than the whole hook.)"""
+
+    def __init__(self, control_dir: str) -> None:
+        self.control_dir = control_dir
+        self.loader: Any = None
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != C10D or self.loader is not None:
+            return None
+        self._leave()
+        spec = next((s for f in sys.meta_path if (s := _spec(f, fullname, path, target)) is not None), None)
+        if spec is None or spec.loader is None:
+            return None
+        self.loader, spec.loader = spec.loader, self  # type: ignore[assignment]
+        return spec
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self.loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        try:
+            module.__spec__.loader = self.loader  # type: ignore[union-attr]
+            module.__loader__ = self.loader
+            wrap(module, self.control_dir)
+        except Exception as exc:
+            _note(self.control_dir, "?", f"control plane hook not installed: {type(exc).__name__}: {exc}")
+
+    def _leave(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+def _spec(finder: Any, fullname: str, path: Sequence[str] | None, target: ModuleType | None) -> ModuleSpec | None:
+    find = getattr(finder, "find_spec", None)
+    spec: ModuleSpec | None = find(fullname, path, target) if find is not None else None
+    return spec
+
+
+def install(control_dir: str) -> None:
+    """Arrange for the server to start after init_process_group; at once wrap it if c10d is already imported."""
+    loaded = sys.modules.get(C10D)
+    if loaded is not None:
+        wrap(loaded, control_dir)
+    else:
+        sys.meta_path.insert(0, _AfterImport(control_dir))
+
+
+def run_theirs(here: str) -> None:
+    """Run the sitecustomize found after ours on sys.path, as site.py would have; its error is printed, not raised."""
+    import importlib.machinery
+
+    later = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", later)
+    if spec is None or spec.loader is None:
+        return
+    import importlib.util  # ~3 ms (contextlib): only when there is one to run
+
+    module = importlib.util.module_from_spec(spec)
+    ours = sys.modules.get("sitecustomize")
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # as site.py reports a failing sitecustomize
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def main() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    run_theirs(here)
+    control_dir = os.environ.get(CONTROL_DIR)
+    if control_dir:
+        try:
+            install(control_dir)
+        except Exception as exc:
+            _note(control_dir, "?", f"control plane hook not installed: {type(exc).__name__}: {exc}")
+
+
+if __name__ == "sitecustomize":
+    main()

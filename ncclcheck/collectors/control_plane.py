@@ -1,0 +1,160 @@
+"""Ask ranks through torch's control plane (``_WorkerServer``: HTTP on a unix socket) for their live Flight Recorder
+and stacks. The server answers from its own thread, so a rank blocked in a collective still answers.
+
+Where a rank serves: ``$NCCLCHECK_CONTROL_DIR/rank<N>.json`` (written by the hook ``ncclcheck run`` installs), or
+the job's own ``TORCH_WORKER_SERVER_SOCKET``; both read from the rank's /proc/PID/environ.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ncclcheck.collectors.control_hook import CONTROL_DIR, THEIR_SOCKET, socket_path
+from ncclcheck.collectors.flight import parse
+from ncclcheck.model.flight import FrDump, Unreadable
+
+ANSWER_S = 1.0  # a rank whose server does not answer within this is named as not answering
+HANDLERS = ("fr_trace_json", "dump_nccl_trace_json", "dump_traceback")
+MAX_ANSWER = 256 << 20
+
+
+@dataclass(frozen=True)
+class RankAnswer:
+    """What one rank's control plane said: each handler's body (None: not answered), or why it could not be asked."""
+
+    rank: int
+    socket: str
+    bodies: tuple[tuple[str, bytes | None], ...]
+    error: str = ""  # "" when the rank answered at least one handler
+
+    def body(self, handler: str) -> bytes | None:
+        return dict(self.bodies).get(handler)
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def ask(path: str, handler: str, timeout: float = ANSWER_S) -> bytes:
+    """One handler's answer (raises OSError or http.client errors when the rank does not answer in time)."""
+    conn = _UnixHTTP(path, timeout)
+    try:
+        conn.request("POST", f"/handler/{handler}", body=b"", headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        body = response.read(MAX_ANSWER)
+        if response.status != 200:
+            raise OSError(f"{handler}: HTTP {response.status}: {body[:200].decode(errors='replace')}")
+        return body
+    finally:
+        conn.close()
+
+
+def _ask_rank(rank: int, path: str, handlers: Sequence[str], timeout: float) -> RankAnswer:
+    bodies: list[tuple[str, bytes | None]] = []
+    errors: list[str] = []
+    for handler in handlers:
+        try:
+            bodies.append((handler, ask(path, handler, timeout)))
+        except (OSError, http.client.HTTPException) as exc:
+            bodies.append((handler, None))
+            errors.append(f"{handler}: {type(exc).__name__}: {exc}" if str(exc) else f"{handler}: {type(exc).__name__}")
+            if isinstance(exc, (TimeoutError, ConnectionRefusedError, FileNotFoundError)):
+                break  # the rank is not answering at all: do not spend another second per handler
+    answered = any(b is not None for _, b in bodies)
+    return RankAnswer(rank, path, tuple(bodies), "" if answered else "; ".join(errors) or "no answer")
+
+
+def fetch(
+    sockets: Mapping[int, str], handlers: Sequence[str] = HANDLERS, timeout: float = ANSWER_S
+) -> list[RankAnswer]:
+    """Every rank asked at once; each handler bounded by ``timeout`` (a rank that does not answer is not waited for)."""
+    if not sockets:
+        return []
+    with ThreadPoolExecutor(max_workers=min(32, len(sockets))) as pool:
+        futures = [pool.submit(_ask_rank, r, p, handlers, timeout) for r, p in sorted(sockets.items())]
+        return [f.result() for f in futures]
+
+
+def sockets_in(control_dir: str) -> dict[int, str]:
+    """The sockets the hook recorded in ``control_dir`` (rank<N>.json), by global rank."""
+    out: dict[int, str] = {}
+    try:
+        names = os.listdir(control_dir)
+    except OSError:
+        return out
+    for name in names:
+        if name.startswith("rank") and name.endswith(".json") and name[4:-5].isdigit():
+            path = _recorded(os.path.join(control_dir, name))
+            if path:
+                out[int(name[4:-5])] = path
+    return out
+
+
+def _recorded(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    sock = data.get("socket") if isinstance(data, dict) else None
+    return sock if isinstance(sock, str) and sock else None
+
+
+def socket_of(pid: int) -> str | None:
+    """A rank's control socket from its environment (/proc/PID/environ): the job's own, or the one run's hook made."""
+    env = environ(pid)
+    control_dir, rank = env.get(CONTROL_DIR), env.get("RANK", "")
+    recorded = _recorded(os.path.join(control_dir, f"rank{rank}.json")) if control_dir and rank.isdigit() else None
+    if recorded:
+        return recorded  # the hook's record: ours, or the job's own (set by the job after its start, unseen here)
+    if env.get(THEIR_SOCKET):
+        return env[THEIR_SOCKET]
+    return socket_path(control_dir, int(rank)) if control_dir and rank.isdigit() else None
+
+
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment at its start ({} when it cannot be read: another user's, or gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep:
+            out[name.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
+    """The live Flight Recorder of every rank (rank -> pid) that has a control plane: the dumps, the answers that
+    were not dumps, and the ranks that did not answer (with why). Ranks without a control socket are left out."""
+    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and os.path.exists(path)}
+    dumps: list[FrDump] = []
+    unreadable: list[Unreadable] = []
+    silent: dict[int, str] = {}
+    for a in fetch(sockets, HANDLERS[:2]):
+        if a.error:
+            silent[a.rank] = a.error
+            continue
+        got = [parse(f"{a.socket}:{h}", a.rank, b) for h, b in a.bodies if b is not None]
+        best = max((d for d in got if isinstance(d, FrDump)), key=lambda d: len(d.entries), default=None)
+        if best is not None:
+            dumps.append(best)
+        else:
+            unreadable += [u for u in got if isinstance(u, Unreadable)]
+    return dumps, unreadable, silent
