@@ -213,6 +213,7 @@ def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(mon
     state = WatchState(0.0, job(4), (), (vote,), Verdict("problem", "hang"))
     seen = source.with_flight(state)
     assert seen.findings[0].id == "fr-not-joined" and seen.findings[0].culprits == (3,) and seen.findings[-1] == vote
+    assert seen.verdict.message.startswith("✗ fr-not-joined, mismatch"), seen.verdict  # the top line says it first
     source.with_flight(state)
     assert asked == [4]  # asked once per stall
     agree = dataclasses.replace(vote, culprits=(3,))

@@ -56,8 +56,11 @@ def records(run_dir: Path) -> dict[int, dict[str, Any]]:
     return {int(p.stem[4:]): json.loads(p.read_text()) for p in (run_dir / "control").glob("rank*.json")}
 
 
-def test_a_rank_skipping_its_pairs_all_reduce_is_named_exactly(tmp_path: Path) -> None:
-    code, _, err, report = run(tmp_path, {"MODE": "skip"}, "--on-hang", "exit")
+@pytest.mark.parametrize("steps", ["3", "0"])
+def test_a_rank_skipping_its_pairs_all_reduce_is_named_exactly(tmp_path: Path, steps: str) -> None:
+    """Also when the skipped collective is the group's first (STEPS=0): rank 3's Flight Recorder then holds nothing
+    of that group, and its members come from the groups the hook's handler reports."""
+    code, _, err, report = run(tmp_path, {"MODE": "skip", "STEPS": steps}, "--on-hang", "exit")
     assert code != 0 and report["verdict"]["status"] == "hang", err[-3000:]
     assert report["verdict"]["ranks"] == [3] and report["verdict"]["root_cause"] == "fr-not-joined", report["verdict"]
     hang = report["hangs"][0]
@@ -66,6 +69,11 @@ def test_a_rank_skipping_its_pairs_all_reduce_is_named_exactly(tmp_path: Path) -
     assert record["control_plane"]["culprits"] == [3] and record["control_plane"]["answered"] == [0, 1, 2, 3]
     fetched = Path(report["evidence"]["control_plane"][0])
     assert sorted(p.name for p in fetched.glob("live_fr_rank*.json")) == [f"live_fr_rank{r}.json" for r in range(4)]
+    assert json.loads((fetched / "live_groups_rank3.json").read_text())["2"]["ranks"] == [2, 3]
+    logs = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "logs", str(fetched), "--json"], capture_output=True, text=True, check=False
+    )
+    assert json.loads(logs.stdout)["verdict"]["culprits"] == [3], logs.stdout[-2000:]  # the hang's folder read alone
     assert "subgroup_skip.py" in (fetched / "live_stacks_rank3.txt").read_text()
     assert "control plane: rank 0-3 answered" in err and "(rank 3)" in err
     assert not list((tmp_path / "run" / "control").glob("*.sock"))  # the job is over: its sockets are gone

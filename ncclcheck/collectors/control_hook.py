@@ -31,6 +31,7 @@ CONTROL_DIR = "NCCLCHECK_CONTROL_DIR"
 THEIR_SOCKET = "TORCH_WORKER_SERVER_SOCKET"
 C10D = "torch.distributed.distributed_c10d"
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
+GROUPS = "ncclcheck_pg_config"  # our handler: this rank's process groups and their global ranks, as pg_config
 
 _servers: list[Any] = []  # the started server lives as long as the process
 
@@ -91,6 +92,7 @@ def start_server(control_dir: str) -> None:
         assert isinstance(rank, int)
         if _servers:
             return  # a second init_process_group in this process (after destroy_process_group): ours still serves
+        _serve_groups()  # handlers are the process's: the job's own server answers it too
         theirs = os.environ.get(THEIR_SOCKET)
         if theirs and os.path.exists(theirs):  # worker_main serves before main() creates the group
             _record(control_dir, rank, {"socket": theirs, "owner": "job", "started_s": 0.0})
@@ -110,6 +112,40 @@ def start_server(control_dir: str) -> None:
         _record(control_dir, rank, {"socket": path, "owner": "ncclcheck", "started_s": time.perf_counter() - began})
     except Exception as exc:  # the user's program must never see our failure
         _note(control_dir, rank, f"control plane not started: {type(exc).__name__}: {exc}")
+
+
+def _serve_groups() -> None:
+    """Answer ``GROUPS`` with this rank's process groups, each with its members' global ranks, in the layout of the
+    Flight Recorder's ``pg_config`` (which gloo leaves empty): who else must join a sub-group's collective is then
+    known even of a rank that never issued one on it."""
+    from torch._C import _distributed_c10d as c10d
+
+    register = getattr(c10d, "_register_handler", None)
+    if register is None:
+        return
+
+    def groups(request: Any, response: Any) -> None:
+        import json
+
+        from torch.distributed import distributed_c10d as dc
+
+        world = dc._world
+        config = {}
+        for group, ranks in list(world.pg_group_ranks.items()):
+            name = world.pg_names.get(group, "")
+            if not name:
+                continue  # a group this rank is not a member of
+            config[name] = {"name": name, "desc": getattr(group, "group_desc", ""), "ranks": sorted(ranks)}
+        response.set_content(json.dumps(config).encode(), "application/json")
+        response.set_status(200)
+
+    # torch's handler registry is a C++ static: it drops its reference after the interpreter is gone, and a handler
+    # freed then takes the rank down with SIGSEGV at exit (seen on every healthy job). One reference is never let go.
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(groups))
+    _servers.append(groups)
+    register(GROUPS, groups)
 
 
 def wrap(module: ModuleType, control_dir: str) -> None:

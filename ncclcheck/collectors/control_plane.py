@@ -7,20 +7,30 @@ the job's own ``TORCH_WORKER_SERVER_SOCKET``; both read from the rank's /proc/PI
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ncclcheck.collectors.control_hook import CONTROL_DIR, THEIR_SOCKET, socket_path
-from ncclcheck.collectors.flight import parse
+from ncclcheck.collectors.control_hook import CONTROL_DIR, GROUPS, THEIR_SOCKET, socket_path
+from ncclcheck.collectors.flight import parse, pg_ranks
 from ncclcheck.model.flight import FrDump, Unreadable
 
 ANSWER_S = 1.0  # a rank whose server does not answer within this is named as not answering
-HANDLERS = ("fr_trace_json", "dump_nccl_trace_json", "dump_traceback")
+FLIGHT = ("fr_trace_json", "dump_nccl_trace_json", GROUPS)  # the recorders, and the groups they belong to
+HANDLERS = (*FLIGHT, "dump_traceback")
+FILES = {  # where run keeps each handler's answer, per rank, in a hang's folder
+    "fr_trace_json": "live_fr_rank{}.json",
+    "dump_nccl_trace_json": "live_nccl_rank{}.json",
+    GROUPS: "live_groups_rank{}.json",
+    "dump_traceback": "live_stacks_rank{}.txt",
+}
+LIVE = re.compile(r"^live_(?:fr|nccl)_rank(\d+)\.json$")
 MAX_ANSWER = 256 << 20
 
 
@@ -147,14 +157,42 @@ def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable]
     dumps: list[FrDump] = []
     unreadable: list[Unreadable] = []
     silent: dict[int, str] = {}
-    for a in fetch(sockets, HANDLERS[:2]):
+    for a in fetch(sockets, FLIGHT):
         if a.error:
             silent[a.rank] = a.error
             continue
-        got = [parse(f"{a.socket}:{h}", a.rank, b) for h, b in a.bodies if b is not None]
-        best = max((d for d in got if isinstance(d, FrDump)), key=lambda d: len(d.entries), default=None)
-        if best is not None:
-            dumps.append(best)
+        found = recorder(a, {h: f"{a.socket}:{h}" for h in FLIGHT})
+        if isinstance(found, FrDump):
+            dumps.append(found)
         else:
-            unreadable += [u for u in got if isinstance(u, Unreadable)]
+            unreadable += found
     return dumps, unreadable, silent
+
+
+def recorder(answer: RankAnswer, names: Mapping[str, str]) -> FrDump | list[Unreadable]:
+    """A rank's Flight Recorder from its answers (``names``: where each handler's answer is said to come from): the
+    richer of its recorders, with its process groups' members from our handler; else why none could be read."""
+    got = [parse(names[h], answer.rank, b) for h in FLIGHT[:2] if (b := answer.body(h)) is not None]
+    best = max((d for d in got if isinstance(d, FrDump)), key=lambda d: len(d.entries), default=None)
+    if best is None:
+        return [u for u in got if isinstance(u, Unreadable)]
+    groups = answer.body(GROUPS)
+    try:
+        members = pg_ranks(json.loads(groups)) if groups else ()
+    except ValueError:
+        members = ()
+    return dataclasses.replace(best, pg_ranks=members + best.pg_ranks) if members else best
+
+
+def with_groups(dump: FrDump) -> FrDump:
+    """A Flight Recorder run kept from a rank's control plane, with the members of its groups from the answer kept
+    beside it (``live_groups_rank<N>.json``); any other dump as it is."""
+    found = LIVE.match(os.path.basename(dump.file))
+    if found is None:
+        return dump
+    try:
+        with open(os.path.join(os.path.dirname(dump.file), FILES[GROUPS].format(found.group(1))), "rb") as f:
+            members = pg_ranks(json.loads(f.read(MAX_ANSWER)))
+    except (OSError, ValueError):
+        return dump
+    return dataclasses.replace(dump, pg_ranks=members + dump.pg_ranks) if members else dump

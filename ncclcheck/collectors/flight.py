@@ -72,10 +72,11 @@ def parse(path: str, rank: int, raw: bytes) -> FrDump | Unreadable:
 
 def _dump(path: str, rank: int, data: Mapping[str, Any]) -> FrDump:
     entries = tuple(_entry(e) for e in data.get("entries") or () if isinstance(e, Mapping))
-    return FrDump(path, rank, str(data.get("version", "")), _pg_ranks(data.get("pg_config")), _progress(data), entries)
+    return FrDump(path, rank, str(data.get("version", "")), pg_ranks(data.get("pg_config")), _progress(data), entries)
 
 
-def _pg_ranks(config: object) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def pg_ranks(config: object) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(group name or description, its members' global ranks) from a ``pg_config`` mapping."""
     if not isinstance(config, Mapping):
         return ()
     out = []

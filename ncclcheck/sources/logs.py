@@ -13,6 +13,7 @@ from ncclcheck.analysis.logs.events import RANK, stream
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.recording import fold_stream, replay
 from ncclcheck.analysis.logs.verdict import with_flight
+from ncclcheck.collectors.control_plane import with_groups
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import LogSource, Reading, chunks
 from ncclcheck.model.flight import FrDump, Unreadable
@@ -44,7 +45,7 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
                 reading.incomplete = reading.incomplete or part.incomplete
             lines += offset
     report = dataclasses.replace(fold.result(), lines=lines, notes=tuple(reading.notes), incomplete=reading.incomplete)
-    dumps = [load(s.path) for s in found if s.kind == "flight"]
+    dumps = [d if isinstance(d := load(s.path), Unreadable) else with_groups(d) for s in found if s.kind == "flight"]
     if dumps:
         read = [d for d in dumps if isinstance(d, FrDump)]
         report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))

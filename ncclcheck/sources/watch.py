@@ -14,6 +14,7 @@ from ncclcheck.analysis.smoke.progress import smoke_verdict, standing_still
 from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
+from ncclcheck.analysis.watch.verdict import problem
 from ncclcheck.collectors.control_plane import live_flight
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
@@ -62,7 +63,8 @@ class LiveSource:
         first = next((f.culprits for f in state.findings if f.severity == "error"), ())
         if not culprits(self.exact) or culprits(self.exact) == first:
             return state
-        return dataclasses.replace(state, findings=self.exact + state.findings)
+        findings = self.exact + state.findings
+        return dataclasses.replace(state, findings=findings, verdict=problem(findings) or state.verdict)
 
     def _notes(self) -> tuple[str, ...]:
         errors = [v.sample.stack_error for v in (self.state.ranks if self.state else ()) if v.sample.stack_error]

@@ -23,9 +23,10 @@ def summarise(
     stall_s: float,
     final: bool,
 ) -> Verdict:
-    errors, warnings = _kinds(findings, "error"), _kinds(findings, "warning")
-    if errors:
-        return Verdict("problem", f"✗ {errors}: see the findings")
+    found = problem(findings)
+    if found is not None:
+        return found
+    warnings = _kinds(findings, "warning")
     done = next((f for f in findings if f.id == "finished"), None)
     if done:
         failed = " (some ranks failed: see the findings)" if done.severity == "warning" else ""
@@ -63,6 +64,12 @@ def summarise(
             "pending", f"… {note}watching: {_what(still)} without progress; {limit - longest:.0f} s more before judging"
         )
     return Verdict("undecided", note + _undecided(still, live, limit, stall_s))
+
+
+def problem(findings: Sequence[Finding]) -> Verdict | None:
+    """The verdict when an error is found, whatever else the look shows: its kinds, in the findings' order."""
+    errors = _kinds(findings, "error")
+    return Verdict("problem", f"✗ {errors}: see the findings") if errors else None
 
 
 def _kinds(findings: Sequence[Finding], severity: str) -> str:

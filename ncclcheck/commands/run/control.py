@@ -21,18 +21,12 @@ from typing import Any
 
 from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.collectors import control_hook
-from ncclcheck.collectors.control_plane import RankAnswer, fetch, sockets_in
-from ncclcheck.collectors.flight import load
+from ncclcheck.collectors.control_plane import FILES, RankAnswer, fetch, recorder, sockets_in
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.ranks import span
 from ncclcheck.model.run import EnvSetting, HangRecord
 from ncclcheck.report_files import replace_json
 
-FILES = {
-    "fr_trace_json": "live_fr_rank{}.json",
-    "dump_nccl_trace_json": "live_nccl_rank{}.json",
-    "dump_traceback": "live_stacks_rank{}.txt",
-}
 WHAT = "each rank's live Flight Recorder and stacks on a hang, through torch's control plane (a sitecustomize hook)"
 COST = (
     "per rank that creates a process group, torch's HTTP server on a unix socket in DIR/control: 9 threads (a "
@@ -117,12 +111,11 @@ def _save(out: str, answers: list[RankAnswer]) -> tuple[list[FrDump], list[Unrea
             if body is not None:
                 with open(os.path.join(out, FILES[handler].format(a.rank)), "wb") as f:
                     f.write(body)
-        got = [load(os.path.join(out, FILES[h].format(a.rank))) for h in FILES if h != "dump_traceback" and a.body(h)]
-        best = max((d for d in got if isinstance(d, FrDump)), key=lambda d: len(d.entries), default=None)
-        if best is not None:
-            dumps.append(best)
+        found = recorder(a, {h: os.path.join(out, FILES[h].format(a.rank)) for h in FILES})
+        if isinstance(found, FrDump):
+            dumps.append(found)
         else:
-            unreadable += [u for u in got if isinstance(u, Unreadable)]
+            unreadable += found
     return dumps, unreadable, silent
 
 
