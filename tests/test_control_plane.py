@@ -201,7 +201,7 @@ def test_run_keeps_the_stacks_vote_where_the_flight_recorders_name_nobody(
 
 def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     source = LiveSource.__new__(LiveSource)  # no sampler: only the seam is under test
-    source.job, source.asked, source.exact = job(4), None, ()
+    source.job, source.asked, source.exact, source.flight = job(4), (), (), ()
     asked: list[int] = []
 
     def live(pids: dict[int, int]) -> tuple[list[FrDump], list[Any], dict[int, str]]:
@@ -219,7 +219,7 @@ def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(mon
     agree = dataclasses.replace(vote, culprits=(3,))
     assert source.with_flight(dataclasses.replace(state, findings=(agree,))).findings == (agree,)
     calm = dataclasses.replace(state, findings=())
-    assert source.with_flight(calm) == calm and source.asked is None
+    assert source.with_flight(calm) == calm and source.asked == () and source.flight == ()
 
 
 def test_logs_judges_recorded_live_answers_as_it_judges_dumps(capsys: pytest.CaptureFixture[str]) -> None:
@@ -240,3 +240,54 @@ def test_logs_reads_a_hang_s_live_answers_only_when_given_that_folder(
     assert json.loads(capsys.readouterr().out)["verdict"]["root_cause"] is None  # the hang record speaks for them
     main(["logs", "--json", str(fetched)])
     assert json.loads(capsys.readouterr().out)["verdict"]["culprits"] == [3]
+
+
+def node_lines(node: int, flight: list[FrDump] | None) -> list[str]:
+    """Node ``node`` of the 4-rank pairs job (ranks 2n, 2n+1) as its agent writes it: ranks 0, 1 and 3 in the world
+    barrier and rank 2 in its pair's all_reduce, standing still 12 s; ``flight``: the recorders it sends."""
+    from watch_states import sample, stack, states
+
+    from ncclcheck.views.watch_agent import agent_line
+
+    first = 2 * node
+    rounds = [
+        {r: sample(r, stack("all_reduce" if r == 2 else "barrier", 84 if r == 2 else 85)) for r in (first, first + 1)}
+    ]
+    state = states(job(4, 2, node), *(rounds * 4), every=4.0)
+    sent: dict[int, Any] = {}
+    line = agent_line(state, f"node{node}", sent, 1_800_000_000.0, 0, flight=flight)
+    return [json.dumps(line), json.dumps(agent_line(state, f"node{node}", sent, 1_800_000_001.0, 1))]
+
+
+def test_the_recorders_agents_send_are_judged_job_wide_and_kept_until_a_new_one() -> None:
+    from ncclcheck.collectors.agent_streams import Streams
+    from ncclcheck.sources.watch_nodes import NodesSource
+
+    recorders = dumps("subgroup_skip")
+    streams, bare = Streams(), Streams()
+    for node in (0, 1):
+        mine = [d for d in recorders if d.rank // 2 == node]
+        for line in node_lines(node, mine):  # the second line sends none: the first one's still hold
+            streams.add_line(line, -1)
+        for line in node_lines(node, None):
+            bare.add_line(line, -1)
+    assert {r.host: len(r.flight) for r in streams.reports.values()} == {"node0": 2, "node1": 2}
+    seen = NodesSource(10.0, 1.5, recorded=streams).poll(final=True)
+    first = seen.findings[0]
+    assert (first.id, first.culprits) == ("fr-not-joined", (3,)) and seen.verdict.message.startswith("✗ fr-not-joined")
+    without = NodesSource(10.0, 1.5, recorded=bare).poll(final=True)
+    assert not any(f.id.startswith("fr-") for f in without.findings) and 3 not in without.findings[0].culprits
+    cleared = Streams()
+    for line in node_lines(0, recorders[:2]) + node_lines(0, []):  # a stall over: the agent sends an empty list
+        cleared.add_line(line, -1)
+    assert cleared.reports["node0"].flight == ()
+
+
+def test_an_agent_s_recorder_keeps_each_group_s_last_entries_and_reads_back_whole() -> None:
+    from ncclcheck.model.flight import dump_from_json, dump_to_json
+
+    dump = dumps("subgroup_skip")[2]
+    assert dump_from_json(json.loads(json.dumps(dump_to_json(dump)))) == dump  # a few entries a group: all kept
+    kept = dump_from_json(dump_to_json(dump, tail=1))
+    assert kept is not None and len(kept.entries) == len({(e.pg, e.is_p2p) for e in dump.entries})
+    assert dump_from_json({"rank": "x"}) is None and dump_from_json([1]) is None

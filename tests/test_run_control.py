@@ -74,6 +74,19 @@ def test_a_rank_skipping_its_pairs_all_reduce_is_named_exactly(tmp_path: Path, s
         [sys.executable, "-m", "ncclcheck", "logs", str(fetched), "--json"], capture_output=True, text=True, check=False
     )
     assert json.loads(logs.stdout)["verdict"]["culprits"] == [3], logs.stdout[-2000:]  # the hang's folder read alone
+    # run's sampler is this node's agent: its lines carry the recorders, and the job-wide view judges them
+    lines = (tmp_path / "run" / "watch-agent.jsonl").read_text().splitlines()
+    asked = [i for i, line in enumerate(lines) if json.loads(line).get("flight")]
+    assert asked, "no agent line carries the Flight Recorders"
+    (tmp_path / "stall.jsonl").write_text("\n".join(lines[: asked[0] + 1]) + "\n")
+    view = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "watch", "--agents", str(tmp_path / "stall.jsonl"), "--once", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    first = json.loads(view.stdout)["findings"][0]
+    assert (first["kind"], first["culprits"]) == ("fr-not-joined", [3]), view.stdout[-2000:]
     assert "subgroup_skip.py" in (fetched / "live_stacks_rank3.txt").read_text()
     assert "control plane: rank 0-3 answered" in err and "(rank 3)" in err
     assert not list((tmp_path / "run" / "control").glob("*.sock"))  # the job is over: its sockets are gone

@@ -10,6 +10,7 @@ agent could not start is reported with what it said.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ncclcheck.model.args import args_from_json
+from ncclcheck.model.flight import FrDump, dump_from_json
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
@@ -37,6 +39,7 @@ class Streams:
     reports: dict[str, AgentReport] = field(default_factory=dict)
     text: dict[str, deque[str]] = field(default_factory=dict)
     stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
+    flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
     first_seen: float | None = None
 
     def add_line(self, raw: str, received: float) -> None:
@@ -53,6 +56,10 @@ class Streams:
             if isinstance(data, dict) and data.get("schema") == AGENT_SCHEMA and isinstance(data.get("host"), str):
                 report = parse(data, self.stacks, received)
                 if report is not None:
+                    if isinstance(data.get("flight"), list):
+                        dumps = (dump_from_json(d) for d in data["flight"])
+                        self.flights[report.host] = tuple(d for d in dumps if d is not None)
+                    report = dataclasses.replace(report, flight=self.flights.get(report.host, ()))
                     self.reports[report.host] = report
                     self.first_seen = report.received if self.first_seen is None else self.first_seen
                     return

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from ncclcheck.model.findings import Finding
 
@@ -48,6 +50,43 @@ class FrDump:
     pg_ranks: tuple[tuple[str, tuple[int, ...]], ...]  # (pg name or desc, member ranks) from pg_config
     progress: tuple[PgProgress, ...]
     entries: tuple[FrEntry, ...]
+
+
+def dump_to_json(dump: FrDump, tail: int = 8) -> dict[str, Any]:
+    """A rank's recorder as a node agent sends it: its groups and counters, and only the last ``tail`` entries of each
+    group (the collectives a hang is judged by: the ranks' last sequence numbers and where they diverge)."""
+    kept: dict[tuple[str, bool], list[FrEntry]] = defaultdict(list)
+    for e in dump.entries:
+        kept[(e.pg, e.is_p2p)].append(e)
+    entries = sorted((e for group in kept.values() for e in group[-tail:]), key=lambda e: e.record_id)
+    return {**asdict(dump), "entries": [asdict(e) for e in entries]}
+
+
+def dump_from_json(data: object) -> FrDump | None:
+    """``dump_to_json``'s form read back (None when it is not that form)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return FrDump(
+            str(data["file"]),
+            int(data["rank"]),
+            str(data["version"]),
+            tuple((str(name), tuple(int(r) for r in ranks)) for name, ranks in data["pg_ranks"]),
+            tuple(
+                PgProgress(str(p["pg"]), int(p["enqueued"]), int(p["started"]), int(p["completed"]))
+                for p in data["progress"]
+            ),
+            tuple(_entry(e) for e in data["entries"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _entry(e: dict[str, Any]) -> FrEntry:
+    sizes = ("input_sizes", "output_sizes")
+    fields = {**e, **{k: tuple(tuple(int(d) for d in s) for s in e[k]) for k in sizes}}
+    fields.update(input_dtypes=tuple(e["input_dtypes"]), output_dtypes=tuple(e["output_dtypes"]))
+    return FrEntry(**fields)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ncclcheck.model.args import CallArgs, FrameLocals
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.flight import FrDump
 from ncclcheck.model.stacks import Frame
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
@@ -157,6 +158,7 @@ class AgentReport:
     done: str | None = None  # why the agent ended, when it did
     rendezvous: RendezvousEndpoint | None = None  # its torchrun's c10d rendezvous, from the launcher's command line
     interval_s: float | None = None  # how often the agent writes a line
+    flight: tuple[FrDump, ...] = ()  # its ranks' live Flight Recorders, asked through their control plane on a stall
 
 
 @dataclass(frozen=True)

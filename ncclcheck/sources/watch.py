@@ -11,16 +11,16 @@ import dataclasses
 import time
 
 from ncclcheck.analysis.smoke.progress import smoke_verdict, standing_still
-from ncclcheck.analysis.watch.flight import culprits, exact
+from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
-from ncclcheck.analysis.watch.verdict import problem
 from ncclcheck.collectors.control_plane import live_flight
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.progress import read_beats, read_progress
 from ncclcheck.collectors.sampler import Sampler
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.flight import FrDump
 from ncclcheck.model.watch import Job, Verdict, WatchState
 from ncclcheck.probes.host import find_py_spy
 
@@ -39,8 +39,9 @@ class LiveSource:
         self.looked_again = time.monotonic()
         self.stacks_wanted = stacks
         self.restarted: tuple[str, tuple[int, ...]] | None = None
-        self.asked: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # the stall the control planes were asked in
+        self.asked: tuple[tuple[str, tuple[int, ...]], ...] = ()  # the stall the control planes were asked in
         self.exact: tuple[Finding, ...] = ()
+        self.flight: tuple[FrDump, ...] = ()  # what they answered then (a node agent sends them on to the viewer)
 
     def poll(self, final: bool = False) -> WatchState:
         """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
@@ -51,20 +52,17 @@ class LiveSource:
         return self.with_flight(self.state)
 
     def with_flight(self, state: WatchState) -> WatchState:
-        """Once ranks stood still past the threshold (an error found), the live Flight Recorders of the ranks that
-        serve a control plane, asked once per such stall. Where they name other culprits than the first error (the
-        stacks' vote), their exact findings go first; where they agree, the stacks' finding stands alone."""
-        errors = tuple((f.id, f.culprits) for f in state.findings if f.severity == "error" and f.id != "control-silent")
-        if not errors:
-            self.asked, self.exact = None, ()
-        elif self.asked != errors:
-            self.asked = errors
-            self.exact = exact(*live_flight({r.rank: r.pid for r in self.job.ranks}))
-        first = next((f.culprits for f in state.findings if f.severity == "error"), ())
-        if not culprits(self.exact) or culprits(self.exact) == first:
-            return state
-        findings = self.exact + state.findings
-        return dataclasses.replace(state, findings=findings, verdict=problem(findings) or state.verdict)
+        """Once ranks stood still past the threshold (an error found, or ranks waiting on other nodes), the live
+        Flight Recorders of the ranks that serve a control plane, asked once per such stall. Where they name other
+        culprits than the first error (the stacks' vote), their exact findings go first."""
+        stall = asked_for(state)
+        if not stall:
+            self.asked, self.exact, self.flight = (), (), ()
+        elif self.asked != stall:
+            self.asked = stall
+            dumps, unreadable, silent = live_flight({r.rank: r.pid for r in self.job.ranks})
+            self.flight, self.exact = tuple(dumps), exact(dumps, unreadable, silent)
+        return with_exact(state, self.exact)
 
     def _notes(self) -> tuple[str, ...]:
         errors = [v.sample.stack_error for v in (self.state.ranks if self.state else ()) if v.sample.stack_error]

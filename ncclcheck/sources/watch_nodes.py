@@ -7,10 +7,13 @@ import threading
 import time
 from collections.abc import Mapping
 
+from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact
 from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import SILENT_INTERVALS, SILENT_MIN_S, merge
 from ncclcheck.collectors import rendezvous
 from ncclcheck.collectors.agent_streams import FanOut, Streams, replay
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.flight import FrDump
 from ncclcheck.model.watch import AgentReport, RendezvousEndpoint, RendezvousMap, RendezvousNode, Verdict, WatchState
 
 RDZV_EVERY_S = 5.0  # as often as torchrun's agents beat; one small read adds nothing to the store's load
@@ -33,6 +36,7 @@ class NodesSource:
         self.begun = time.monotonic()
         self.state: WatchState | None = None
         self.map = JobMap()
+        self.judged: tuple[tuple[FrDump, ...], tuple[Finding, ...]] = ((), ())  # the recorders last judged, and how
 
     @classmethod
     def from_file(cls, path: str, stall_s: float, interval_s: float) -> NodesSource:
@@ -81,8 +85,18 @@ class NodesSource:
                 state.launcher_running,
                 state.nodes,
             )
-        self.state = state
-        return state
+        self.state = self._with_flight(state, reports)
+        return self.state
+
+    def _with_flight(self, state: WatchState, reports: Mapping[str, AgentReport]) -> WatchState:
+        """Every node's live Flight Recorders (each agent sends its ranks' on a stall), judged together: where they
+        name another rank than the stacks' vote, theirs is the word."""
+        dumps = tuple(d for r in reports.values() for d in r.flight)
+        if not dumps or not asked_for(state):
+            return state
+        if dumps != self.judged[0]:
+            self.judged = (dumps, exact(dumps))
+        return with_exact(state, self.judged[1])
 
     def with_map(self) -> bool:
         """Wait (at most FIRST_MAP_S) for torchrun's map where a read of it is under way and none has come yet, so

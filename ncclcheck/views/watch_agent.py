@@ -7,8 +7,10 @@ line before: an unchanged rank costs a few hundred bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from ncclcheck.model.flight import FrDump, dump_to_json
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import AGENT_SCHEMA, RendezvousEndpoint, WatchState
 
@@ -23,8 +25,10 @@ def agent_line(
     done: str | None = None,
     rendezvous: RendezvousEndpoint | None = None,
     interval_s: float | None = None,
+    flight: Sequence[FrDump] | None = None,
 ) -> dict[str, Any]:
-    """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date."""
+    """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date. ``flight``: this
+    node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over)."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
     if interval_s is not None:
         line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
@@ -86,6 +90,8 @@ def agent_line(
             rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
             sent[s.rank] = s.stack
         line["ranks"].append(rank)
+    if flight is not None:
+        line["flight"] = [dump_to_json(d) for d in flight]
     if done:
         line["done"] = done
     return line

@@ -53,6 +53,7 @@ def sample_live(
     said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
     sent: dict[int, tuple[Frame, ...]] = {}
     host, seq, rendezvous, started = socket.gethostname(), 0, None, time.monotonic()
+    flight: object = ()  # the Flight Recorders last written to the agent lines
     lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         while True:
@@ -69,11 +70,21 @@ def sample_live(
             for r in source.job.ranks:
                 ends.add(r.rank, r.pid)
             state = source.poll()
+            fresh, flight = (source.flight if source.flight is not flight else None), source.flight
             # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
             # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
             lines.write(
                 json.dumps(
-                    agent_line(state, host, sent, time.time(), seq, rendezvous=rendezvous, interval_s=args.interval)
+                    agent_line(
+                        state,
+                        host,
+                        sent,
+                        time.time(),
+                        seq,
+                        rendezvous=rendezvous,
+                        interval_s=args.interval,
+                        flight=fresh,
+                    )
                 )
                 + "\n"
             )

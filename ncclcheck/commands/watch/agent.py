@@ -59,8 +59,11 @@ def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
         return exits.NO_JOB if not jobs else exits.USAGE
     source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
     rendezvous = launcher_endpoint(jobs[0].launcher_pid)  # the viewer reads the job's map there; never this agent
+    flight: object = ()
     while not stop.is_set():
         state = source.poll()
+        fresh = source.flight if source.flight is not flight else None
+        flight = source.flight
         over = state.verdict.status == "finished" and not state.launcher_running
         line = agent_line(
             state,
@@ -71,6 +74,7 @@ def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
             done=DONE if over else None,
             rendezvous=rendezvous,
             interval_s=args.interval,
+            flight=fresh,
         )
         if not _emit(line):
             return exits.OK  # nobody reads any more
