@@ -51,7 +51,7 @@ def sample_twice(
 
     class Scripted:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.job = job(2)
+            self.job, self.flight = job(2), ()
 
         def poll(self) -> WatchState:
             polls.append(1)
