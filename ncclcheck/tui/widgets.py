@@ -22,7 +22,7 @@ COLUMNS = ("", "rank", "state", "collective", "for", "cpu", "rss", "call site", 
 # Several nodes: the host comes right after the rank, and the rows are grouped by node.
 NODE_COLUMNS = ("", "rank", "host", "state", "collective", "for", "call site", "cpu", "rss", "pid", "local")
 # Fixed widths where the values are bounded; call site and host grow (auto width) when a longer value comes.
-WIDTHS = {"": 1, "rank": 5, "state": 8, "collective": 16, "for": 6, "cpu": 5, "rss": 6, "pid": 8, "local": 5}
+WIDTHS = {"": 1, "rank": 5, "state": 8, "collective": 26, "for": 6, "cpu": 5, "rss": 6, "pid": 8, "local": 5}
 SORTS = ("rank", "time in state", "state")
 NODE_SORTS = ("node", "rank", "time in state", "state")
 MARGIN = 20  # rows above and below the screen kept up to date too

@@ -155,6 +155,7 @@ def flags(state: WatchState) -> dict[int, str]:
 def cells(v: RankView, flag: str = "") -> dict[str, str]:
     """Every column either rank table (rich or Textual) shows, as text."""
     s = v.sample
+    call = v.args.text() if v.args else None  # the call with its telling arguments: "recv from rank 1"
     return {
         "": flag,
         "rank": str(s.rank),
@@ -162,8 +163,8 @@ def cells(v: RankView, flag: str = "") -> dict[str, str]:
         "host": s.host,
         "pid": str(s.pid or "-"),
         "state": s.status,
-        "in": v.args.text() if v.args else v.doing,
-        "collective": v.collective or f"({v.doing})",
+        "in": call or v.doing,
+        "collective": call or v.collective or f"({v.doing})",
         "call site": short(v.call_site) if v.call_site else "",
         "for": f"{v.since_s:.0f}s",
         "cpu": f"{s.cpu_percent:.0f}%",
