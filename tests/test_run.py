@@ -422,3 +422,18 @@ def test_both_flight_recorder_names_are_set_for_a_torch_older_than_2_8_and_the_u
     assert kept["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "64" and "TORCH_FR_BUFFER_SIZE" not in kept
     deep = job_env({}, evidence_env({}, "/r", True, "2.13.0"))
     assert deep["NCCL_DEBUG"] == "INFO" and deep["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+
+
+def test_a_run_whose_reader_went_away_still_ends_the_job_and_writes_its_report(tmp_path: Path) -> None:
+    """``ncclcheck run ... | tee log`` and ^C: the pipe's reader dies first; run must still finish its work."""
+    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--", *TORCHRUN, str(WORKER)]
+    env = {**os.environ, "MODE": "finish", "FINISH_AFTER": "3"}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None and proc.stdout is not None
+    proc.stderr.readline()  # ncclcheck run: evidence in ...
+    proc.stderr.close()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["verdict"]["status"] == "pass", report["verdict"]
+    assert no_job_left(tmp_path)

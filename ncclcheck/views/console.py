@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import TextIO
 
 from rich.console import Console
@@ -18,3 +19,38 @@ def make_console(file: TextIO | None = None) -> Console:
     if console.is_terminal:
         return console
     return Console(file=file, width=UNWRAPPED_WIDTH, soft_wrap=True)
+
+
+class Lenient(io.TextIOBase):
+    """A stream that outlives its reader: once a write fails (the pipe's reader went away: ``ncclcheck run ... |
+    tee log`` after ^C), the rest is dropped instead of raised, so a command that must finish its work (end the job,
+    write its report) is not stopped by its own words."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except (OSError, ValueError):
+                self.gone = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.gone = True
+
+    def isatty(self) -> bool:
+        return not self.gone and self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", None) or "utf-8"

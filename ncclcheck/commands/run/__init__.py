@@ -47,7 +47,7 @@ from ncclcheck.model.run import HangRecord
 from ncclcheck.report_files import replace_json
 from ncclcheck.signals import handling
 from ncclcheck.sources.logs import diagnose  # the same analysis `ncclcheck logs` makes
-from ncclcheck.views.console import make_console
+from ncclcheck.views.console import Lenient, make_console
 from ncclcheck.views.run import render, start_lines, to_json
 
 STALL_S = 60.0
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
     except OSError as exc:
         raise UsageError(f"ncclcheck run: cannot make the run dir {run_dir}: {exc.strerror} (give --dir)") from None
-    console = make_console(sys.stderr)
+    console = make_console(Lenient(sys.stderr))  # type: ignore[arg-type]
     torch_version = _torch_version()
     settings = evidence_env(os.environ, run_dir, args.deep, torch_version)
     notes = backend_notes(torch_version, os.environ)
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     )
     _write(run_dir, "report.json", data)
     if args.json:
-        print(json.dumps(data, indent=1))
+        print(json.dumps(data, indent=1), file=Lenient(sys.stdout))
     else:
         render(result, findings, exit_code, run_dir, console)
     return exit_code
