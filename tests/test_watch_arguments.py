@@ -96,3 +96,16 @@ def test_a_recv_on_a_sub_group_by_group_src_has_no_global_peer() -> None:
     a = args_of("pair_recv-rank2")
     assert a is not None and (a.op, a.src, a.group_src, a.group, a.p2p) == ("recv", None, 1, "other", None)
     assert a.text() == "recv from group rank 1 on a sub-group"
+
+
+def test_a_handle_held_by_the_callers_frame_is_an_op_in_flight_and_travels() -> None:
+    """``req = dist.isend(x, right); dist.recv(y, left)``: the caller's frame holds the isend's Work; recv's own
+    ``work`` local is not one the user posted earlier."""
+    c10d = "/t/torch/distributed/distributed_c10d.py"
+    work = "<torch._C._distributed_c10d.Work at 0x7f1>"
+    call = FrameLocals("recv", c10d, 1, (("src", "2"), ("group", "None"), ("work", work)))
+    user = FrameLocals("ring", "/job/ring.py", 9, (("send_req", work),))
+    assert parse((call, user)) == CallArgs("recv", src=2, group="default", p2p=(P2P("recv", 2),), pending=True)
+    assert parse((call,)) == CallArgs("recv", src=2, group="default", p2p=(P2P("recv", 2),))
+    a = parse((call, user))
+    assert a is not None and args_from_json(json.loads(json.dumps(a.to_json()))) == a

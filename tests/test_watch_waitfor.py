@@ -20,14 +20,24 @@ PG = "<torch._C._distributed_c10d.ProcessGroup at 0x7f0a>"
 SEND, RECV = "send", "recv"
 
 
-def at(rank: int, op: str, line: int = 88, group: str | None = None, **values: int | None) -> RankSample:
-    """Rank ``rank`` standing in ``op`` at ``line``, its locals as py-spy shows them (``group``: a kwarg)."""
+def at(
+    rank: int,
+    op: str,
+    line: int = 88,
+    group: str | None = None,
+    mine: tuple[tuple[str, str], ...] = (),
+    frames: tuple[Frame, ...] | None = None,
+    **values: int | None,
+) -> RankSample:
+    """Rank ``rank`` standing in ``op`` at ``line``, its locals as py-spy shows them (``group``: a kwarg; ``mine``:
+    the locals of the user's frame that calls it; ``frames``: a stack other than ``stack(op, line)``)."""
     call = FrameLocals(
         op, C10D, 2800, (*tuple((k, str(v)) for k, v in values.items()), ("group", "None" if group is None else PG))
     )
     kwargs = "{}" if group is None else f'{{"group": {PG}}}'
     wrapper = FrameLocals("wrapper", "/env/torch/distributed/c10d_logger.py", 83, (("args", "()"), ("kwargs", kwargs)))
-    return dataclasses.replace(sample(rank, stack(op, line)), locals=(call, wrapper))
+    user = FrameLocals("step", "/job/train.py", line, mine)
+    return dataclasses.replace(sample(rank, frames or stack(op, line)), locals=(call, wrapper, user))
 
 
 def stuck(*samples: RankSample) -> WatchState:
@@ -209,3 +219,18 @@ def test_ranks_asleep_in_work_wait_are_in_a_collective_and_the_stall_says_the_pe
     assert state.ranks[0].args is not None and state.ranks[0].args.text() == "work.wait() on a handle"
     busy = stuck(samples[0], sample(1, stack(None, 33, "slow_batch")))
     assert kinds(busy) == {"straggler": (1,)}
+
+
+# review: inputs that must not read as the code's fault
+
+WORK = "<torch._C._distributed_c10d.Work at 0x7f1>"
+
+
+def test_recv_beside_an_isend_still_in_flight_is_no_deadlock() -> None:
+    """The tutorial's ring: ``req = dist.isend(x, right); dist.recv(y, left); req.wait()``. Every rank stands in
+    recv, but each has already posted the send its neighbour waits for: a slow or stuck transport, not the code."""
+    ring = stuck(*[at(r, RECV, 41, mine=(("send_req", WORK),), src=(r - 1) % 3) for r in range(3)])
+    assert "p2p-deadlock" not in kinds(ring) and kinds(ring) == {"stalled": ()}
+    assert "async handle" in the(ring, "stalled") and "network is not the cause" not in the(ring, "stalled")
+    pair = stuck(*[at(r, SEND, 41, mine=(("req", WORK),), dst=1 - r) for r in range(2)])  # irecv posted, then send
+    assert kinds(pair) == {"stalled": ()}

@@ -34,7 +34,9 @@ class CallArgs:
     ``src``/``dst`` are global ranks, ``group_src``/``group_dst`` ranks in ``group``. ``group``: ``default``
     (the world), ``other`` (a sub-group: which one cannot be told from outside the process, as its address
     differs per process) or None (not known). ``p2p``: the point-to-point ops it waits on (one for send/recv,
-    several for a batch); None where they could not be read."""
+    several for a batch); None where they could not be read. ``pending``: a frame that calls it holds a c10d Work
+    handle (``req = dist.isend(...)`` before ``dist.recv(...)``): ops posted earlier may still be in flight, to peers
+    the stack does not name."""
 
     op: str
     src: int | None = None
@@ -44,6 +46,7 @@ class CallArgs:
     group: str | None = None
     tag: int | None = None
     p2p: tuple[P2P, ...] | None = None
+    pending: bool = False
 
     def root(self) -> str | None:
         """``src=1``, ``dst=0``, ``group_dst=1``: the root as given, for comparing ranks; None: the op has none."""
@@ -81,6 +84,7 @@ class CallArgs:
             "group": self.group,
             "tag": self.tag,
             "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer} for p in self.p2p],
+            "pending": self.pending,
         }
 
 
@@ -109,4 +113,5 @@ def args_from_json(d: object) -> CallArgs | None:
         group=group if isinstance(group, str) else None,
         tag=number("tag"),
         p2p=p2p,
+        pending=d.get("pending") is True,
     )

@@ -7,7 +7,8 @@ address (different in every process), so whether the group is the default one is
 passed: ``group=None`` or no group at all is the default group, a ProcessGroup object a sub-group (an explicit
 ``group=dist.group.WORLD`` reads as a sub-group: the reprs cannot tell them apart). Opaque reprs
 (``<P2POp at 0x..>``, a Work handle) tell nothing: a rank in ``work.wait()`` of a batch_isend_irecv is told
-by the handle its frame holds, but its peers cannot be read.
+by the handle its frame holds, but its peers cannot be read. A handle held by a frame that calls a blocking
+send/recv (``req = dist.isend(x, right); dist.recv(y, left)``) is an op still in flight to an unknown peer.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def parse(frames: Sequence[FrameLocals]) -> CallArgs | None:
     wrapper = outer if outer is not None and outer.filename.endswith(WRAPPER_FILE) else None
     numbers = {name: _int(call.get(name)) for name in ("src", "dst", "group_src", "group_dst", "tag")}
     group = _group(call, wrapper)
-    return CallArgs(call.function, **numbers, group=group, p2p=_p2p(call.function, numbers, group))
+    pending = any(WORK in text for frame in frames[at + 1 :] for _, text in frame.values)
+    return CallArgs(call.function, **numbers, group=group, p2p=_p2p(call.function, numbers, group), pending=pending)
 
 
 def _handle(frames: Sequence[FrameLocals]) -> CallArgs | None:

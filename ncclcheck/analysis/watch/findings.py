@@ -219,7 +219,9 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
         f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
         f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}{arguments_said(waiting)}"
     )
-    unsure = any(v.args and (v.args.op == "wait" or (v.args.op in P2P and v.args.p2p is None)) for v in waiting)
+    unsure = any(
+        v.args and (v.args.op == "wait" or v.args.pending or (v.args.op in P2P and v.args.p2p is None)) for v in waiting
+    )
     fix = UNSURE_P2P_FIX if unsure else STALLED_FIX
     return Finding("stalled", "error", message, fix, ranks=ranks(waiting), culprits=())
 
@@ -238,6 +240,13 @@ def arguments_said(waiting: Sequence[RankView]) -> str:
             f"; rank {span(handles)} {'waits' if len(handles) == 1 else 'wait'} on an async handle (work.wait() of an "
             "isend, irecv or batch_isend_irecv) whose peers are not in the stack, so a send/recv deadlock (each "
             "receiving first) is not ruled out"
+        )
+    held = [v.rank for v in waiting if v.args and v.args.pending]
+    if held:
+        return (
+            f"; rank {span(held)} {'holds' if len(held) == 1 else 'hold'} an async handle (an isend or irecv posted "
+            "before this call, in flight to a peer the stack does not name), so whether every op has its match "
+            "cannot be told"
         )
     unknown = [v.rank for v in waiting if v.args and v.args.op in P2P and v.args.p2p is None]
     if unknown:

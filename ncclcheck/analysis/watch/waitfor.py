@@ -4,7 +4,8 @@ deadlock in the code.
 A ``recv`` from rank P waits on P, a ``send`` to P waits on P, unless P stands in the matching op towards it
 (then the pair waits on the transport, not on each other). A batch (batch_isend_irecv, coalesced ops) waits
 until all its ops are done: it is stuck when any one of them is. A ``recv`` from any source waits on every other
-rank: one send from any of them frees it. The deadlocked ranks are the largest set in which every rank waits on
+rank: one send from any of them frees it. A rank holding an async handle (an isend posted before its recv) may
+already have sent what its peer waits for: it is left out, so no deadlock rests on it. The deadlocked ranks are the largest set in which every rank waits on
 one of them; a rank that waits on someone outside it (a rank in a collective, busy, not seen) may still be freed.
 """
 
@@ -60,7 +61,7 @@ def deadlocked(ops: Mapping[int, tuple[P2P, ...]], world: Sequence[int]) -> dict
 
 def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = False) -> Finding | None:
     """The ``p2p-deadlock`` finding over the ranks standing still, from the P2P arguments read; None: no deadlock."""
-    views = {v.rank: v for v in waiters if v.args is not None and v.args.p2p}
+    views = {v.rank: v for v in waiters if v.args is not None and v.args.p2p and not v.args.pending}
     ops = {r: v.args.p2p for r, v in views.items() if v.args is not None and v.args.p2p}
     stuck = deadlocked(ops, range(world_size))
     if not stuck:
@@ -89,8 +90,8 @@ def _nobody_sends(waiters: Sequence[RankView], world_size: int) -> Finding | Non
     """Every rank of the job blocked in ``recv``: nobody is left to send, whoever each waits on (a sub-group's
     ``group_src`` names no global rank, and a stack without locals names none at all)."""
     recvs = sorted((v for v in waiters if v.collective == "recv"), key=lambda v: v.rank)
-    if world_size < 2 or len(recvs) != world_size:
-        return None
+    if world_size < 2 or len(recvs) != world_size or any(v.args and v.args.pending for v in recvs):
+        return None  # a rank holding an async handle may have sent before it began to receive
     parts = "; ".join(
         f"rank {v.rank} waits in {_recv(v)}" + (f" at {short(v.call_site)}" if v.call_site else "") for v in recvs
     )
