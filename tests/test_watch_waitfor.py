@@ -234,3 +234,14 @@ def test_recv_beside_an_isend_still_in_flight_is_no_deadlock() -> None:
     assert "async handle" in the(ring, "stalled") and "network is not the cause" not in the(ring, "stalled")
     pair = stuck(*[at(r, SEND, 41, mine=(("req", WORK),), dst=1 - r) for r in range(2)])  # irecv posted, then send
     assert kinds(pair) == {"stalled": ()}
+
+
+def test_a_tensor_parallel_broadcast_from_each_groups_first_rank_is_no_root_mismatch() -> None:
+    """Megatron: ``broadcast(t, src=<the first global rank of my group>, group=tp)``; groups [0,1] and [2,3]. The
+    global src differs by group, by design; the root in the group (group_src, as torch computes it) is the same."""
+    state = stuck(*[at(r, "broadcast", 51, group="tp", src=r // 2 * 2, group_src=0) for r in range(4)])
+    assert kinds(state) == {"stalled": ()}
+    odd = stuck(*[at(r, "broadcast", 51, group="tp", src=r // 2 * 2 + r % 2, group_src=r % 2) for r in range(2)])
+    assert kinds(odd) == {"root-mismatch": ()} and "rank 0 with group_src=0; rank 1 with group_src=1" in the(
+        odd, "root-mismatch"
+    )

@@ -48,9 +48,10 @@ class CallArgs:
     p2p: tuple[P2P, ...] | None = None
     pending: bool = False
 
-    def root(self) -> str | None:
-        """``src=1``, ``dst=0``, ``group_dst=1``: the root as given, for comparing ranks; None: the op has none."""
-        for name in ("src", "dst", "group_src", "group_dst"):
+    def root(self, in_group: bool = False) -> str | None:
+        """``src=1``, ``dst=0``, ``group_dst=1``: the root as given; None: the op has none. ``in_group``: only as a
+        rank of the group (``group_src``/``group_dst``, which torch computes from ``src``/``dst``)."""
+        for name in ("group_src", "group_dst") if in_group else ("src", "dst", "group_src", "group_dst"):
             value = getattr(self, name)
             if value is not None and self.op not in ("send", "recv", "isend", "irecv"):
                 return f"{name}={value}"

@@ -3,7 +3,7 @@
 never going to send or receive; it is the code, not the network.
 
 The same collective: the same op on the default group (its roots are global ranks, comparable whatever line
-calls it), or the same op from the same line (a sub-group's roots are ranks in that group). The side to blame is
+calls it), or the same op from the same line (a sub-group's roots compared as ranks in that group). The side to blame is
 named only when it is a strict majority of the job; a tie says it cannot tell which side is wrong.
 """
 
@@ -34,7 +34,7 @@ def disagreements(waiters: Sequence[RankView], world_size: int) -> list[Finding]
     """``root-mismatch`` and ``group-mismatch`` findings over the ranks standing still with arguments read."""
     out = []
     for views in _same_collective(waiters, lambda v: "default" if _group(v) == "default" else v.call_site):
-        values = {v.rank: root for v in views if (root := v.args.root() if v.args else None)}
+        values = {v.rank: root for v in views if (root := _root(v))}
         if len(set(values.values())) > 1:
             out.append(_finding("root-mismatch", "the root", views, values, world_size, ROOT_FIX))
     for views in _same_collective(waiters, lambda v: v.call_site):
@@ -42,6 +42,13 @@ def disagreements(waiters: Sequence[RankView], world_size: int) -> list[Finding]
         if len(set(groups.values())) > 1:
             out.append(_finding("group-mismatch", "the group", views, groups, world_size, GROUP_FIX))
     return out
+
+
+def _root(v: RankView) -> str | None:
+    """The root to compare: on the default group as given; on a sub-group (or a group not known) only as a rank in
+    the group: a global src/dst differs from one sub-group to the next at the same line by design (Megatron
+    broadcasts from its group's first rank: src=0 in [0,1], src=2 in [2,3])."""
+    return v.args.root(in_group=v.args.group != "default") if v.args else None
 
 
 def _group(v: RankView) -> str | None:
