@@ -245,3 +245,24 @@ def test_a_tensor_parallel_broadcast_from_each_groups_first_rank_is_no_root_mism
     assert kinds(odd) == {"root-mismatch": ()} and "rank 0 with group_src=0; rank 1 with group_src=1" in the(
         odd, "root-mismatch"
     )
+
+
+def _helper(line: int) -> tuple[Frame, ...]:
+    """all_reduce from a shared helper (utils.py:10), called from train.py:``line``."""
+    return (
+        Frame("all_reduce", C10D, 2800),
+        Frame("wrapper", "/env/torch/distributed/c10d_logger.py", 83),
+        Frame("all_reduce_mean", "/job/utils.py", 10),
+        Frame("step", "/job/train.py", line),
+        Frame("<module>", "/job/train.py", 120),
+    )
+
+
+def test_a_shared_helper_called_with_a_sub_group_and_the_world_is_a_subgroup_wait_not_a_group_mismatch() -> None:
+    """``all_reduce_mean(t, group=tp)`` at train.py:50 on rank 0 (its pair partner skipped it) and
+    ``all_reduce_mean(t)`` at train.py:60 on the others: the same innermost line, different calls. The rank in the
+    sub-group's collective waits; it is not the odd one out."""
+    sub = at(0, "all_reduce", 10, group="tp", frames=_helper(50))
+    state = stuck(sub, *[at(r, "all_reduce", 10, frames=_helper(60)) for r in range(1, 5)])
+    assert kinds(state) == {"subgroup-wait": ()}
+    assert dict(next(f.roles for f in state.findings))[0] == "waiting (sub-group)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ncclcheck.analysis.watch.track import path
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -29,8 +30,8 @@ SUBGROUP_FIX = (
 def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -> Finding | None:
     """The ``subgroup-wait`` finding, or None when no rank waits on a sub-group while others wait elsewhere."""
     sub = [v for v in waiters if v.args is not None and v.args.group == "other"]
-    places = {(v.collective, v.call_site) for v in sub}
-    elsewhere = [v for v in waiters if v not in sub and (v.collective, v.call_site) not in places]
+    places = {(v.collective, path(v)) for v in sub}
+    elsewhere = [v for v in waiters if v not in sub and (v.collective, path(v)) not in places]
     if not sub or not elsewhere:
         return None
     culprits = _culprits(sub, members) if members else ()

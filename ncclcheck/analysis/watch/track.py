@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ncclcheck.analysis.stacks import call_site, collective, user_frame
+from ncclcheck.analysis.stacks import call_path, call_site, collective, user_frame
 from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.model.args import CallArgs
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
@@ -48,6 +48,12 @@ def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
         python = [f for f in sample.stack if not f.native] or list(sample.stack)
         return None, site, (mine or python[0]).function
     return None, site, sample.status
+
+
+def path(v: RankView) -> tuple[str | None, ...]:
+    """The user's frames a rank calls its collective through (its call site alone where this dump failed): two ranks
+    at one helper's line called from different lines are in different calls."""
+    return call_path(v.sample.stack) or (v.call_site,)
 
 
 def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
