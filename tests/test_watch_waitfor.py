@@ -266,3 +266,16 @@ def test_a_shared_helper_called_with_a_sub_group_and_the_world_is_a_subgroup_wai
     state = stuck(sub, *[at(r, "all_reduce", 10, frames=_helper(60)) for r in range(1, 5)])
     assert kinds(state) == {"subgroup-wait": ()}
     assert dict(next(f.roles for f in state.findings))[0] == "waiting (sub-group)"
+
+
+def test_two_independent_deadlocks_are_each_named_as_a_cycle() -> None:
+    state = stuck(*[at(r, RECV, 41, src=r ^ 1) for r in range(4)])
+    assert kinds(state) == {"p2p-deadlock": (0, 1, 2, 3)}
+    assert "in cycles (0 → 1 → 0), (2 → 3 → 2)" in the(state, "p2p-deadlock")
+
+
+def test_a_stall_on_sub_groups_with_their_own_roots_does_not_say_every_rank_passes_the_same_ones() -> None:
+    state = stuck(*[at(r, "broadcast", 51, group="tp", src=r // 2 * 2, group_src=0) for r in range(4)])
+    message = the(state, "stalled")
+    assert "every rank passes the same arguments" not in message
+    assert "broadcast src=0 on a sub-group, broadcast src=2 on a sub-group" in message

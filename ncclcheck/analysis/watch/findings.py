@@ -257,7 +257,9 @@ def arguments_said(waiting: Sequence[RankView]) -> str:
     said = sorted({v.args.text() for v in waiting if v.args and not v.args.p2p})
     if not said:
         return "; every send has its matching recv posted: the ranks agree, the transport does not deliver"
-    return f"; every rank passes the same arguments ({', '.join(said)})"
+    if len(said) > 1:  # sub-groups' own roots, or calls that are not one another's
+        return f"; the arguments read show no mismatch ({', '.join(said)})"
+    return f"; every rank passes the same arguments ({said[0]})"
 
 
 def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> Finding:

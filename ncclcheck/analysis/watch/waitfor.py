@@ -73,8 +73,8 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
         at = f" at {short(v.call_site)}" if v.call_site else ""
         where = f" on {v.sample.host}" if hosts and v.sample.host else ""
         parts.append(f"rank {rank}{where} waits in {op.op} {'to' if op.op == 'send' else 'from'} {peer}{at}")
-    ring = _cycle(stuck)
-    cycle = f" in a cycle ({ring})" if ring else ""
+    rings = _cycles(stuck)
+    cycle = f" in {'a cycle' if len(rings) == 1 else 'cycles'} {', '.join(f'({r})' for r in rings)}" if rings else ""
     message = (
         "; ".join(parts) + f" — a deadlock in the code: rank {span(list(stuck))} wait on one another{cycle} and "
         "none posts the op its peer needs; the network is not the cause"
@@ -108,13 +108,18 @@ def _recv(v: RankView) -> str:
     return v.args.text() if v.args else "recv"
 
 
-def _cycle(stuck: Mapping[int, P2P]) -> str:
-    """``0 → 1 → 0`` from the smallest rank, following specific peers; "" when an any-source recv breaks the chain."""
-    path = [min(stuck)]
-    while True:
-        peer = stuck[path[-1]].peer
-        if peer is None or peer not in stuck:
-            return ""
-        if peer in path:
-            return " → ".join(str(r) for r in [*path[path.index(peer) :], peer])
-        path.append(peer)
+def _cycles(stuck: Mapping[int, P2P]) -> list[str]:
+    """``0 → 1 → 0`` for each cycle of specific peers, from its smallest rank; none where an any-source recv
+    breaks the chain."""
+    out: list[str] = []
+    seen: set[int] = set()
+    for start in sorted(stuck):
+        path: list[int] = []
+        rank: int | None = start
+        while rank is not None and rank in stuck and rank not in seen and rank not in path:
+            path.append(rank)
+            rank = stuck[rank].peer
+        if rank is not None and rank in path:
+            out.append(" → ".join(str(r) for r in [*path[path.index(rank) :], rank]))
+        seen.update(path)
+    return out
