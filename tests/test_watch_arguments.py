@@ -109,3 +109,24 @@ def test_a_handle_held_by_the_callers_frame_is_an_op_in_flight_and_travels() -> 
     assert parse((call,)) == CallArgs("recv", src=2, group="default", p2p=(P2P("recv", 2),))
     a = parse((call, user))
     assert a is not None and args_from_json(json.loads(json.dumps(a.to_json()))) == a
+
+
+def test_a_group_cut_from_a_long_repr_is_not_known_not_the_default_group() -> None:
+    """py-spy shortens a repr to about 120 characters: ``dist.all_gather(outs, t, pg)`` with 8 tensors in ``outs``
+    shows ``args=([<Tensor ..>, <Tensor ..>, <Tensor ..>, <Tensor ..>, ...], ...)`` and the keyword form
+    ``kwargs={...}`` (both as py-spy 0.4.3 printed them): the group may be in the part cut off."""
+    c10d = "/t/torch/distributed/distributed_c10d.py"
+    pg = "<torch._C._distributed_c10d.ProcessGroup at 0x7f134a886b70>"
+    call = FrameLocals("all_gather", c10d, 1, (("group", pg),))
+    tensors = ", ".join("<Tensor at 0x7f134b0b2080>" for _ in range(4))
+    for args, kwargs in ((f"([{tensors}, ...], ...)", "{}"), ("()", "{...}")):
+        wrapper = FrameLocals(
+            "wrapper", "/t/torch/distributed/c10d_logger.py", 83, (("args", args), ("kwargs", kwargs))
+        )
+        a = parse((call, wrapper))
+        assert a is not None and a.group is None, (args, kwargs)
+    short = FrameLocals(
+        "wrapper", "/t/torch/distributed/c10d_logger.py", 83, (("args", f"([{tensors}])"), ("kwargs", "{}"))
+    )
+    whole = parse((call, short))
+    assert whole is not None and whole.group == "default"  # nothing cut off: no group passed

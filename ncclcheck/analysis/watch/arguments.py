@@ -5,7 +5,8 @@ frame out, c10d_logger's wrapper with the call's ``args``/``kwargs`` as the user
 rebind ``group`` to the default group's object before they block, and a ProcessGroup's repr is only its
 address (different in every process), so whether the group is the default one is read from what the user
 passed: ``group=None`` or no group at all is the default group, a ProcessGroup object a sub-group (an explicit
-``group=dist.group.WORLD`` reads as a sub-group: the reprs cannot tell them apart). Opaque reprs
+``group=dist.group.WORLD`` reads as a sub-group: the reprs cannot tell them apart; where py-spy cut the repr
+short, as with a list of tensors, the group is not known). Opaque reprs
 (``<P2POp at 0x..>``, a Work handle) tell nothing: a rank in ``work.wait()`` of a batch_isend_irecv is told
 by the handle its frame holds, but its peers cannot be read. A handle held by a frame that calls a blocking
 send/recv (``req = dist.isend(x, right); dist.recv(y, left)``) is an op still in flight to an unknown peer.
@@ -22,6 +23,7 @@ from ncclcheck.model.args import P2P, CallArgs, FrameLocals
 SENDS, RECVS = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 WRAPPER_FILE = "c10d_logger.py"
 WORK = "_distributed_c10d.Work at "  # the repr py-spy gives a c10d Work handle (or a list of them)
+CUT = "..."  # py-spy shortens a long repr (about 120 characters): ``([<Tensor ..>, ...], ...)``, ``{...}``
 _INT = re.compile(r"-?\d+")
 _GROUP_KWARG = re.compile(r'"group":\s*(None|<[^>]*>)')
 
@@ -65,7 +67,9 @@ def _group(call: FrameLocals, wrapper: FrameLocals | None) -> str | None:
     passed = _GROUP_KWARG.search(kwargs)
     if passed:
         return "default" if passed.group(1) == "None" else "other"
-    return "other" if "ProcessGroup" in args else "default"
+    if "ProcessGroup" in args:
+        return "other"
+    return None if CUT in args or CUT in kwargs else "default"  # the group may be in what py-spy cut off
 
 
 def _p2p(op: str, numbers: dict[str, int | None], group: str | None) -> tuple[P2P, ...] | None:
