@@ -88,10 +88,11 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
 
 def _nobody_sends(waiters: Sequence[RankView], world_size: int) -> Finding | None:
     """Every rank of the job blocked in ``recv``: nobody is left to send, whoever each waits on (a sub-group's
-    ``group_src`` names no global rank, and a stack without locals names none at all)."""
+    ``group_src`` names no global rank). Only where every rank's locals were read and none holds an async handle:
+    an isend posted before the recv may be what its peer waits for."""
     recvs = sorted((v for v in waiters if v.collective == "recv"), key=lambda v: v.rank)
-    if world_size < 2 or len(recvs) != world_size or any(v.args and v.args.pending for v in recvs):
-        return None  # a rank holding an async handle may have sent before it began to receive
+    if world_size < 2 or len(recvs) != world_size or any(v.args is None or v.args.pending for v in recvs):
+        return None
     parts = "; ".join(
         f"rank {v.rank} waits in {_recv(v)}" + (f" at {short(v.call_site)}" if v.call_site else "") for v in recvs
     )
