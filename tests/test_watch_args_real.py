@@ -72,6 +72,17 @@ def test_ddp_with_a_rank_short_of_batches_is_uneven_inputs(job: Any, capsys: pyt
     assert f["roles"] == {"0": "in the training loop", "1": "left the loop"} and "drop_last=True" in f["fix"]
 
 
+def test_a_recv_beside_its_isend_while_the_peer_sleeps_is_a_straggler(
+    job: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 0: ``send_req = dist.isend(...); dist.recv(...)`` in a function; rank 1 asleep in its own code. The
+    handle rank 0's frame holds is read: an op in flight, so nothing rests on rank 0's recv alone."""
+    code, report = watch(job("isend_recv"), capsys)
+    assert code == 1 and kinds(report) == {"straggler": [1]}, report["findings"]
+    args = {r["rank"]: r.get("args") for r in report["ranks"]}[0]
+    assert args is not None and args["op"] == "recv" and args["pending"] is True, args
+
+
 @pytest.mark.parametrize(
     ("mode", "nproc", "slow"),
     [("pipeline", 2, 0), ("subgroups", 4, 3), ("ddp", 2, 1), ("moving_root", 2, 1)],
