@@ -285,3 +285,11 @@ def test_a_stall_on_sub_groups_with_their_own_roots_does_not_say_every_rank_pass
     message = the(state, "stalled")
     assert "every rank passes the same arguments" not in message
     assert "broadcast src=0 on a sub-group, broadcast src=2 on a sub-group" in message
+
+
+def test_a_dump_that_failed_this_time_keeps_the_ranks_call() -> None:
+    """Rank 1's last dump timed out (a loaded node): its place, and so its call, are those seen before."""
+    first = {0: at(0, "all_reduce", 60), 1: at(1, "all_reduce", 60, group="pair"), 2: at(2, "all_reduce", 60)}
+    failed = {**first, 1: dataclasses.replace(first[1], stack=(), stack_error="py-spy dump timed out", locals=None)}
+    state = states(job(3), first, first, first, failed)
+    assert kinds(state)["group-mismatch"] == (1,) and "stalled" not in kinds(state)

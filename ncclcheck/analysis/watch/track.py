@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from ncclcheck.analysis.stacks import call_path, call_site, collective, user_frame
 from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.model.args import CallArgs
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
 BACKWARD = ("_engine_run_backward", "backward")
@@ -51,9 +52,11 @@ def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
 
 
 def path(v: RankView) -> tuple[str | None, ...]:
-    """The user's frames a rank calls its collective through (its call site alone where this dump failed): two ranks
-    at one helper's line called from different lines are in different calls."""
-    return call_path(v.sample.stack) or (v.call_site,)
+    """The user's frames a rank calls its collective through (those of its place where this dump failed; its call
+    site alone where no frames are known): two ranks at one helper's line called from different lines are in
+    different calls."""
+    frames = v.sample.stack or (v.place[0] if v.place and isinstance(v.place[0], tuple) else ())
+    return call_path([f for f in frames if isinstance(f, Frame)]) or (v.call_site,)
 
 
 def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
