@@ -293,3 +293,15 @@ def test_a_dump_that_failed_this_time_keeps_the_ranks_call() -> None:
     failed = {**first, 1: dataclasses.replace(first[1], stack=(), stack_error="py-spy dump timed out", locals=None)}
     state = states(job(3), first, first, first, failed)
     assert kinds(state)["group-mismatch"] == (1,) and "stalled" not in kinds(state)
+
+
+def test_a_sub_group_wait_while_ranks_live_on_other_nodes_names_no_one_who_moved_on() -> None:
+    """Rank 0 waits on its pair [0,2]; rank 2 lives on the other node, maybe busy in its own code: that it "moved on",
+    or that it is among rank 1 (the only other rank seen), cannot be said."""
+    state = states(job(4, 2, 0), *[{0: at(0, "all_reduce", 68, group="tp"), 1: at(1, "barrier", 69)}] * 4)
+    assert kinds(state) == {"waiting-remote": ()}, state.findings
+
+
+def test_a_sub_group_wait_beside_an_exited_rank_is_the_dead_rank() -> None:
+    rounds = [{0: at(0, "all_reduce", 68, group="tp"), 1: at(1, "barrier", 69), 2: sample(2, (), status="gone")}] * 4
+    assert kinds(states(job(3), *rounds)) == {"dead": (2,)}

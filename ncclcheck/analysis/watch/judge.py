@@ -157,7 +157,9 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
         out.extend(code)
     elif len(ops) > 1 and any(v.args and v.args.group == "other" for v in waiters):
-        pass  # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
+        # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
+        if s.remote and len(s.waiting) == len(s.live) and not dead:  # or the sub-group's members elsewhere
+            out.append(make.waiting_remote(s.waiting, s.remote))
     elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
@@ -179,7 +181,8 @@ def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Me
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
     found = [
         p2p_deadlock(waiters, job.world_size, hosts),
-        subgroup_wait(waiters, members) if not s.busy and not s.unknown else None,  # else a straggler explains it
+        # only where every other rank is seen waiting: else a straggler, a rank elsewhere or a dead one explains it
+        subgroup_wait(waiters, members) if not (s.busy or s.unknown or s.remote or s.exited or s.stopped) else None,
         uneven_inputs(waiters, clean),
     ]
     return [f for f in found if f is not None] + disagreements(waiters, job.world_size)
