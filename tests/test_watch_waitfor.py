@@ -305,3 +305,14 @@ def test_a_sub_group_wait_while_ranks_live_on_other_nodes_names_no_one_who_moved
 def test_a_sub_group_wait_beside_an_exited_rank_is_the_dead_rank() -> None:
     rounds = [{0: at(0, "all_reduce", 68, group="tp"), 1: at(1, "barrier", 69), 2: sample(2, (), status="gone")}] * 4
     assert kinds(states(job(3), *rounds)) == {"dead": (2,)}
+
+
+def test_arguments_are_not_kept_once_the_rank_moved_at_the_same_frames() -> None:
+    """Bytes moved while the frames stayed: the call may have ended and the next begun at the same line (a loop's
+    broadcast whose src changes); what was read before is no longer known to be its arguments."""
+    read = {0: at(0, "broadcast", 51, src=0), 1: at(1, "broadcast", 51, src=0)}
+    moved = {r: dataclasses.replace(s, locals=None, net_bytes=4096) for r, s in read.items()}
+    state = states(job(2), read, moved)
+    assert [v.args for v in state.ranks] == [None, None]
+    kept = states(job(2), read, {r: dataclasses.replace(s, locals=None) for r, s in read.items()})
+    assert all(v.args is not None and v.args.src == 0 for v in kept.ranks)

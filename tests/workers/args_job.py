@@ -16,6 +16,8 @@ pipeline: healthy two-stage pipeline: rank 0 sends, rank 1 recvs, forever.
 subgroups: healthy: pair all_reduces on [0,1] and [2,3], then a world barrier, forever.
 ddp: healthy DDP training, forever.
 moving_root: healthy: broadcast whose src changes every step, forever.
+root_then_hang: broadcast from rank 0 for 6 steps (rank 1 slow: rank 0 stands in it a while each step), then from
+rank 1, which sleeps in its own code instead: rank 0 waits in a broadcast at the same frames, now with src=1.
 $SLOW_RANK: in the healthy modes, that rank sleeps 0.8 s per step, so the others stand in the collective a while.
 """
 
@@ -123,6 +125,12 @@ elif mode == "subgroups":
         dist.barrier()
         pace(step)
         step += 1
+elif mode == "root_then_hang":
+    for step in range(10**9):
+        if rank == 1 and step == 6:
+            slow_batch()
+        dist.broadcast(t, src=0 if step < 6 else 1)
+        pace(step)
 elif mode == "moving_root":
     step = 0
     while True:

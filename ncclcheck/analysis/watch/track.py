@@ -106,7 +106,7 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     still = same_place and not net_moved
     quiet = still and (net_known or not cpu_moved)
     idle = still and not cpu_moved
-    args = _args(sample, before if same_place else None)
+    args = _args(sample, before if same_place and not net_moved else None)  # bytes moved: maybe the next call
     found, label = _waiting(found, label, args)
     return RankView(
         sample,
@@ -127,7 +127,7 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
 
 
 def _args(sample: RankSample, before: RankView | None) -> CallArgs | None:
-    """The arguments read at this place: from this sample's locals, else those read earlier at the same place."""
+    """The arguments read at this place: from this sample's locals, else those read earlier while it stood there."""
     if sample.locals:
         return parse(sample.locals)
     return before.args if before is not None else None
