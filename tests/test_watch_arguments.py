@@ -130,3 +130,9 @@ def test_a_group_cut_from_a_long_repr_is_not_known_not_the_default_group() -> No
     )
     whole = parse((call, short))
     assert whole is not None and whole.group == "default"  # nothing cut off: no group passed
+
+
+def test_a_recv_whose_locals_py_spy_could_not_read_is_not_from_any_source() -> None:
+    """No ``src`` local at all (py-spy read none of them) is not ``src='None'``: its peer is not known."""
+    a = parse((FrameLocals("recv", "/t/torch/distributed/distributed_c10d.py", 1, ()),))
+    assert a is not None and a.p2p is None and a.text() == "recv"

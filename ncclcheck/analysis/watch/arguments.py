@@ -42,7 +42,13 @@ def parse(frames: Sequence[FrameLocals]) -> CallArgs | None:
     numbers = {name: _int(call.get(name)) for name in ("src", "dst", "group_src", "group_dst", "tag")}
     group = _group(call, wrapper)
     pending = any(WORK in text for frame in frames[at + 1 :] for _, text in frame.values)
-    return CallArgs(call.function, **numbers, group=group, p2p=_p2p(call.function, numbers, group), pending=pending)
+    return CallArgs(
+        call.function,
+        **numbers,
+        group=group,
+        p2p=_p2p(call.function, numbers, group, call.get("src") is not None),
+        pending=pending,
+    )
 
 
 def _handle(frames: Sequence[FrameLocals]) -> CallArgs | None:
@@ -72,8 +78,9 @@ def _group(call: FrameLocals, wrapper: FrameLocals | None) -> str | None:
     return None if CUT in args or CUT in kwargs else "default"  # the group may be in what py-spy cut off
 
 
-def _p2p(op: str, numbers: dict[str, int | None], group: str | None) -> tuple[P2P, ...] | None:
-    """The one op of a send or recv, its peer as a global rank; None when that cannot be told."""
+def _p2p(op: str, numbers: dict[str, int | None], group: str | None, read: bool) -> tuple[P2P, ...] | None:
+    """The one op of a send or recv, its peer as a global rank; None when that cannot be told. ``read``: its ``src``
+    local was there to read (py-spy may read none of a frame's locals)."""
     if op not in SENDS | RECVS:
         return None
     mine, theirs = ("dst", "group_dst") if op in SENDS else ("src", "group_src")
@@ -82,4 +89,4 @@ def _p2p(op: str, numbers: dict[str, int | None], group: str | None) -> tuple[P2
         return (P2P(kind, numbers[mine]),)
     if numbers[theirs] is not None:  # a rank in the group: the same as the global one only in the default group
         return (P2P(kind, numbers[theirs]),) if group == "default" else None
-    return (P2P("recv", None),) if kind == "recv" else None
+    return (P2P("recv", None),) if kind == "recv" and read else None  # src='None': from any source
