@@ -316,3 +316,10 @@ def test_arguments_are_not_kept_once_the_rank_moved_at_the_same_frames() -> None
     assert [v.args for v in state.ranks] == [None, None]
     kept = states(job(2), read, {r: dataclasses.replace(s, locals=None) for r, s in read.items()})
     assert all(v.args is not None and v.args.src == 0 for v in kept.ranks)
+
+
+def test_a_pipeline_stage_in_backward_while_the_next_waits_in_recv_is_not_uneven_inputs() -> None:
+    """1F1B: stage 0 runs a micro-batch's backward while stage 1 waits in recv for the next one's activations: the
+    schedule's own shape, not a rank that left the loop."""
+    state = stuck(sample(0, (ENGINE, *stack(None, 74))), at(1, RECV, 90, src=0))
+    assert "uneven-inputs" not in kinds(state), state.findings

@@ -29,7 +29,7 @@ from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
-from ncclcheck.analysis.watch.uneven import uneven_inputs
+from ncclcheck.analysis.watch.uneven import NOT_COLLECTIVES, uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
 from ncclcheck.analysis.watch.waitfor import p2p_deadlock
 from ncclcheck.model.findings import Finding
@@ -125,7 +125,7 @@ def _sides(views: Sequence[RankView], job: Job, limit: float) -> _Sides:
 def _blocked(v: RankView) -> bool:
     """Blocked for the quick answer: in a c10d collective (not DDP's backward, where autograd's threads work
     while the main thread waits), with socket counters readable, and nothing moving at all."""
-    quick = v.collective not in (None, "backward", "wait") and v.sample.net_bytes is not None
+    quick = v.collective not in NOT_COLLECTIVES and v.sample.net_bytes is not None
     return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
 
 
