@@ -323,3 +323,10 @@ def test_a_pipeline_stage_in_backward_while_the_next_waits_in_recv_is_not_uneven
     schedule's own shape, not a rank that left the loop."""
     state = stuck(sample(0, (ENGINE, *stack(None, 74))), at(1, RECV, 90, src=0))
     assert "uneven-inputs" not in kinds(state), state.findings
+
+
+def test_dst_and_group_dst_naming_the_same_rank_of_the_world_agree() -> None:
+    """``reduce(t, dst=1)`` on rank 0, ``reduce(t, group_dst=1)`` on rank 1: on the default group the same rank
+    (torch computes group_dst from dst, not dst from group_dst)."""
+    state = stuck(at(0, "reduce", 49, dst=1, group_dst=1), at(1, "reduce", 49, group_dst=1))
+    assert kinds(state) == {"stalled": ()}, state.findings

@@ -49,12 +49,20 @@ class CallArgs:
     pending: bool = False
 
     def root(self, in_group: bool = False) -> str | None:
-        """``src=1``, ``dst=0``, ``group_dst=1``: the root as given; None: the op has none. ``in_group``: only as a
-        rank of the group (``group_src``/``group_dst``, which torch computes from ``src``/``dst``)."""
-        for name in ("group_src", "group_dst") if in_group else ("src", "dst", "group_src", "group_dst"):
-            value = getattr(self, name)
-            if value is not None and self.op not in ("send", "recv", "isend", "irecv"):
-                return f"{name}={value}"
+        """``src=1``, ``dst=0``, ``group_dst=1``: the root; None: the op has none. On the default group a rank in
+        the group is the global one (``group_dst=1`` reads ``dst=1``). ``in_group``: only as a rank of the group
+        (``group_src``/``group_dst``, which torch computes from ``src``/``dst``)."""
+        if self.op in ("send", "recv", "isend", "irecv"):
+            return None
+        for side in ("src", "dst"):
+            mine, in_it = getattr(self, side), getattr(self, f"group_{side}")
+            if in_group:
+                if in_it is not None:
+                    return f"group_{side}={in_it}"
+            elif mine is not None or (in_it is not None and self.group == "default"):
+                return f"{side}={mine if mine is not None else in_it}"
+            elif in_it is not None:
+                return f"group_{side}={in_it}"
         return None
 
     def text(self) -> str:
