@@ -330,3 +330,18 @@ def test_dst_and_group_dst_naming_the_same_rank_of_the_world_agree() -> None:
     (torch computes group_dst from dst, not dst from group_dst)."""
     state = stuck(at(0, "reduce", 49, dst=1, group_dst=1), at(1, "reduce", 49, group_dst=1))
     assert kinds(state) == {"stalled": ()}, state.findings
+
+
+def test_a_member_waiting_in_the_same_sub_group_call_whose_locals_were_not_read_is_not_the_culprit() -> None:
+    """Pairs [0,1] and [2,3], membership known (the seam). Rank 1 skipped its pair's all_reduce; ranks 2 and 3 are in
+    theirs (rank 3's locals not read), rank 0 in its own. Rank 3 stands where rank 2 does: it did not skip it."""
+    samples = [
+        at(0, "all_reduce", 68, group="pair"),
+        at(1, "barrier", 69),
+        at(2, "all_reduce", 68, group="pair"),
+        sample(3, stack("all_reduce", 68)),
+    ]
+    state = stuck(*samples)
+    pairs = {0: frozenset({0, 1}), 2: frozenset({2, 3})}
+    found = subgroup_wait(state.ranks, pairs)
+    assert found is not None and found.culprits == (1,), found

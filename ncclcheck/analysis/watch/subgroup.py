@@ -34,7 +34,8 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
     elsewhere = [v for v in waiters if v not in sub and (v.collective, path(v)) not in places]
     if not sub or not elsewhere:
         return None
-    culprits = _culprits(sub, members) if members else ()
+    there = {v.rank for v in waiters if (v.collective, path(v)) in places}  # in it, its locals read or not
+    culprits = _culprits(sub, there, members) if members else ()
     waiting = "; ".join(
         f"rank {v.rank} waits in {v.collective} on a sub-group" + (f" at {short(v.call_site)}" if v.call_site else "")
         for v in sorted(sub, key=lambda v: v.rank)
@@ -60,7 +61,6 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
     return Finding("subgroup-wait", "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
 
 
-def _culprits(sub: Sequence[RankView], members: Members) -> tuple[int, ...]:
+def _culprits(sub: Sequence[RankView], there: set[int], members: Members) -> tuple[int, ...]:
     """The members of each waiting rank's sub-group that are not waiting in that sub-group's collective."""
-    there = {v.rank for v in sub}
     return tuple(sorted({r for v in sub for r in members.get(v.rank, frozenset()) if r not in there}))
