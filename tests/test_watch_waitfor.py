@@ -345,3 +345,22 @@ def test_a_member_waiting_in_the_same_sub_group_call_whose_locals_were_not_read_
     pairs = {0: frozenset({0, 1}), 2: frozenset({2, 3})}
     found = subgroup_wait(state.ranks, pairs)
     assert found is not None and found.culprits == (1,), found
+
+
+def test_two_ranks_in_a_sub_group_call_may_be_the_whole_group_so_nobody_is_said_to_have_skipped_it() -> None:
+    """Ranks 0 and 1 in their pair's all_reduce, ranks 2 and 3 already in the world barrier (their pair's done): a
+    transport that stalls the pair's all_reduce looks like this, and [0,1] may be the whole sub-group."""
+    samples = [at(r, "all_reduce", 68, group="pair") for r in (0, 1)] + [at(r, "barrier", 69) for r in (2, 3)]
+    state = stuck(*samples)
+    assert "subgroup-wait" not in kinds(state), state.findings
+    known = subgroup_wait(state.ranks, {0: frozenset({0, 1}), 1: frozenset({0, 1})})
+    assert known is None  # the membership says it too: nobody of [0,1] is missing
+
+
+def test_a_member_that_just_joined_the_sub_group_call_is_not_missing_from_it() -> None:
+    """Rank 3 reaches its pair's all_reduce at the last look (in it for less than --stall): rank 2 is not alone."""
+    base = {0: at(0, "barrier", 69), 1: at(1, "barrier", 69), 2: at(2, "all_reduce", 68, group="pair")}
+    busy = {**base, 3: sample(3, stack(None, 33, "pace"))}
+    joined = {**base, 3: at(3, "all_reduce", 68, group="pair")}
+    state = states(job(4), busy, busy, busy, joined)
+    assert "subgroup-wait" not in kinds(state), state.findings

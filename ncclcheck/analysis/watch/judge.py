@@ -181,8 +181,11 @@ def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Me
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
     found = [
         p2p_deadlock(waiters, job.world_size, hosts),
-        # only where every other rank is seen waiting: else a straggler, a rank elsewhere or a dead one explains it
-        subgroup_wait(waiters, members) if not (s.busy or s.unknown or s.remote or s.exited or s.stopped) else None,
+        # only where every other rank is seen waiting: else a straggler, a rank just arriving (maybe the missing
+        # member), one elsewhere or a dead one explains it
+        subgroup_wait(waiters, members)
+        if not (s.busy or s.unknown or s.moving or s.remote or s.exited or s.stopped)
+        else None,
         uneven_inputs(waiters, clean),
     ]
     return [f for f in found if f is not None] + disagreements(waiters, job.world_size)

@@ -3,7 +3,8 @@ that sub-group who moved on without joining it, never the waiting rank (however 
 
 The stacks say only whether a call's group is the default one; which ranks a sub-group holds is not in any stack.
 Evidence from elsewhere (a Flight Recorder dump, ``ncclcheck run``'s control plane) can name the members: pass it
-as ``members`` and the members who did not join are named as the culprits.
+as ``members`` and the members who did not join are named as the culprits. Without it, a rank alone in its
+sub-group's call is the one sure sign that a member is missing.
 """
 
 from __future__ import annotations
@@ -28,14 +29,24 @@ SUBGROUP_FIX = (
 
 
 def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -> Finding | None:
-    """The ``subgroup-wait`` finding, or None when no rank waits on a sub-group while others wait elsewhere."""
+    """The ``subgroup-wait`` finding, or None when no rank waits on a sub-group that misses a member while others
+    wait elsewhere. Without ``members``, only a rank alone in its sub-group's call is known to miss one: two or
+    more there may be the whole sub-group (then a stalled transport looks the same)."""
     sub = [v for v in waiters if v.args is not None and v.args.group == "other"]
     places = {(v.collective, path(v)) for v in sub}
     elsewhere = [v for v in waiters if v not in sub and (v.collective, path(v)) not in places]
+    there = {v.rank for v in waiters if (v.collective, path(v)) in places}  # in it, its locals read or not
+    known = members or {}
+
+    def missing(v: RankView) -> bool:  # a member of its sub-group is not in the call (known, or it stands alone)
+        if v.rank in known:
+            return not known[v.rank] <= there
+        return sum((w.collective, path(w)) == (v.collective, path(v)) for w in waiters) == 1
+
+    sub = [v for v in sub if missing(v)]
     if not sub or not elsewhere:
         return None
-    there = {v.rank for v in waiters if (v.collective, path(v)) in places}  # in it, its locals read or not
-    culprits = _culprits(sub, there, members) if members else ()
+    culprits = _culprits(sub, there, known)
     waiting = "; ".join(
         f"rank {v.rank} waits in {v.collective} on a sub-group" + (f" at {short(v.call_site)}" if v.call_site else "")
         for v in sorted(sub, key=lambda v: v.rank)
