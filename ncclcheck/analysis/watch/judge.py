@@ -179,12 +179,14 @@ def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Me
     """What the ranks standing still tell about the code through their calls' arguments: a point-to-point
     deadlock, a rank waiting on a sub-group, DDP's uneven inputs, a root or group mismatch."""
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
+    judged = {v.rank for v in waiters}
+    arriving = [v for v in s.moving if v.rank not in judged]  # blocked ranks judged in the quick window are not
     found = [
         p2p_deadlock(waiters, job.world_size, hosts),
         # only where every other rank is seen waiting: else a straggler, a rank just arriving (maybe the missing
         # member), one elsewhere or a dead one explains it
         subgroup_wait(waiters, members)
-        if not (s.busy or s.unknown or s.moving or s.remote or s.exited or s.stopped)
+        if not (s.busy or s.unknown or arriving or s.remote or s.exited or s.stopped)
         else None,
         uneven_inputs(waiters, clean),
     ]
