@@ -100,6 +100,7 @@ def test_a_matched_send_and_recv_that_stand_still_is_the_transport() -> None:
     state = stuck(at(0, SEND, 41, dst=1), at(1, RECV, 44, src=0))
     assert kinds(state) == {"stalled": ()}
     assert "every send has its matching recv posted" in the(state, "stalled")
+    assert "never posted" not in the(state, "stalled")  # the arguments rule out what the stacks alone could not
 
 
 # root-mismatch, group-mismatch
