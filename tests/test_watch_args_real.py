@@ -72,6 +72,30 @@ def test_ddp_with_a_rank_short_of_batches_is_uneven_inputs(job: Any, capsys: pyt
     assert f["roles"] == {"0": "in the training loop", "1": "left the loop"} and "drop_last=True" in f["fix"]
 
 
+def test_a_recv_beside_its_isend_while_the_peer_sleeps_is_a_straggler(
+    job: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 0: ``send_req = dist.isend(...); dist.recv(...)`` in a function; rank 1 asleep in its own code. The
+    handle rank 0's frame holds is read: an op in flight, so nothing rests on rank 0's recv alone."""
+    code, report = watch(job("isend_recv"), capsys)
+    assert code == 1 and kinds(report) == {"straggler": [1]}, report["findings"]
+    args = {r["rank"]: r.get("args") for r in report["ranks"]}[0]
+    assert args is not None and args["op"] == "recv" and args["pending"] is True, args
+
+
+def test_arguments_read_at_one_call_are_not_kept_for_the_next_at_the_same_frames(
+    job: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 0 stands in broadcast(src=0) for a while each step, then in broadcast(src=1) at the same frames: watched
+    from before, its arguments are those of the call it stands in now."""
+    j = job("root_then_hang", slow=1)
+    j.wait_for("ready 0")
+    code, report = watch(j, capsys, "--stall", "2.5", "--settle", "9", "--interval", "0.3")
+    assert code == 1 and kinds(report) == {"straggler": [1]}, report["findings"]
+    args = {r["rank"]: r.get("args") for r in report["ranks"]}[0]
+    assert args is not None and args["op"] == "broadcast" and args["src"] == 1, args
+
+
 @pytest.mark.parametrize(
     ("mode", "nproc", "slow"),
     [("pipeline", 2, 0), ("subgroups", 4, 3), ("ddp", 2, 1), ("moving_root", 2, 1)],

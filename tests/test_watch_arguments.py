@@ -96,3 +96,43 @@ def test_a_recv_on_a_sub_group_by_group_src_has_no_global_peer() -> None:
     a = args_of("pair_recv-rank2")
     assert a is not None and (a.op, a.src, a.group_src, a.group, a.p2p) == ("recv", None, 1, "other", None)
     assert a.text() == "recv from group rank 1 on a sub-group"
+
+
+def test_a_handle_held_by_the_callers_frame_is_an_op_in_flight_and_travels() -> None:
+    """``req = dist.isend(x, right); dist.recv(y, left)``: the caller's frame holds the isend's Work; recv's own
+    ``work`` local is not one the user posted earlier."""
+    c10d = "/t/torch/distributed/distributed_c10d.py"
+    work = "<torch._C._distributed_c10d.Work at 0x7f1>"
+    call = FrameLocals("recv", c10d, 1, (("src", "2"), ("group", "None"), ("work", work)))
+    user = FrameLocals("ring", "/job/ring.py", 9, (("send_req", work),))
+    assert parse((call, user)) == CallArgs("recv", src=2, group="default", p2p=(P2P("recv", 2),), pending=True)
+    assert parse((call,)) == CallArgs("recv", src=2, group="default", p2p=(P2P("recv", 2),))
+    a = parse((call, user))
+    assert a is not None and args_from_json(json.loads(json.dumps(a.to_json()))) == a
+
+
+def test_a_group_cut_from_a_long_repr_is_not_known_not_the_default_group() -> None:
+    """py-spy shortens a repr to about 120 characters: ``dist.all_gather(outs, t, pg)`` with 8 tensors in ``outs``
+    shows ``args=([<Tensor ..>, <Tensor ..>, <Tensor ..>, <Tensor ..>, ...], ...)`` and the keyword form
+    ``kwargs={...}`` (both as py-spy 0.4.3 printed them): the group may be in the part cut off."""
+    c10d = "/t/torch/distributed/distributed_c10d.py"
+    pg = "<torch._C._distributed_c10d.ProcessGroup at 0x7f134a886b70>"
+    call = FrameLocals("all_gather", c10d, 1, (("group", pg),))
+    tensors = ", ".join("<Tensor at 0x7f134b0b2080>" for _ in range(4))
+    for args, kwargs in ((f"([{tensors}, ...], ...)", "{}"), ("()", "{...}")):
+        wrapper = FrameLocals(
+            "wrapper", "/t/torch/distributed/c10d_logger.py", 83, (("args", args), ("kwargs", kwargs))
+        )
+        a = parse((call, wrapper))
+        assert a is not None and a.group is None, (args, kwargs)
+    short = FrameLocals(
+        "wrapper", "/t/torch/distributed/c10d_logger.py", 83, (("args", f"([{tensors}])"), ("kwargs", "{}"))
+    )
+    whole = parse((call, short))
+    assert whole is not None and whole.group == "default"  # nothing cut off: no group passed
+
+
+def test_a_recv_whose_locals_py_spy_could_not_read_is_not_from_any_source() -> None:
+    """No ``src`` local at all (py-spy read none of them) is not ``src='None'``: its peer is not known."""
+    a = parse((FrameLocals("recv", "/t/torch/distributed/distributed_c10d.py", 1, ()),))
+    assert a is not None and a.p2p is None and a.text() == "recv"

@@ -17,17 +17,28 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankSample, WatchState
 
 PG = "<torch._C._distributed_c10d.ProcessGroup at 0x7f0a>"
+WORK = "<torch._C._distributed_c10d.Work at 0x7f1>"
 SEND, RECV = "send", "recv"
 
 
-def at(rank: int, op: str, line: int = 88, group: str | None = None, **values: int | None) -> RankSample:
-    """Rank ``rank`` standing in ``op`` at ``line``, its locals as py-spy shows them (``group``: a kwarg)."""
+def at(
+    rank: int,
+    op: str,
+    line: int = 88,
+    group: str | None = None,
+    mine: tuple[tuple[str, str], ...] = (),
+    frames: tuple[Frame, ...] | None = None,
+    **values: int | None,
+) -> RankSample:
+    """Rank ``rank`` standing in ``op`` at ``line``, its locals as py-spy shows them (``group``: a kwarg; ``mine``:
+    the locals of the user's frame that calls it; ``frames``: a stack other than ``stack(op, line)``)."""
     call = FrameLocals(
         op, C10D, 2800, (*tuple((k, str(v)) for k, v in values.items()), ("group", "None" if group is None else PG))
     )
     kwargs = "{}" if group is None else f'{{"group": {PG}}}'
     wrapper = FrameLocals("wrapper", "/env/torch/distributed/c10d_logger.py", 83, (("args", "()"), ("kwargs", kwargs)))
-    return dataclasses.replace(sample(rank, stack(op, line)), locals=(call, wrapper))
+    user = FrameLocals("step", "/job/train.py", line, mine)
+    return dataclasses.replace(sample(rank, frames or stack(op, line)), locals=(call, wrapper, user))
 
 
 def stuck(*samples: RankSample) -> WatchState:
@@ -89,6 +100,7 @@ def test_a_matched_send_and_recv_that_stand_still_is_the_transport() -> None:
     state = stuck(at(0, SEND, 41, dst=1), at(1, RECV, 44, src=0))
     assert kinds(state) == {"stalled": ()}
     assert "every send has its matching recv posted" in the(state, "stalled")
+    assert "never posted" not in the(state, "stalled")  # the arguments rule out what the stacks alone could not
 
 
 # root-mismatch, group-mismatch
@@ -188,8 +200,15 @@ def test_every_rank_in_recv_is_a_deadlock_even_without_peers() -> None:
     state = stuck(*pair)
     assert kinds(state) == {"p2p-deadlock": (0, 1, 2, 3)}
     assert "rank 2 waits in recv from group rank 1 on a sub-group at train.py:81" in the(state, "p2p-deadlock")
+    held = stuck(*[at(r, RECV, 81, group="pair", mine=(("req", WORK),), group_src=(r + 1) % 2) for r in range(4)])
+    assert kinds(held) == {"stalled": ()}  # each may have isend'ed what its peer waits for before its recv
+
+
+def test_every_rank_in_recv_without_locals_is_no_deadlock() -> None:
+    """Without locals an isend posted before each recv (the tutorial's ring) cannot be ruled out: a stall whose
+    arguments were not read, never "the network is not the cause"."""
     bare = stuck(sample(0, stack(RECV)), sample(1, stack(RECV)))
-    assert "every rank of the job waits to receive and none sends" in the(bare, "p2p-deadlock")
+    assert kinds(bare) == {"stalled": ()} and "were not read" in the(bare, "stalled")
 
 
 def test_a_stall_with_peers_not_known_says_so() -> None:
@@ -209,3 +228,140 @@ def test_ranks_asleep_in_work_wait_are_in_a_collective_and_the_stall_says_the_pe
     assert state.ranks[0].args is not None and state.ranks[0].args.text() == "work.wait() on a handle"
     busy = stuck(samples[0], sample(1, stack(None, 33, "slow_batch")))
     assert kinds(busy) == {"straggler": (1,)}
+
+
+# review: inputs that must not read as the code's fault
+
+
+def test_recv_beside_an_isend_still_in_flight_is_no_deadlock() -> None:
+    """The tutorial's ring: ``req = dist.isend(x, right); dist.recv(y, left); req.wait()``. Every rank stands in
+    recv, but each has already posted the send its neighbour waits for: a slow or stuck transport, not the code."""
+    ring = stuck(*[at(r, RECV, 41, mine=(("send_req", WORK),), src=(r - 1) % 3) for r in range(3)])
+    assert "p2p-deadlock" not in kinds(ring) and kinds(ring) == {"stalled": ()}
+    assert "async handle" in the(ring, "stalled") and "network is not the cause" not in the(ring, "stalled")
+    pair = stuck(*[at(r, SEND, 41, mine=(("req", WORK),), dst=1 - r) for r in range(2)])  # irecv posted, then send
+    assert kinds(pair) == {"stalled": ()}
+
+
+def test_a_tensor_parallel_broadcast_from_each_groups_first_rank_is_no_root_mismatch() -> None:
+    """Megatron: ``broadcast(t, src=<the first global rank of my group>, group=tp)``; groups [0,1] and [2,3]. The
+    global src differs by group, by design; the root in the group (group_src, as torch computes it) is the same."""
+    state = stuck(*[at(r, "broadcast", 51, group="tp", src=r // 2 * 2, group_src=0) for r in range(4)])
+    assert kinds(state) == {"stalled": ()}
+    odd = stuck(*[at(r, "broadcast", 51, group="tp", src=r // 2 * 2 + r % 2, group_src=r % 2) for r in range(2)])
+    assert kinds(odd) == {"root-mismatch": ()} and "rank 0 with group_src=0; rank 1 with group_src=1" in the(
+        odd, "root-mismatch"
+    )
+
+
+def _helper(line: int) -> tuple[Frame, ...]:
+    """all_reduce from a shared helper (utils.py:10), called from train.py:``line``."""
+    return (
+        Frame("all_reduce", C10D, 2800),
+        Frame("wrapper", "/env/torch/distributed/c10d_logger.py", 83),
+        Frame("all_reduce_mean", "/job/utils.py", 10),
+        Frame("step", "/job/train.py", line),
+        Frame("<module>", "/job/train.py", 120),
+    )
+
+
+def test_a_shared_helper_called_with_a_sub_group_and_the_world_is_a_subgroup_wait_not_a_group_mismatch() -> None:
+    """``all_reduce_mean(t, group=tp)`` at train.py:50 on rank 0 (its pair partner skipped it) and
+    ``all_reduce_mean(t)`` at train.py:60 on the others: the same innermost line, different calls. The rank in the
+    sub-group's collective waits; it is not the odd one out."""
+    sub = at(0, "all_reduce", 10, group="tp", frames=_helper(50))
+    state = stuck(sub, *[at(r, "all_reduce", 10, frames=_helper(60)) for r in range(1, 5)])
+    assert kinds(state) == {"subgroup-wait": ()}
+    assert dict(next(f.roles for f in state.findings))[0] == "waiting (sub-group)"
+
+
+def test_two_independent_deadlocks_are_each_named_as_a_cycle() -> None:
+    state = stuck(*[at(r, RECV, 41, src=r ^ 1) for r in range(4)])
+    assert kinds(state) == {"p2p-deadlock": (0, 1, 2, 3)}
+    assert "in cycles (0 → 1 → 0), (2 → 3 → 2)" in the(state, "p2p-deadlock")
+
+
+def test_a_stall_on_sub_groups_with_their_own_roots_does_not_say_every_rank_passes_the_same_ones() -> None:
+    state = stuck(*[at(r, "broadcast", 51, group="tp", src=r // 2 * 2, group_src=0) for r in range(4)])
+    message = the(state, "stalled")
+    assert "every rank passes the same arguments" not in message
+    assert "broadcast src=0 on a sub-group, broadcast src=2 on a sub-group" in message
+
+
+def test_a_dump_that_failed_this_time_keeps_the_ranks_call() -> None:
+    """Rank 1's last dump timed out (a loaded node): its place, and so its call, are those seen before."""
+    first = {0: at(0, "all_reduce", 60), 1: at(1, "all_reduce", 60, group="pair"), 2: at(2, "all_reduce", 60)}
+    failed = {**first, 1: dataclasses.replace(first[1], stack=(), stack_error="py-spy dump timed out", locals=None)}
+    state = states(job(3), first, first, first, failed)
+    assert kinds(state)["group-mismatch"] == (1,) and "stalled" not in kinds(state)
+
+
+def test_a_sub_group_wait_while_ranks_live_on_other_nodes_names_no_one_who_moved_on() -> None:
+    """Rank 0 waits on its pair [0,2]; rank 2 lives on the other node, maybe busy in its own code: that it "moved on",
+    or that it is among rank 1 (the only other rank seen), cannot be said."""
+    state = states(job(4, 2, 0), *[{0: at(0, "all_reduce", 68, group="tp"), 1: at(1, "barrier", 69)}] * 4)
+    assert kinds(state) == {"waiting-remote": ()}, state.findings
+
+
+def test_a_sub_group_wait_beside_an_exited_rank_is_the_dead_rank() -> None:
+    rounds = [{0: at(0, "all_reduce", 68, group="tp"), 1: at(1, "barrier", 69), 2: sample(2, (), status="gone")}] * 4
+    assert kinds(states(job(3), *rounds)) == {"dead": (2,)}
+
+
+def test_arguments_are_not_kept_once_the_rank_moved_at_the_same_frames() -> None:
+    """Bytes moved while the frames stayed: the call may have ended and the next begun at the same line (a loop's
+    broadcast whose src changes); what was read before is no longer known to be its arguments."""
+    read = {0: at(0, "broadcast", 51, src=0), 1: at(1, "broadcast", 51, src=0)}
+    moved = {r: dataclasses.replace(s, locals=None, net_bytes=4096) for r, s in read.items()}
+    state = states(job(2), read, moved)
+    assert [v.args for v in state.ranks] == [None, None]
+    kept = states(job(2), read, {r: dataclasses.replace(s, locals=None) for r, s in read.items()})
+    assert all(v.args is not None and v.args.src == 0 for v in kept.ranks)
+
+
+def test_a_pipeline_stage_in_backward_while_the_next_waits_in_recv_is_not_uneven_inputs() -> None:
+    """1F1B: stage 0 runs a micro-batch's backward while stage 1 waits in recv for the next one's activations: the
+    schedule's own shape, not a rank that left the loop."""
+    state = stuck(sample(0, (ENGINE, *stack(None, 74))), at(1, RECV, 90, src=0))
+    assert "uneven-inputs" not in kinds(state), state.findings
+
+
+def test_dst_and_group_dst_naming_the_same_rank_of_the_world_agree() -> None:
+    """``reduce(t, dst=1)`` on rank 0, ``reduce(t, group_dst=1)`` on rank 1: on the default group the same rank
+    (torch computes group_dst from dst, not dst from group_dst)."""
+    state = stuck(at(0, "reduce", 49, dst=1, group_dst=1), at(1, "reduce", 49, group_dst=1))
+    assert kinds(state) == {"stalled": ()}, state.findings
+
+
+def test_a_member_waiting_in_the_same_sub_group_call_whose_locals_were_not_read_is_not_the_culprit() -> None:
+    """Pairs [0,1] and [2,3], membership known (the seam). Rank 1 skipped its pair's all_reduce; ranks 2 and 3 are in
+    theirs (rank 3's locals not read), rank 0 in its own. Rank 3 stands where rank 2 does: it did not skip it."""
+    samples = [
+        at(0, "all_reduce", 68, group="pair"),
+        at(1, "barrier", 69),
+        at(2, "all_reduce", 68, group="pair"),
+        sample(3, stack("all_reduce", 68)),
+    ]
+    state = stuck(*samples)
+    pairs = {0: frozenset({0, 1}), 2: frozenset({2, 3})}
+    found = subgroup_wait(state.ranks, pairs)
+    assert found is not None and found.culprits == (1,), found
+
+
+def test_two_ranks_in_a_sub_group_call_may_be_the_whole_group_so_nobody_is_said_to_have_skipped_it() -> None:
+    """Ranks 0 and 1 in their pair's all_reduce, ranks 2 and 3 already in the world barrier (their pair's done): a
+    transport that stalls the pair's all_reduce looks like this, and [0,1] may be the whole sub-group."""
+    samples = [at(r, "all_reduce", 68, group="pair") for r in (0, 1)] + [at(r, "barrier", 69) for r in (2, 3)]
+    state = stuck(*samples)
+    assert "subgroup-wait" not in kinds(state), state.findings
+    known = subgroup_wait(state.ranks, {0: frozenset({0, 1}), 1: frozenset({0, 1})})
+    assert known is None  # the membership says it too: nobody of [0,1] is missing
+
+
+def test_a_member_that_just_joined_the_sub_group_call_is_not_missing_from_it() -> None:
+    """Rank 3 reaches its pair's all_reduce at the last look (in it for less than --stall): rank 2 is not alone."""
+    base = {0: at(0, "barrier", 69), 1: at(1, "barrier", 69), 2: at(2, "all_reduce", 68, group="pair")}
+    busy = {**base, 3: sample(3, stack(None, 33, "pace"))}
+    joined = {**base, 3: at(3, "all_reduce", 68, group="pair")}
+    state = states(job(4), busy, busy, busy, joined)
+    assert "subgroup-wait" not in kinds(state), state.findings

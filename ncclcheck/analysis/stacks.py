@@ -61,12 +61,19 @@ def user_frame(frames: Sequence[Frame]) -> Frame | None:
 
     A rank blocked in ``queue.get`` is in ``Condition.wait`` (threading.py) under ``Queue.get`` (queue.py) under
     the user's ``next_batch``: the place to show is ``next_batch``, the frames below stay in the stack view."""
-    for frame in frames:
-        if frame.native or frame.filename.startswith("<") or STDLIB.search(frame.filename):
-            continue
-        if not any(part in frame.filename for part in LIBRARY_PARTS):
-            return frame
-    return None
+    return next((frame for frame in frames if _mine(frame)), None)
+
+
+def _mine(frame: Frame) -> bool:
+    if frame.native or frame.filename.startswith("<") or STDLIB.search(frame.filename):
+        return False
+    return not any(part in frame.filename for part in LIBRARY_PARTS)
+
+
+def call_path(frames: Sequence[Frame]) -> tuple[str, ...]:
+    """``file:line`` of each frame of the user's own code, innermost first: the whole call, of which the call site
+    is the innermost line (a helper called from two places has one call site and two call paths)."""
+    return tuple(f"{f.filename}:{f.line}" for f in frames if _mine(f))
 
 
 def call_site(frames: Sequence[Frame]) -> str | None:

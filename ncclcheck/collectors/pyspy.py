@@ -55,35 +55,6 @@ def dump_all(
         return dict(zip(pids, pool.map(lambda pid: dump(pid, timeout_s, native), pids)))
 
 
-def locals_of(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> list[tuple[str, str, dict[str, str]]] | None:
-    """The main thread's frames with their local variables' reprs (function, file, locals), or None."""
-    binary = find_py_spy()
-    if binary is None:
-        return None
-    try:
-        done = subprocess.run(
-            [binary, "dump", "--pid", str(pid), "--json", "--locals", "--nonblocking"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        threads = json.loads(done.stdout) if done.returncode == 0 else None
-    except (subprocess.TimeoutExpired, ValueError):
-        return None
-    main = next((t for t in threads or [] if t.get("thread_name") == "MainThread"), None)
-    if main is None:
-        return None
-    return [
-        (
-            f.get("name", "?"),
-            f.get("filename", "?"),
-            {v.get("name", ""): str(v.get("repr", "")) for v in f.get("locals") or []},
-        )
-        for f in main.get("frames", [])
-    ]
-
-
 def dump_locals(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[FrameLocals, ...] | None:
     """The main thread's frames with their locals' reprs (``--locals --nonblocking``), or None when unreadable."""
     binary = find_py_spy()

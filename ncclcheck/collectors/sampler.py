@@ -161,7 +161,7 @@ class Sampler:
     ) -> dict[int, tuple[FrameLocals, ...] | None]:
         """Locals for the ranks standing still in a torch.distributed call, or asleep outside one (a main thread
         blocked in ``work.wait()`` on an isend/irecv/batch handle shows only the user's frame): read once per
-        place, kept while the rank stays there."""
+        place, kept while the rank stands still there (not once it moved, though to the same frames)."""
         out: dict[int, tuple[FrameLocals, ...] | None] = {}
         wanted = []
         for pid, (stack, error) in dumps.items():
@@ -172,11 +172,13 @@ class Sampler:
             held = self.held.get(pid)
             still = before is not None and before[:2] == now[:2]
             asleep = still and before is not None and None not in now[2] and before[2] == now[2]
-            if error is not None or not stack or not (in_c10d(stack) or asleep or (held and held[0] == stack)):
+            # a rank that moved (collective bytes, or other frames since the last look) may have finished its call
+            # and begun the next at the same frames (a loop's broadcast, its src now another): read it afresh
+            if error is not None or not stack or not still or not (in_c10d(stack) or asleep or held):
                 self.held.pop(pid, None)
             elif held is not None and held[0] == stack:
                 out[pid] = held[1]
-            elif (still and in_c10d(stack)) or asleep:
+            else:
                 wanted.append(pid)
         for pid, found in dump_locals_all(wanted, self.timeout_s, self.concurrency).items():
             self.held[pid] = (dumps[pid][0], found)

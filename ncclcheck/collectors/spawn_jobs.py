@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 
 from ncclcheck.collectors.processes import cwd_of, environ, script_of, started_of
-from ncclcheck.collectors.pyspy import locals_of
+from ncclcheck.collectors.pyspy import dump_locals
 from ncclcheck.model.watch import Job, RankProc
 from ncclcheck.probes._sysfs import parse_int
 
@@ -86,17 +86,16 @@ def _job(parent_pid: int, procs: list[psutil.Process]) -> Job | None:
 
 
 def _index(pid: int) -> int | None:
-    frames = locals_of(pid) or []
-    for function, filename, variables in frames:
-        if function == "_wrap" and filename.endswith(SPAWN_PY):
-            return parse_int(variables.get("i"))
+    for frame in dump_locals(pid) or ():
+        if frame.function == "_wrap" and frame.filename.endswith(SPAWN_PY):
+            return parse_int(frame.get("i"))
     return None
 
 
 def _nprocs(parent_pid: int) -> int | None:
-    for function, filename, variables in locals_of(parent_pid) or []:
-        if function in ("start_processes", "spawn") and filename.endswith(SPAWN_PY):
-            return parse_int(variables.get("nprocs"))
+    for frame in dump_locals(parent_pid) or ():
+        if frame.function in ("start_processes", "spawn") and frame.filename.endswith(SPAWN_PY):
+            return parse_int(frame.get("nprocs"))
     return None
 
 

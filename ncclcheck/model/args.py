@@ -34,7 +34,9 @@ class CallArgs:
     ``src``/``dst`` are global ranks, ``group_src``/``group_dst`` ranks in ``group``. ``group``: ``default``
     (the world), ``other`` (a sub-group: which one cannot be told from outside the process, as its address
     differs per process) or None (not known). ``p2p``: the point-to-point ops it waits on (one for send/recv,
-    several for a batch); None where they could not be read."""
+    several for a batch); None where they could not be read. ``pending``: a frame that calls it holds a c10d Work
+    handle (``req = dist.isend(...)`` before ``dist.recv(...)``): ops posted earlier may still be in flight, to peers
+    the stack does not name."""
 
     op: str
     src: int | None = None
@@ -44,13 +46,23 @@ class CallArgs:
     group: str | None = None
     tag: int | None = None
     p2p: tuple[P2P, ...] | None = None
+    pending: bool = False
 
-    def root(self) -> str | None:
-        """``src=1``, ``dst=0``, ``group_dst=1``: the root as given, for comparing ranks; None: the op has none."""
-        for name in ("src", "dst", "group_src", "group_dst"):
-            value = getattr(self, name)
-            if value is not None and self.op not in ("send", "recv", "isend", "irecv"):
-                return f"{name}={value}"
+    def root(self, in_group: bool = False) -> str | None:
+        """``src=1``, ``dst=0``, ``group_dst=1``: the root; None: the op has none. On the default group a rank in
+        the group is the global one (``group_dst=1`` reads ``dst=1``). ``in_group``: only as a rank of the group
+        (``group_src``/``group_dst``, which torch computes from ``src``/``dst``)."""
+        if self.op in ("send", "recv", "isend", "irecv"):
+            return None
+        for side in ("src", "dst"):
+            mine, in_it = getattr(self, side), getattr(self, f"group_{side}")
+            if in_group:
+                if in_it is not None:
+                    return f"group_{side}={in_it}"
+            elif mine is not None or (in_it is not None and self.group == "default"):
+                return f"{side}={mine if mine is not None else in_it}"
+            elif in_it is not None:
+                return f"group_{side}={in_it}"
         return None
 
     def text(self) -> str:
@@ -81,6 +93,7 @@ class CallArgs:
             "group": self.group,
             "tag": self.tag,
             "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer} for p in self.p2p],
+            "pending": self.pending,
         }
 
 
@@ -109,4 +122,5 @@ def args_from_json(d: object) -> CallArgs | None:
         group=group if isinstance(group, str) else None,
         tag=number("tag"),
         p2p=p2p,
+        pending=d.get("pending") is True,
     )

@@ -10,10 +10,14 @@ gather_dst, scatter_src: every rank names itself the root.
 pair_recv: 4 ranks, groups [0,1] and [2,3]; each rank recv()s from its pair's other rank by group_src: a deadlock.
 pairs: 4 ranks, groups [0,1] and [2,3]; rank 3 skips its pair's all_reduce once and goes on to the world barrier.
 uneven_ddp: DDP; rank 1 has fewer batches, leaves the loop (prints "left the loop 1") and waits in the final barrier.
+isend_recv: the tutorial's ring step on rank 0 (req = isend to rank 1, then recv from it), while rank 1 sleeps in
+its own code: a straggler, though rank 0 stands in recv (its caller holds the isend's handle).
 pipeline: healthy two-stage pipeline: rank 0 sends, rank 1 recvs, forever.
 subgroups: healthy: pair all_reduces on [0,1] and [2,3], then a world barrier, forever.
 ddp: healthy DDP training, forever.
 moving_root: healthy: broadcast whose src changes every step, forever.
+root_then_hang: broadcast from rank 0 for 6 steps (rank 1 slow: rank 0 stands in it a while each step), then from
+rank 1, which sleeps in its own code instead: rank 0 waits in a broadcast at the same frames, now with src=1.
 $SLOW_RANK: in the healthy modes, that rank sleeps 0.8 s per step, so the others stand in the collective a while.
 """
 
@@ -43,6 +47,16 @@ def exchange(t: torch.Tensor, peer: int) -> None:
         req.wait()
 
 
+def ring_step(buf: torch.Tensor, peer: int) -> None:
+    send_req = dist.isend(buf.clone(), dst=peer)
+    dist.recv(buf, src=peer)
+    send_req.wait()
+
+
+def slow_batch() -> None:
+    time.sleep(3600)
+
+
 def irecv_wait(t: torch.Tensor, peer: int) -> None:
     req = dist.irecv(t, src=peer)
     req.wait()
@@ -67,6 +81,8 @@ elif mode == "batch_deadlock":
     exchange(t, peer)
 elif mode == "irecv_deadlock":
     irecv_wait(t, peer)
+elif mode == "isend_recv":
+    ring_step(t, peer) if rank == 0 else slow_batch()
 elif mode == "ring3":
     dist.recv(t, src=(rank + 1) % world)
 elif mode == "reduce_dst":
@@ -109,6 +125,12 @@ elif mode == "subgroups":
         dist.barrier()
         pace(step)
         step += 1
+elif mode == "root_then_hang":
+    for step in range(10**9):
+        if rank == 1 and step == 6:
+            slow_batch()
+        dist.broadcast(t, src=0 if step < 6 else 1)
+        pace(step)
 elif mode == "moving_root":
     step = 0
     while True:

@@ -3,8 +3,10 @@
 never going to send or receive; it is the code, not the network.
 
 The same collective: the same op on the default group (its roots are global ranks, comparable whatever line
-calls it), or the same op from the same line (a sub-group's roots are ranks in that group). The side to blame is
-named only when it is a strict majority of the job; a tie says it cannot tell which side is wrong.
+calls it), or the same op through the same user frames (a sub-group's roots compared as ranks in that group; a
+shared helper's line called from two places is two calls, and a rank there on a sub-group is subgroup-wait's).
+The side to blame is named only when it is a strict majority of the job; a tie says it cannot tell which side
+is wrong.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from ncclcheck.analysis.stacks import P2P
+from ncclcheck.analysis.watch.track import path
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -33,24 +36,31 @@ GROUP_FIX = (
 def disagreements(waiters: Sequence[RankView], world_size: int) -> list[Finding]:
     """``root-mismatch`` and ``group-mismatch`` findings over the ranks standing still with arguments read."""
     out = []
-    for views in _same_collective(waiters, lambda v: "default" if _group(v) == "default" else v.call_site):
-        values = {v.rank: root for v in views if (root := v.args.root() if v.args else None)}
+    for views in _same_collective(waiters, lambda v: "default" if _group(v) == "default" else path(v)):
+        values = {v.rank: root for v in views if (root := _root(v))}
         if len(set(values.values())) > 1:
             out.append(_finding("root-mismatch", "the root", views, values, world_size, ROOT_FIX))
-    for views in _same_collective(waiters, lambda v: v.call_site):
+    for views in _same_collective(waiters, path):
         groups = {v.rank: f"{g} group" for v in views if (g := _group(v))}
         if len(set(groups.values())) > 1:
             out.append(_finding("group-mismatch", "the group", views, groups, world_size, GROUP_FIX))
     return out
 
 
+def _root(v: RankView) -> str | None:
+    """The root to compare: on the default group as given; on a sub-group (or a group not known) only as a rank in
+    the group: a global src/dst differs from one sub-group to the next at the same line by design (Megatron
+    broadcasts from its group's first rank: src=0 in [0,1], src=2 in [2,3])."""
+    return v.args.root(in_group=v.args.group != "default") if v.args else None
+
+
 def _group(v: RankView) -> str | None:
     return v.args.group if v.args else None
 
 
-def _same_collective(waiters: Sequence[RankView], key: Callable[[RankView], str | None]) -> list[list[RankView]]:
+def _same_collective(waiters: Sequence[RankView], key: Callable[[RankView], object]) -> list[list[RankView]]:
     """Ranks by (op, key), point-to-point ops left out (their peers differ by design), each group of 2 or more."""
-    out: dict[tuple[str, str | None], list[RankView]] = defaultdict(list)
+    out: dict[tuple[str, object], list[RankView]] = defaultdict(list)
     for v in sorted(waiters, key=lambda v: v.rank):
         if v.args is not None and v.args.op not in P2P:
             out[(v.args.op, key(v))].append(v)

@@ -214,14 +214,23 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
     sites = sorted({short(v.call_site) for v in waiting})
     op = waiting[0].collective if place_key(waiting[0])[0] != "send/recv" else "send/recv"
     lines = f" at {sites[0]}" if len(sites) == 1 else f" from different lines ({', '.join(sites)})"
-    p2p = "; with send/recv, also a send whose matching recv is never posted" if op == "send/recv" else ""
+    said = arguments_said(waiting)
+    matched = said == MATCHED  # the arguments rule out the send whose recv is never posted
+    p2p = (
+        "; with send/recv, also a send whose matching recv is never posted" if op == "send/recv" and not matched else ""
+    )
     message = (
         f"rank {span([w.rank for w in waiting])} all wait in {op}{lines} with no progress for "
-        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}{arguments_said(waiting)}"
+        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall){p2p}{said}"
     )
-    unsure = any(v.args and (v.args.op == "wait" or (v.args.op in P2P and v.args.p2p is None)) for v in waiting)
+    unsure = any(
+        v.args and (v.args.op == "wait" or v.args.pending or (v.args.op in P2P and v.args.p2p is None)) for v in waiting
+    )
     fix = UNSURE_P2P_FIX if unsure else STALLED_FIX
     return Finding("stalled", "error", message, fix, ranks=ranks(waiting), culprits=())
+
+
+MATCHED = "; every send has its matching recv posted: the ranks agree, the transport does not deliver"
 
 
 def arguments_said(waiting: Sequence[RankView]) -> str:
@@ -239,6 +248,13 @@ def arguments_said(waiting: Sequence[RankView]) -> str:
             "isend, irecv or batch_isend_irecv) whose peers are not in the stack, so a send/recv deadlock (each "
             "receiving first) is not ruled out"
         )
+    held = [v.rank for v in waiting if v.args and v.args.pending]
+    if held:
+        return (
+            f"; rank {span(held)} {'holds' if len(held) == 1 else 'hold'} an async handle (an isend or irecv posted "
+            "before this call, in flight to a peer the stack does not name), so whether every op has its match "
+            "cannot be told"
+        )
     unknown = [v.rank for v in waiting if v.args and v.args.op in P2P and v.args.p2p is None]
     if unknown:
         return (
@@ -247,8 +263,10 @@ def arguments_said(waiting: Sequence[RankView]) -> str:
         )
     said = sorted({v.args.text() for v in waiting if v.args and not v.args.p2p})
     if not said:
-        return "; every send has its matching recv posted: the ranks agree, the transport does not deliver"
-    return f"; every rank passes the same arguments ({', '.join(said)})"
+        return MATCHED
+    if len(said) > 1:  # sub-groups' own roots, or calls that are not one another's
+        return f"; the arguments read show no mismatch ({', '.join(said)})"
+    return f"; every rank passes the same arguments ({said[0]})"
 
 
 def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> Finding:

@@ -29,7 +29,7 @@ from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
-from ncclcheck.analysis.watch.uneven import uneven_inputs
+from ncclcheck.analysis.watch.uneven import NOT_COLLECTIVES, uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
 from ncclcheck.analysis.watch.waitfor import p2p_deadlock
 from ncclcheck.model.findings import Finding
@@ -125,7 +125,7 @@ def _sides(views: Sequence[RankView], job: Job, limit: float) -> _Sides:
 def _blocked(v: RankView) -> bool:
     """Blocked for the quick answer: in a c10d collective (not DDP's backward, where autograd's threads work
     while the main thread waits), with socket counters readable, and nothing moving at all."""
-    quick = v.collective not in (None, "backward", "wait") and v.sample.net_bytes is not None
+    quick = v.collective not in NOT_COLLECTIVES and v.sample.net_bytes is not None
     return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
 
 
@@ -157,7 +157,9 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
         out.extend(code)
     elif len(ops) > 1 and any(v.args and v.args.group == "other" for v in waiters):
-        pass  # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
+        # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
+        if s.remote and len(s.waiting) == len(s.live) and not dead:  # or the sub-group's members elsewhere
+            out.append(make.waiting_remote(s.waiting, s.remote))
     elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:
@@ -177,9 +179,15 @@ def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Me
     """What the ranks standing still tell about the code through their calls' arguments: a point-to-point
     deadlock, a rank waiting on a sub-group, DDP's uneven inputs, a root or group mismatch."""
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
+    judged = {v.rank for v in waiters}
+    arriving = [v for v in s.moving if v.rank not in judged]  # blocked ranks judged in the quick window are not
     found = [
         p2p_deadlock(waiters, job.world_size, hosts),
-        subgroup_wait(waiters, members) if not s.busy and not s.unknown else None,  # else a straggler explains it
+        # only where every other rank is seen waiting: else a straggler, a rank just arriving (maybe the missing
+        # member), one elsewhere or a dead one explains it
+        subgroup_wait(waiters, members)
+        if not (s.busy or s.unknown or arriving or s.remote or s.exited or s.stopped)
+        else None,
         uneven_inputs(waiters, clean),
     ]
     return [f for f in found if f is not None] + disagreements(waiters, job.world_size)

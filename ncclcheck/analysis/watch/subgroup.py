@@ -3,13 +3,15 @@ that sub-group who moved on without joining it, never the waiting rank (however 
 
 The stacks say only whether a call's group is the default one; which ranks a sub-group holds is not in any stack.
 Evidence from elsewhere (a Flight Recorder dump, ``ncclcheck run``'s control plane) can name the members: pass it
-as ``members`` and the members who did not join are named as the culprits.
+as ``members`` and the members who did not join are named as the culprits. Without it, a rank alone in its
+sub-group's call is the one sure sign that a member is missing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ncclcheck.analysis.watch.track import path
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -27,13 +29,24 @@ SUBGROUP_FIX = (
 
 
 def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -> Finding | None:
-    """The ``subgroup-wait`` finding, or None when no rank waits on a sub-group while others wait elsewhere."""
+    """The ``subgroup-wait`` finding, or None when no rank waits on a sub-group that misses a member while others
+    wait elsewhere. Without ``members``, only a rank alone in its sub-group's call is known to miss one: two or
+    more there may be the whole sub-group (then a stalled transport looks the same)."""
     sub = [v for v in waiters if v.args is not None and v.args.group == "other"]
-    places = {(v.collective, v.call_site) for v in sub}
-    elsewhere = [v for v in waiters if v not in sub and (v.collective, v.call_site) not in places]
+    places = {(v.collective, path(v)) for v in sub}
+    elsewhere = [v for v in waiters if v not in sub and (v.collective, path(v)) not in places]
+    there = {v.rank for v in waiters if (v.collective, path(v)) in places}  # in it, its locals read or not
+    known = members or {}
+
+    def missing(v: RankView) -> bool:  # a member of its sub-group is not in the call (known, or it stands alone)
+        if v.rank in known:
+            return not known[v.rank] <= there
+        return sum((w.collective, path(w)) == (v.collective, path(v)) for w in waiters) == 1
+
+    sub = [v for v in sub if missing(v)]
     if not sub or not elsewhere:
         return None
-    culprits = _culprits(sub, members) if members else ()
+    culprits = _culprits(sub, there, known)
     waiting = "; ".join(
         f"rank {v.rank} waits in {v.collective} on a sub-group" + (f" at {short(v.call_site)}" if v.call_site else "")
         for v in sorted(sub, key=lambda v: v.rank)
@@ -59,7 +72,6 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
     return Finding("subgroup-wait", "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
 
 
-def _culprits(sub: Sequence[RankView], members: Members) -> tuple[int, ...]:
+def _culprits(sub: Sequence[RankView], there: set[int], members: Members) -> tuple[int, ...]:
     """The members of each waiting rank's sub-group that are not waiting in that sub-group's collective."""
-    there = {v.rank for v in sub}
     return tuple(sorted({r for v in sub for r in members.get(v.rank, frozenset()) if r not in there}))

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ncclcheck.analysis.stacks import call_site, collective, user_frame
+from ncclcheck.analysis.stacks import call_path, call_site, collective, user_frame
 from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.model.args import CallArgs
+from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
 BACKWARD = ("_engine_run_backward", "backward")
@@ -48,6 +49,14 @@ def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
         python = [f for f in sample.stack if not f.native] or list(sample.stack)
         return None, site, (mine or python[0]).function
     return None, site, sample.status
+
+
+def path(v: RankView) -> tuple[str | None, ...]:
+    """The user's frames a rank calls its collective through (those of its place where this dump failed; its call
+    site alone where no frames are known): two ranks at one helper's line called from different lines are in
+    different calls."""
+    frames = v.sample.stack or (v.place[0] if v.place and isinstance(v.place[0], tuple) else ())
+    return call_path([f for f in frames if isinstance(f, Frame)]) or (v.call_site,)
 
 
 def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
@@ -97,7 +106,7 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
     still = same_place and not net_moved
     quiet = still and (net_known or not cpu_moved)
     idle = still and not cpu_moved
-    args = _args(sample, before if same_place else None)
+    args = _args(sample, before if same_place and not net_moved else None)  # bytes moved: maybe the next call
     found, label = _waiting(found, label, args)
     return RankView(
         sample,
@@ -118,7 +127,7 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
 
 
 def _args(sample: RankSample, before: RankView | None) -> CallArgs | None:
-    """The arguments read at this place: from this sample's locals, else those read earlier at the same place."""
+    """The arguments read at this place: from this sample's locals, else those read earlier while it stood there."""
     if sample.locals:
         return parse(sample.locals)
     return before.args if before is not None else None

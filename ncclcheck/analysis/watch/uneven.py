@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ncclcheck.analysis.stacks import P2P
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -17,13 +18,14 @@ UNEVEN_FIX = (
     "`with model.join(): for batch in loader: ...` (torch.distributed.algorithms.Join for several models or "
     "optimizers)"
 )
-NOT_COLLECTIVES = (None, "backward", "wait")
+NOT_COLLECTIVES = (None, "backward", "wait")  # no collective, or one whose peers are not in the stack
 
 
 def uneven_inputs(waiters: Sequence[RankView], exited: Sequence[RankView]) -> Finding | None:
     """The ``uneven-inputs`` finding, or None. ``exited``: ranks gone with exit code 0 or unknown (not failures)."""
     backward = [v for v in waiters if v.collective == "backward"]
-    after = [v for v in waiters if v.collective not in NOT_COLLECTIVES]
+    # a rank in send/recv is no rank that left the loop: a pipeline stage waits there while another runs backward
+    after = [v for v in waiters if v.collective not in NOT_COLLECTIVES and v.collective not in P2P]
     if not backward or not (after or exited):
         return None
     still = span([v.rank for v in backward])

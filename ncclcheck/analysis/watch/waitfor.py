@@ -4,7 +4,8 @@ deadlock in the code.
 A ``recv`` from rank P waits on P, a ``send`` to P waits on P, unless P stands in the matching op towards it
 (then the pair waits on the transport, not on each other). A batch (batch_isend_irecv, coalesced ops) waits
 until all its ops are done: it is stuck when any one of them is. A ``recv`` from any source waits on every other
-rank: one send from any of them frees it. The deadlocked ranks are the largest set in which every rank waits on
+rank: one send from any of them frees it. A rank holding an async handle (an isend posted before its recv) may
+already have sent what its peer waits for: it is left out, so no deadlock rests on it. The deadlocked ranks are the largest set in which every rank waits on
 one of them; a rank that waits on someone outside it (a rank in a collective, busy, not seen) may still be freed.
 """
 
@@ -60,7 +61,7 @@ def deadlocked(ops: Mapping[int, tuple[P2P, ...]], world: Sequence[int]) -> dict
 
 def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = False) -> Finding | None:
     """The ``p2p-deadlock`` finding over the ranks standing still, from the P2P arguments read; None: no deadlock."""
-    views = {v.rank: v for v in waiters if v.args is not None and v.args.p2p}
+    views = {v.rank: v for v in waiters if v.args is not None and v.args.p2p and not v.args.pending}
     ops = {r: v.args.p2p for r, v in views.items() if v.args is not None and v.args.p2p}
     stuck = deadlocked(ops, range(world_size))
     if not stuck:
@@ -72,8 +73,8 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
         at = f" at {short(v.call_site)}" if v.call_site else ""
         where = f" on {v.sample.host}" if hosts and v.sample.host else ""
         parts.append(f"rank {rank}{where} waits in {op.op} {'to' if op.op == 'send' else 'from'} {peer}{at}")
-    ring = _cycle(stuck)
-    cycle = f" in a cycle ({ring})" if ring else ""
+    rings = _cycles(stuck)
+    cycle = f" in {'a cycle' if len(rings) == 1 else 'cycles'} {', '.join(f'({r})' for r in rings)}" if rings else ""
     message = (
         "; ".join(parts) + f" — a deadlock in the code: rank {span(list(stuck))} wait on one another{cycle} and "
         "none posts the op its peer needs; the network is not the cause"
@@ -87,9 +88,10 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
 
 def _nobody_sends(waiters: Sequence[RankView], world_size: int) -> Finding | None:
     """Every rank of the job blocked in ``recv``: nobody is left to send, whoever each waits on (a sub-group's
-    ``group_src`` names no global rank, and a stack without locals names none at all)."""
+    ``group_src`` names no global rank). Only where every rank's locals were read and none holds an async handle:
+    an isend posted before the recv may be what its peer waits for."""
     recvs = sorted((v for v in waiters if v.collective == "recv"), key=lambda v: v.rank)
-    if world_size < 2 or len(recvs) != world_size:
+    if world_size < 2 or len(recvs) != world_size or any(v.args is None or v.args.pending for v in recvs):
         return None
     parts = "; ".join(
         f"rank {v.rank} waits in {_recv(v)}" + (f" at {short(v.call_site)}" if v.call_site else "") for v in recvs
@@ -107,13 +109,18 @@ def _recv(v: RankView) -> str:
     return v.args.text() if v.args else "recv"
 
 
-def _cycle(stuck: Mapping[int, P2P]) -> str:
-    """``0 → 1 → 0`` from the smallest rank, following specific peers; "" when an any-source recv breaks the chain."""
-    path = [min(stuck)]
-    while True:
-        peer = stuck[path[-1]].peer
-        if peer is None or peer not in stuck:
-            return ""
-        if peer in path:
-            return " → ".join(str(r) for r in [*path[path.index(peer) :], peer])
-        path.append(peer)
+def _cycles(stuck: Mapping[int, P2P]) -> list[str]:
+    """``0 → 1 → 0`` for each cycle of specific peers, from its smallest rank; none where an any-source recv
+    breaks the chain."""
+    out: list[str] = []
+    seen: set[int] = set()
+    for start in sorted(stuck):
+        path: list[int] = []
+        rank: int | None = start
+        while rank is not None and rank in stuck and rank not in seen and rank not in path:
+            path.append(rank)
+            rank = stuck[rank].peer
+        if rank is not None and rank in path:
+            out.append(" → ".join(str(r) for r in [*path[path.index(rank) :], rank]))
+        seen.update(path)
+    return out
