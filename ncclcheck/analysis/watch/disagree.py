@@ -89,5 +89,11 @@ def _finding(
         f"rank {span([v.rank for v in views])} wait in {op} at {', '.join(sites)} but disagree on {what}: {said} — "
         f"the same collective with different arguments never completes: {blame}"
     )
+    others = [r for r, value in values.items() if value == "other group"]
+    if kind == "group-mismatch" and others:  # a stack shows only whether the group is the default one
+        message += (
+            f" (unless rank {span(others)} passes group=dist.group.WORLD explicitly, which a stack cannot tell from "
+            "another group: then the groups agree and the wait is elsewhere)"
+        )
     ranks = tuple(v.rank for v in views)
     return Finding(kind, "error", message, fix, ranks=ranks, culprits=odd, roles=tuple(sorted(values.items())))

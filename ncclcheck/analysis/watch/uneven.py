@@ -39,6 +39,11 @@ def uneven_inputs(waiters: Sequence[RankView], exited: Sequence[RankView]) -> Fi
         f"{span([v.rank for v in left])} left the training loop (ran out of batches) while rank {still} "
         f"{'are' if len(backward) > 1 else 'is'} still training, and DDP's all-reduce waits for the ranks that left"
     )
+    if after:  # a stack does not say whether a line is after the loop or inside it
+        message += (
+            " (if that collective is inside the training loop instead, the stacks cannot tell this from a"
+            " rank-dependent no_sync/gradient-accumulation step or a long backward: compare the lines)"
+        )
     roles = tuple(
         sorted([(v.rank, "in the training loop") for v in backward] + [(v.rank, "left the loop") for v in left])
     )
