@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ncclcheck.model.args import RECVS, SENDS
 from ncclcheck.model.stacks import Frame
 
 COLLECTIVES = (
@@ -34,7 +35,7 @@ COLLECTIVES = (
     "all_gather_object",
 )
 C10D_FILES = ("distributed_c10d.py", "_functional_collectives.py")
-P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
+P2P = SENDS | RECVS | {"batch_isend_irecv"}
 LIBRARY_PARTS = ("/torch/", "/threading.py", "<frozen runpy>", "/runpy.py")
 # the interpreter's own library (/usr/lib/python3.11/queue.py, a conda or pyenv prefix alike), not what pip installs
 STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?!site-packages/|dist-packages/)")

@@ -19,6 +19,9 @@ class FrameLocals:
         return next((r for n, r in self.values if n == name), None)
 
 
+SENDS, RECVS = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})  # the point-to-point calls, by side
+
+
 @dataclass(frozen=True)
 class P2P:
     """One point-to-point op: ``send`` to ``peer`` or ``recv`` from it (global ranks; None: from any source)."""
@@ -52,7 +55,7 @@ class CallArgs:
         """``src=1``, ``dst=0``, ``group_dst=1``: the root; None: the op has none. On the default group a rank in
         the group is the global one (``group_dst=1`` reads ``dst=1``). ``in_group``: only as a rank of the group
         (``group_src``/``group_dst``, which torch computes from ``src``/``dst``)."""
-        if self.op in ("send", "recv", "isend", "irecv"):
+        if self.op in SENDS | RECVS:
             return None
         for side in ("src", "dst"):
             mine, in_it = getattr(self, side), getattr(self, f"group_{side}")
@@ -74,9 +77,9 @@ class CallArgs:
                 f"{p.op} {'to' if p.op == 'send' else 'from'} {'any rank' if p.peer is None else f'rank {p.peer}'}"
                 for p in self.p2p
             )
-        elif self.op in ("recv", "irecv") and self.group_src is not None:
+        elif self.op in RECVS and self.group_src is not None:
             body = f"{self.op} from group rank {self.group_src}"
-        elif self.op in ("send", "isend") and self.group_dst is not None:
+        elif self.op in SENDS and self.group_dst is not None:
             body = f"{self.op} to group rank {self.group_dst}"
         else:
             root = self.root()

@@ -18,9 +18,8 @@ import re
 from collections.abc import Sequence
 
 from ncclcheck.analysis.stacks import C10D_FILES, COLLECTIVES
-from ncclcheck.model.args import P2P, CallArgs, FrameLocals
+from ncclcheck.model.args import P2P, RECVS, SENDS, CallArgs, FrameLocals
 
-SENDS, RECVS = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})
 WRAPPER_FILE = "c10d_logger.py"
 WORK = "_distributed_c10d.Work at "  # the repr py-spy gives a c10d Work handle (or a list of them)
 CUT = "..."  # py-spy shortens a long repr (about 120 characters): ``([<Tensor ..>, ...], ...)``, ``{...}``
