@@ -3,10 +3,12 @@
 A rank missing from a collective that others wait in is either in no collective at all (it is the one to look at),
 or waits itself in another group's collective. There it may wait for a third rank (follow the chain to its end),
 or for one of the ranks waiting on it: a cycle, two ranks that issued two groups' collectives in different orders.
-A cycle is broken by program order: every rank in a collective issued about the same number of collectives in its
-other groups since the previous collective of that group; a rank that entered it after fewer than the majority
-did skipped one (rank 3 goes to the world barrier without its pair's all_reduce: ranks 0 and 1 each did one
-all_reduce in their pair since the last barrier, rank 3 none). Without such a majority the cycle is a tie.
+A cycle is broken by program order: a rank that entered it after fewer collectives in its other groups (since the
+previous collective of that group) than every earlier time the ring buffer shows skipped one (rank 3 goes to the world
+barrier without its pair's all_reduce: one all_reduce in its pair between barriers until now, none this time), when
+most ranks there kept to their own counts. Ranks legitimately differ (pipeline stages issue different numbers of
+collectives), so a rank is compared with its own earlier steps; where the buffer holds none (the first steps), only
+with ranks of the same layout (members of groups of the same sizes). Without such evidence the cycle is a tie.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class Blame:
 
     culprits: tuple[int, ...]
     waits: tuple[tuple[int, FrEntry], ...]  # (missing rank, the collective it waits in)
-    skipped: tuple[tuple[int, int, int], ...]  # (rank, ops elsewhere before its wait, the majority's): a skip seen
+    skipped: tuple[tuple[int, int, int, str], ...]  # (rank, ops before its wait, the count due, by whom): a skip
     explained: bool  # every missing rank waits elsewhere for someone else: the blame lies further down the chain
     unseen: tuple[int, ...] = ()  # ranks without a dump in a group a missing rank waits in: the chain ends unseen
 
@@ -47,12 +49,16 @@ def pending(dump: FrDump) -> FrEntry | None:
 
 
 def blame(
-    stuck: Sequence[Stuck], by_rank: Mapping[int, FrDump], unseen: Mapping[str, tuple[int, ...]] | None = None
+    stuck: Sequence[Stuck],
+    by_rank: Mapping[int, FrDump],
+    unseen: Mapping[str, tuple[int, ...]] | None = None,
+    layout: Mapping[int, tuple[int, ...]] | None = None,
 ) -> list[Blame]:
-    """One Blame per stuck collective, in the same order; ``unseen``: per group name, its ranks without a dump."""
+    """One Blame per stuck collective, in the same order; ``unseen``: per group name, its ranks without a dump;
+    ``layout``: per rank, the sizes of the groups it is a member of (ranks alike in it issue alike)."""
     index = {(s.pg, s.seq): s for s in stuck}
     waits = {r: e for r, d in by_rank.items() if (e := pending(d)) is not None}
-    skips = {(s.pg, s.seq): _skips(s, by_rank) for s in stuck}
+    skips = {(s.pg, s.seq): _skips(s, by_rank, layout or {}) for s in stuck}
     unseen = unseen or {}
     out = []
     for s in stuck:
@@ -68,7 +74,7 @@ def _roots(
     s: Stuck,
     index: Mapping[tuple[str, int], Stuck],
     waits: Mapping[int, FrEntry],
-    skips: Mapping[tuple[str, int], tuple[tuple[int, int, int], ...]],
+    skips: Mapping[tuple[str, int], tuple[tuple[int, int, int, str], ...]],
     seen: frozenset[tuple[str, int]],
     unseen: Mapping[str, tuple[int, ...]],
 ) -> tuple[list[int], bool]:
@@ -81,7 +87,7 @@ def _roots(
         there = index.get(key) if key is not None else None
         if e is not None and there is None and unseen.get(e.pg):
             explained = False  # it waits for ranks that sent no dump: nobody can be named from here
-        elif there is None or key is None or b in {r for r, _, _ in skips.get(key, ())}:
+        elif there is None or key is None or b in {t[0] for t in skips.get(key, ())}:
             roots.append(b)  # in no collective, or in one that waits for nobody, or it skipped ours to get there
             explained = False
         elif key not in seen:
@@ -89,15 +95,38 @@ def _roots(
     return roots, explained
 
 
-def _skips(s: Stuck, by_rank: Mapping[int, FrDump]) -> tuple[tuple[int, int, int], ...]:
-    """Ranks that entered ``s`` after fewer collectives in their other groups than a strict majority of its ranks."""
-    counts = {r: n for r, e in s.present if (n := _elsewhere(by_rank[r], e)) is not None}
-    if len(counts) < 2:
+def _skips(
+    s: Stuck, by_rank: Mapping[int, FrDump], layout: Mapping[int, tuple[int, ...]]
+) -> tuple[tuple[int, int, int, str], ...]:
+    """Ranks that entered ``s`` after fewer collectives in their other groups than they are due: fewer than every
+    earlier time their buffer shows, or, where it shows none, than a strict majority of the ranks of their layout."""
+    now: dict[int, int] = {}
+    history: dict[int, list[int]] = {}
+    for r, e in s.present:
+        n = _elsewhere(by_rank[r], e)
+        if n is None:
+            continue
+        now[r] = n
+        earlier = (_elsewhere(by_rank[r], x) for x in by_rank[r].entries if _before_in_group(x, e))
+        history[r] = [c for c in earlier if c is not None]
+    if len(now) < 2:
         return ()
-    usual, held = Counter(counts.values()).most_common(1)[0]
-    if held * 2 <= len(counts):
-        return ()
-    return tuple((r, n, usual) for r, n in sorted(counts.items()) if n < usual)
+    due: dict[int, tuple[int, str]] = {}
+    if all(history[r] for r in now):
+        due = {r: (min(history[r]), "every earlier time") for r in now}
+    else:  # the first steps: no earlier stretch to go by, only ranks of the same layout
+        for r in now:
+            peers = Counter(now[q] for q in now if layout.get(q, ()) == layout.get(r, ()) and layout.get(r))
+            top = peers.most_common(1)
+            if top and top[0][1] * 2 > sum(peers.values()):
+                due[r] = (top[0][0], "on the ranks in groups of its sizes")
+    if sum(1 for r, (n, _) in due.items() if now[r] >= n) * 2 <= len(now):
+        return ()  # most ranks there changed their count (or none can be judged): not a skip
+    return tuple((r, now[r], n, whose) for r, (n, whose) in sorted(due.items()) if now[r] < n)
+
+
+def _before_in_group(x: FrEntry, entry: FrEntry) -> bool:
+    return not x.is_p2p and x.pg == entry.pg and 1 <= x.seq < entry.seq
 
 
 def _elsewhere(dump: FrDump, entry: FrEntry) -> int | None:

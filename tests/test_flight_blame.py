@@ -1,0 +1,81 @@
+"""The Flight Recorder analysis on hand-built recorders (FrDump/FrEntry directly): stalls across sub-groups whose ranks
+legitimately differ, and recorders whose windows differ (a wrapped ring buffer, an agent's tail), where naming a
+rank would name an innocent one."""
+
+from __future__ import annotations
+
+from ncclcheck.analysis.logs.flight import analyse
+from ncclcheck.model.flight import FrDump, FrEntry, PgProgress
+
+
+class Rank:
+    """One rank's recorder, built in program order."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.entries: list[FrEntry] = []
+        self.seq: dict[str, int] = {}
+        self.p2p_seq: dict[str, int] = {}
+
+    def coll(self, pg: str, state: str = "completed") -> None:
+        self.seq[pg] = self.seq.get(pg, 0) + 1
+        self._add(pg, self.seq[pg], 0, False, "all_reduce", "", state)
+
+    def p2p(self, pg: str, op: str, peer: str, state: str = "completed") -> None:
+        self.p2p_seq[pg] = self.p2p_seq.get(pg, 0) + 1
+        self._add(pg, self.seq.get(pg, 0), self.p2p_seq[pg], True, op, peer, state)
+
+    def _add(self, pg: str, seq: int, p2p: int, is_p2p: bool, op: str, peer: str, state: str) -> None:
+        rid = len(self.entries)
+        desc = "default_pg" if pg == "0" else f"group{pg}"
+        size = ((1024,),)
+        self.entries.append(
+            FrEntry(rid, pg, desc, seq, p2p, is_p2p, "nccl", op, peer, size, size, ("Float",), ("Float",), state, "")
+        )
+
+    def dump(self, groups: list[tuple[str, tuple[int, ...]]]) -> FrDump:
+        progress = tuple(PgProgress(pg, n, n, -1) for pg, n in self.seq.items())
+        return FrDump(f"rank{self.rank}", self.rank, "2.10", tuple(groups), progress, tuple(self.entries))
+
+
+def stages(last: dict[int, int], steps: int = 3) -> list[FrDump]:
+    """Two pipeline stages, {0,1,2} (group 1, two all_reduces a step) and {3,4} (group 2, one a step), and a world
+    all_reduce closing each step; ``last``: how many stage all_reduces each rank issues in the last step, where a rank
+    whose stage partner is missing waits in its stage's collective and the others in the world one."""
+    groups = [("0", (0, 1, 2, 3, 4)), ("1", (0, 1, 2)), ("2", (3, 4))]
+    ranks = [Rank(r) for r in range(5)]
+    usual = {r: 2 if r < 3 else 1 for r in range(5)}
+    for step in range(steps + 1):
+        final = step == steps
+        for rank in ranks:
+            pg = "1" if rank.rank < 3 else "2"
+            n = last.get(rank.rank, usual[rank.rank]) if final else usual[rank.rank]
+            mates = [r for r in range(5) if (r < 3) == (rank.rank < 3)]
+            stuck = final and n > min(last.get(m, usual[m]) for m in mates)
+            for k in range(n):
+                rank.coll(pg, "started" if stuck and k == n - 1 else "completed")
+            if not stuck:
+                rank.coll("0", "started" if final else "completed")
+    return [r.dump(groups) for r in ranks]
+
+
+def test_a_stage_that_issues_fewer_collectives_than_another_is_not_a_skip() -> None:
+    # rank 3 issues one stage all_reduce too many; rank 4 goes on to the world all_reduce as it did every step, with
+    # fewer collectives behind it than stage {0,1,2} issue: that is its stage's program, not a skip
+    found = analyse(stages({3: 2})).findings
+    assert [f.id for f in found if f.severity == "error"] == ["fr-not-joined", "fr-not-joined"]
+    assert all(4 not in f.culprits for f in found), [f.message for f in found]
+    assert "skipped one" not in " ".join(f.message for f in found)
+
+
+def test_a_rank_that_issues_fewer_than_every_earlier_step_is_named() -> None:
+    for skipper in (4, 1):  # in the stage with fewer collectives a step, and in the one with more
+        found = analyse(stages({skipper: 1 if skipper < 3 else 0})).findings
+        assert [f.culprits for f in found if f.severity == "error"] == [(skipper,)], [f.message for f in found]
+        assert "every earlier time" in found[0].message
+
+
+def test_in_the_first_step_only_ranks_of_the_same_layout_are_compared() -> None:
+    # no earlier step to go by: rank 4 (groups of 5 and 2) is not held to stage {0,1,2}'s count (groups of 5 and 3)
+    assert all(f.culprits == () for f in analyse(stages({3: 2}, steps=0)).findings)
+    assert all(f.culprits == () for f in analyse(stages({4: 0}, steps=0)).findings)
