@@ -4,8 +4,11 @@ rank would name an innocent one."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from ncclcheck.analysis.logs.flight import analyse
-from ncclcheck.model.flight import FrDump, FrEntry, PgProgress
+from ncclcheck.model.flight import FrDump, FrEntry, PgProgress, dump_from_json, dump_to_json
 
 
 class Rank:
@@ -79,3 +82,36 @@ def test_in_the_first_step_only_ranks_of_the_same_layout_are_compared() -> None:
     # no earlier step to go by: rank 4 (groups of 5 and 2) is not held to stage {0,1,2}'s count (groups of 5 and 3)
     assert all(f.culprits == () for f in analyse(stages({3: 2}, steps=0)).findings)
     assert all(f.culprits == () for f in analyse(stages({4: 0}, steps=0)).findings)
+
+
+def test_sends_and_recvs_both_in_flight_are_not_unmatched_when_a_window_lost_its_start() -> None:
+    # 9 sends 0->1, each received; the last pair is posted on both sides and in flight. Rank 1 also received once
+    # from rank 2, so an agent's tail (each group's last 8 entries) holds 8 of rank 0's sends but 7 of rank 1's recvs
+    groups = [("0", (0, 1, 2))]
+    ranks = [Rank(r) for r in range(3)]
+    for k in range(9):
+        state = "started" if k == 8 else "completed"
+        ranks[0].p2p("0", "send", "0->1", state)
+        ranks[1].p2p("0", "recv", "1<-0", state)
+        if k == 4:
+            ranks[2].p2p("0", "send", "2->1")
+            ranks[1].p2p("0", "recv", "1<-2")
+    tails = [dump_from_json(json.loads(json.dumps(dump_to_json(r.dump(groups))))) for r in ranks]
+    assert all(isinstance(d, FrDump) for d in tails)
+    assert analyse([d for d in tails if d is not None]).findings == ()
+    # the same in a ring buffer that wrapped: rank 0's first send is gone
+    wrapped = [r.dump(groups) for r in ranks]
+    wrapped[0] = dataclasses.replace(wrapped[0], entries=wrapped[0].entries[1:])
+    assert analyse(wrapped).findings == ()
+
+
+def test_a_send_waiting_where_the_peers_newest_recv_completed_is_unmatched_in_any_window() -> None:
+    groups = [("0", (0, 1))]
+    ranks = [Rank(r) for r in range(2)]
+    for k in range(12):
+        ranks[0].p2p("0", "send", "0->1", "started" if k == 11 else "completed")
+        if k < 11:
+            ranks[1].p2p("0", "recv", "1<-0")
+    for dumps in ([r.dump(groups) for r in ranks], [dump_from_json(dump_to_json(r.dump(groups))) for r in ranks]):
+        found = analyse([d for d in dumps if d is not None]).findings
+        assert [(f.id, f.culprits) for f in found] == [("fr-p2p-unmatched", (1,))]

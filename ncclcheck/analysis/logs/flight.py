@@ -349,29 +349,42 @@ def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, 
 
 
 def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
-    """The k-th send on a channel pairs with the k-th recv; a send nobody receives (or a recv nobody sends) hangs."""
+    """The k-th send on a channel pairs with the k-th recv; a send nobody receives (or a recv nobody sends) hangs.
+    Counting pairs them only where both ranks' recorders hold the group's p2p from its first op; where one lost its
+    start (a wrapped ring buffer, an agent's tail), only the newest op of each side is compared: one waiting while
+    the other side's newest on that channel completed."""
     sends: dict[tuple[int, int], list[tuple[int, FrEntry]]] = defaultdict(list)
     recvs: dict[tuple[int, int], list[tuple[int, FrEntry]]] = defaultdict(list)
+    whole: dict[int, bool] = {}
     for dump in dumps:
-        for e in dump.entries:
-            if e.pg == pg and e.is_p2p and (channel := _channel(e)):
+        mine = [e for e in dump.entries if e.pg == pg and e.is_p2p]
+        whole[dump.rank] = min((e.p2p_seq for e in mine), default=1) <= 1
+        for e in mine:
+            if channel := _channel(e):
                 (sends if e.op.startswith("send") else recvs)[channel].append((dump.rank, e))
-    have = {d.rank for d in dumps}
     out = []
     for channel in sorted(set(sends) | set(recvs)):
         src, dst = channel
         s, r = sends[channel], recvs[channel]
-        if src not in have or dst not in have or len(s) == len(r):
+        if src not in whole or dst not in whole:
             continue
-        extra = s[len(r)] if len(s) > len(r) else r[len(s)]
+        number = ""
+        if whole[src] and whole[dst]:
+            if len(s) == len(r):
+                continue
+            extra = s[len(r)] if len(s) > len(r) else r[len(s)]
+            number = f" #{min(len(s), len(r)) + 1}"
+        elif s and r and (s[-1][1].state == "completed") != (r[-1][1].state == "completed"):
+            extra = s[-1] if r[-1][1].state == "completed" else r[-1]
+        else:
+            continue  # a side with none of its ops on this channel in its window, or both waiting: cannot pair
         if extra[1].state == "completed":
             continue
         peer = dst if extra[1].op.startswith("send") else src
         site = f" at {extra[1].call_site}" if extra[1].call_site else ""
         message = (
-            f"process group {pg}: rank {extra[0]} posted {extra[1].op} #{len(min(s, r, key=len)) + 1} "
-            f"on channel {src}->{dst}{site}; rank {peer} never posted the matching "
-            f"{'recv' if extra[1].op.startswith('send') else 'send'}"
+            f"process group {pg}: rank {extra[0]} posted {extra[1].op}{number} on channel {src}->{dst}{site}; "
+            f"rank {peer} never posted the matching {'recv' if extra[1].op.startswith('send') else 'send'}"
         )
         by = {d.rank: d for d in dumps}
         out.append(
