@@ -115,3 +115,22 @@ def test_a_send_waiting_where_the_peers_newest_recv_completed_is_unmatched_in_an
     for dumps in ([r.dump(groups) for r in ranks], [dump_from_json(dump_to_json(r.dump(groups))) for r in ranks]):
         found = analyse([d for d in dumps if d is not None]).findings
         assert [(f.id, f.culprits) for f in found] == [("fr-p2p-unmatched", (1,))]
+
+
+def test_p2p_peers_in_a_sub_group_are_its_local_ranks() -> None:
+    # NCCL names a send by group ranks: in group 1 = global {1, 2, 3}, rank 2 (its rank 1) sending to rank 3 (its
+    # rank 2) is "send 1->2"; rank 3 never posts the recv. The culprit is global rank 3, not 2 (the sender)
+    groups = [("0", (0, 1, 2, 3)), ("1", (1, 2, 3))]
+    ranks = [Rank(r) for r in range(4)]
+    for r in ranks:
+        r.coll("0")
+    ranks[2].p2p("1", "send", "1->2", "started")
+    found = analyse([r.dump(groups) for r in ranks]).findings
+    assert [(f.id, f.ranks, f.culprits) for f in found] == [("fr-p2p-unmatched", (2, 3), (3,))]
+    assert "rank 2 posted send" in found[0].message and "rank 3 never posted the matching recv" in found[0].message
+    # and in group {2, 3} ("send 0->1"), whose local ranks are no members' global ranks at all
+    groups = [("0", (0, 1, 2, 3)), ("1", (2, 3))]
+    ranks = [Rank(r) for r in range(4)]
+    ranks[2].p2p("1", "send", "0->1", "started")
+    found = analyse([r.dump(groups) for r in ranks]).findings
+    assert [(f.id, f.culprits) for f in found] == [("fr-p2p-unmatched", (3,))]

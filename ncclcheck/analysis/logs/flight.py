@@ -52,7 +52,7 @@ def analyse(
             stuck.append(found)
         else:
             findings += found
-        findings += _p2p(pg, [by_rank[r] for r in members if r in by_rank])
+        findings += _p2p(pg, members, [by_rank[r] for r in members if r in by_rank])
     findings += [
         _not_joined(s, b, by_rank)
         for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing), _layout(groups)))
@@ -348,8 +348,10 @@ def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, 
     )
 
 
-def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
+def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding]:
     """The k-th send on a channel pairs with the k-th recv; a send nobody receives (or a recv nobody sends) hangs.
+    A channel's ends are the group's own ranks (NCCL writes ``send 1->2`` in the group's numbering): ``members`` in
+    the group's order gives their global ranks.
     Counting pairs them only where both ranks' recorders hold the group's p2p from its first op; where one lost its
     start (a wrapped ring buffer, an agent's tail), only the newest op of each side is compared: one waiting while
     the other side's newest on that channel completed."""
@@ -360,8 +362,9 @@ def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
         mine = [e for e in dump.entries if e.pg == pg and e.is_p2p]
         whole[dump.rank] = min((e.p2p_seq for e in mine), default=1) <= 1
         for e in mine:
-            if channel := _channel(e):
-                (sends if e.op.startswith("send") else recvs)[channel].append((dump.rank, e))
+            send = e.op.startswith("send")
+            if (channel := _channel(e, members)) is not None and channel[0 if send else 1] == dump.rank:
+                (sends if send else recvs)[channel].append((dump.rank, e))  # (else the group's order is not known)
     out = []
     for channel in sorted(set(sends) | set(recvs)):
         src, dst = channel
@@ -401,10 +404,12 @@ def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
     return out
 
 
-def _channel(e: FrEntry) -> tuple[int, int] | None:
-    """(src, dst) from ``send 1->2`` / ``recv 3<-0``; None for a recv from any source."""
+def _channel(e: FrEntry, members: tuple[int, ...]) -> tuple[int, int] | None:
+    """(src, dst) as global ranks from ``send 1->2`` / ``recv 3<-0`` (group ranks); None for a recv from any source,
+    or a group rank past the members known."""
     arrow = "->" if "->" in e.peer else "<-"
     a, _, b = e.peer.partition(arrow)
-    if not (a.isdigit() and b.isdigit()):
+    if not (a.isdigit() and b.isdigit()) or max(int(a), int(b)) >= len(members):
         return None
-    return (int(a), int(b)) if arrow == "->" else (int(b), int(a))
+    src, dst = (int(a), int(b)) if arrow == "->" else (int(b), int(a))
+    return members[src], members[dst]
