@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 from ncclcheck.analysis.logs.flight import analyse
+from ncclcheck.collectors.flight import parse
 from ncclcheck.model.flight import FrDump, FrEntry, PgProgress, dump_from_json, dump_to_json
 
 
@@ -134,3 +135,49 @@ def test_p2p_peers_in_a_sub_group_are_its_local_ranks() -> None:
     ranks[2].p2p("1", "send", "0->1", "started")
     found = analyse([r.dump(groups) for r in ranks]).findings
     assert [(f.id, f.culprits) for f in found] == [("fr-p2p-unmatched", (3,))]
+
+
+def gloo(rank: int, entries: list[tuple[str, int, int, bool]], status: dict[str, int]) -> FrDump:
+    """A gloo recorder as torch writes it: ``entries`` (group name, local group id, seq, retired), pg_status keyed by
+    the rank's local group ids, pg_config empty."""
+    rows = [
+        {
+            "record_id": i,
+            "pg_id": pg_id,
+            "process_group": [pg, "default_pg" if pg == "0" else "undefined"],
+            "collective_seq_id": seq,
+            "p2p_seq_id": 0,
+            "profiling_name": "gloo:all_reduce",
+            "input_sizes": [[4]],
+            "output_sizes": [[4]],
+            "input_dtypes": ["Float"],
+            "output_dtypes": ["Float"],
+            "state": "scheduled",
+            "retired": retired,
+            "is_p2p": False,
+        }
+        for i, (pg, pg_id, seq, retired) in enumerate(entries)
+    ]
+    counters = {k: {"last_enqueued_collective": n, "last_completed_collective": n} for k, n in status.items()}
+    config = {"": {"name": "", "desc": "", "ranks": "[]"}}
+    raw = json.dumps({"version": "2.10", "pg_config": config, "pg_status": counters, "entries": rows})
+    dump = parse(f"fr_rank{rank}.json", rank, raw.encode())
+    assert isinstance(dump, FrDump)
+    return dump
+
+
+def test_a_gloo_group_id_no_entry_names_does_not_make_a_rank_a_member_of_another_group() -> None:
+    # pairs {0,1} (group "1") and {2,3} (group "2", their local id 1); ranks 2 and 3's buffers hold only world
+    # all_reduces now, but pg_status still counts their local group 1. Rank 0 waits in its pair's #4, rank 1 in none
+    pair = [e for s in range(1, 4) for e in (("1", 1, s, True), ("0", 0, s, True))]
+    world = [("0", 0, s, s < 4) for s in range(1, 5)]
+    dumps = [
+        gloo(0, [*pair, ("1", 1, 4, False)], {"0": 3, "1": 4}),
+        gloo(1, pair, {"0": 3, "1": 3}),
+        gloo(2, world, {"0": 4, "1": 3}),
+        gloo(3, world, {"0": 4, "1": 3}),
+    ]
+    rep = analyse(dumps)
+    assert {g.pg: g.ranks for g in rep.groups}["1"] == (0, 1)
+    pair_finding = next(f for f in rep.findings if f.message.startswith("process group 1,"))
+    assert pair_finding.ranks == (0, 1) and "rank 2" not in pair_finding.message

@@ -103,8 +103,6 @@ def _groups(by_rank: dict[int, FrDump]) -> dict[tuple[str, str], tuple[int, ...]
         for e in dump.entries:
             seen[e.pg].add(dump.rank)
             descs.setdefault(e.pg, e.pg_desc)
-        for p in dump.progress:  # a rank that created the group but never used it is still a member
-            seen[p.pg].add(dump.rank)
     out = {}
     for pg, desc in descs.items():
         members = configured.get(pg) or (configured.get(desc) if desc else None)
