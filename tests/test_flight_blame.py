@@ -181,3 +181,27 @@ def test_a_gloo_group_id_no_entry_names_does_not_make_a_rank_a_member_of_another
     assert {g.pg: g.ranks for g in rep.groups}["1"] == (0, 1)
     pair_finding = next(f for f in rep.findings if f.message.startswith("process group 1,"))
     assert pair_finding.ranks == (0, 1) and "rank 2" not in pair_finding.message
+
+
+def test_a_rank_waiting_in_a_recv_is_not_blamed_for_the_collective_it_never_reached() -> None:
+    # each step rank 0 sends to rank 1, then all three all-reduce; in the last, rank 0 skips its send and goes on to
+    # the all_reduce: rank 1 waits in its recv from rank 0. The one to name is rank 0, never rank 1
+    groups = [("0", (0, 1, 2))]
+    ranks = [Rank(r) for r in range(3)]
+    for _ in range(3):
+        ranks[0].p2p("0", "send", "0->1")
+        ranks[1].p2p("0", "recv", "1<-0")
+        for r in ranks:
+            r.coll("0")
+    ranks[1].p2p("0", "recv", "1<-0", "started")
+    ranks[0].coll("0", "started")
+    ranks[2].coll("0", "started")
+    found = analyse([r.dump(groups) for r in ranks]).findings
+    assert all(1 not in f.culprits for f in found), [f.message for f in found]
+    assert [(f.id, f.culprits) for f in found if f.severity == "error"] == [("fr-p2p-unmatched", (0,))]
+    joined = next(f for f in found if f.id == "fr-not-joined")
+    assert "rank 1 never joined it: it waits in recv 1<-0" in joined.message
+    # both ends posted and waiting (a transport stall): nobody is named
+    ranks[0].p2p("0", "send", "0->1", "started")
+    found = analyse([r.dump(groups) for r in ranks]).findings
+    assert all(f.culprits == () for f in found), [f.message for f in found]

@@ -45,6 +45,7 @@ def analyse(
     missing = tuple(r for r in range(world) if r not in by_rank)
     findings: list[Finding] = list(_dump_findings(missing, unreadable, world))
     reports, stuck = [], []
+    waits_on: dict[int, tuple[int, ...]] = {}  # a rank waiting in a p2p op nobody matched: on whom
     for (pg, desc), members in sorted(groups.items()):
         report, found = _group(pg, desc, members, by_rank)
         reports.append(report)
@@ -52,10 +53,12 @@ def analyse(
             stuck.append(found)
         else:
             findings += found
-        findings += _p2p(pg, members, [by_rank[r] for r in members if r in by_rank])
+        p2p = _p2p(pg, members, [by_rank[r] for r in members if r in by_rank])
+        findings += p2p
+        waits_on.update({r: f.culprits for f in p2p for r in f.ranks if r not in f.culprits})
     findings += [
         _not_joined(s, b, by_rank)
-        for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing), _layout(groups)))
+        for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing), _layout(groups), waits_on))
     ]
     findings.sort(key=lambda f: min((e.line for e in f.evidence if e.line > 0), default=1 << 62))  # earliest op first
     infos = tuple(DumpInfo(d.file, d.rank, d.version, len(d.entries)) for d in by_rank.values())
@@ -278,7 +281,7 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
     said = [f"rank {span(idle)} never issued it (not all ranks joined the collective)"] if idle else []
     for r, e in sorted(waits.items()):
         there = f" at {e.call_site}" if e.call_site else ""
-        said.append(f"rank {r} never joined it: it waits in {e.op} #{e.seq} of {_named(e.pg, e.pg_desc)}{there}")
+        said.append(f"rank {r} never joined it: it waits in {_op(e)} of {_named(e.pg, e.pg_desc)}{there}")
     for r, n, usual, whose in why.skipped:
         said.append(
             f"rank {r} entered that collective after {n} collective(s) in its other groups since the previous one "
@@ -290,6 +293,10 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
         )
     elif why.explained:
         said.append(f"it waits for rank {span(why.culprits)} there; the others are not to blame")
+    elif any(e.is_p2p for e in waits.values()) and not why.culprits:
+        said.append(
+            "the send or recv it waits in cannot be paired with its peer's from the recorders: nobody can be named"
+        )
     elif waits and not why.culprits:
         said.append(
             "the ranks wait for each other: they issued the collectives of two groups in different orders, "
@@ -307,11 +314,16 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
         tuple(sorted([*present, *stuck.behind])),
         _evidence(present, sorted(present)[:2], by_rank)
         + tuple(
-            Evidence(by_rank[r].file, e.record_id, f"rank {r}: waits in {e.lib}:{e.op} #{e.seq} of group {e.pg}")
+            Evidence(by_rank[r].file, e.record_id, f"rank {r}: waits in {e.lib}:{_op(e)} of group {e.pg}")
             for r, e in sorted(waits.items())
         ),
         culprits=() if why.explained else why.culprits,
     )
+
+
+def _op(e: FrEntry) -> str:
+    """``all_reduce #4``; a p2p op by its channel in the group's ranks: ``recv 1<-0``."""
+    return f"{e.op} {e.peer}" if e.is_p2p else f"{e.op} #{e.seq}"
 
 
 def _stalled(

@@ -43,8 +43,8 @@ class Blame:
 
 
 def pending(dump: FrDump) -> FrEntry | None:
-    """The rank's oldest collective not completed: where it waits (None: in no collective)."""
-    waiting = [e for e in dump.entries if not e.is_p2p and e.state != "completed"]
+    """The rank's oldest op (collective or p2p) not completed: where it waits (None: in none)."""
+    waiting = [e for e in dump.entries if e.state != "completed"]
     return min(waiting, key=lambda e: e.record_id) if waiting else None
 
 
@@ -53,19 +53,22 @@ def blame(
     by_rank: Mapping[int, FrDump],
     unseen: Mapping[str, tuple[int, ...]] | None = None,
     layout: Mapping[int, tuple[int, ...]] | None = None,
+    waits_on: Mapping[int, tuple[int, ...]] | None = None,
 ) -> list[Blame]:
     """One Blame per stuck collective, in the same order; ``unseen``: per group name, its ranks without a dump;
-    ``layout``: per rank, the sizes of the groups it is a member of (ranks alike in it issue alike)."""
+    ``layout``: per rank, the sizes of the groups it is a member of (ranks alike in it issue alike); ``waits_on``:
+    a rank waiting in a p2p op its peer never matched, and that peer."""
     index = {(s.pg, s.seq): s for s in stuck}
     waits = {r: e for r, d in by_rank.items() if (e := pending(d)) is not None}
     skips = {(s.pg, s.seq): _skips(s, by_rank, layout or {}) for s in stuck}
     unseen = unseen or {}
     out = []
     for s in stuck:
-        roots, explained = _roots(s, index, waits, skips, frozenset({(s.pg, s.seq)}), unseen)
+        roots, explained = _roots(s, index, waits, skips, frozenset({(s.pg, s.seq)}), unseen, waits_on or {})
         waiting = tuple((b, waits[b]) for b in s.behind if b in waits)
-        seen = tuple(t for key in {(e.pg, e.seq) for _, e in waiting} for t in skips.get(key, ()))
-        blind = tuple(sorted({r for _, e in waiting if (e.pg, e.seq) not in index for r in unseen.get(e.pg, ())}))
+        colls = [e for _, e in waiting if not e.is_p2p]
+        seen = tuple(t for key in {(e.pg, e.seq) for e in colls} for t in skips.get(key, ()))
+        blind = tuple(sorted({r for e in colls if (e.pg, e.seq) not in index for r in unseen.get(e.pg, ())}))
         out.append(Blame(tuple(sorted(set(roots))), waiting, seen, explained and bool(roots), blind))
     return out
 
@@ -77,12 +80,17 @@ def _roots(
     skips: Mapping[tuple[str, int], tuple[tuple[int, int, int, str], ...]],
     seen: frozenset[tuple[str, int]],
     unseen: Mapping[str, tuple[int, ...]],
+    waits_on: Mapping[int, tuple[int, ...]],
 ) -> tuple[list[int], bool]:
     """The ranks at the end of the wait chain from ``s``, and whether none of ``s``'s own missing ranks is one."""
     roots: list[int] = []
     explained = True
     for b in s.behind:
         e = waits.get(b)
+        if e is not None and e.is_p2p:  # it waits for its peer: the one that never posted the match, if known
+            roots += waits_on.get(b, ())
+            explained = explained and b in waits_on
+            continue
         key = (e.pg, e.seq) if e is not None else None
         there = index.get(key) if key is not None else None
         if e is not None and there is None and unseen.get(e.pg):
@@ -91,7 +99,7 @@ def _roots(
             roots.append(b)  # in no collective, or in one that waits for nobody, or it skipped ours to get there
             explained = False
         elif key not in seen:
-            roots += _roots(there, index, waits, skips, seen | {key}, unseen)[0]
+            roots += _roots(there, index, waits, skips, seen | {key}, unseen, waits_on)[0]
     return roots, explained
 
 
