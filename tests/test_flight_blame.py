@@ -76,13 +76,16 @@ def test_a_rank_that_issues_fewer_than_every_earlier_step_is_named() -> None:
     for skipper in (4, 1):  # in the stage with fewer collectives a step, and in the one with more
         found = analyse(stages({skipper: 1 if skipper < 3 else 0})).findings
         assert [f.culprits for f in found if f.severity == "error"] == [(skipper,)], [f.message for f in found]
-        assert "every earlier time" in found[0].message
+        assert "every earlier time: it skipped one" in found[0].message
 
 
-def test_in_the_first_step_only_ranks_of_the_same_layout_are_compared() -> None:
-    # no earlier step to go by: rank 4 (groups of 5 and 2) is not held to stage {0,1,2}'s count (groups of 5 and 3)
-    assert all(f.culprits == () for f in analyse(stages({3: 2}, steps=0)).findings)
-    assert all(f.culprits == () for f in analyse(stages({4: 0}, steps=0)).findings)
+def test_in_the_first_step_nobody_is_named_by_program_order() -> None:
+    # no earlier step to go by: whether rank 4 skipped or rank 3 has an extra collective the recorders cannot tell,
+    # and other ranks' counts are no measure (stages of the same size issue different numbers of collectives too)
+    for last in ({3: 2}, {4: 0}):
+        found = analyse(stages(last, steps=0)).findings
+        assert all(f.culprits == () for f in found), [f.message for f in found]
+        assert any("cannot tell which order is right" in f.message for f in found)
 
 
 def test_sends_and_recvs_both_in_flight_are_not_unmatched_when_a_window_lost_its_start() -> None:

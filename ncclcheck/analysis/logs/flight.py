@@ -58,7 +58,7 @@ def analyse(
         waits_on.update({r: f.culprits for f in p2p for r in f.ranks if r not in f.culprits})
     findings += [
         _not_joined(s, b, by_rank)
-        for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing), _layout(groups), waits_on))
+        for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing), waits_on))
     ]
     findings.sort(key=lambda f: min((e.line for e in f.evidence if e.line > 0), default=1 << 62))  # earliest op first
     infos = tuple(DumpInfo(d.file, d.rank, d.version, len(d.entries)) for d in by_rank.values())
@@ -79,15 +79,6 @@ def _unseen(
             unseen |= set(missing) | (set(by_rank) - set(ranks) if len(ranks) == 1 else set())
         out[pg] = tuple(sorted(unseen))
     return out
-
-
-def _layout(groups: dict[tuple[str, str], tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
-    """Per rank, the sizes of the groups it is a member of."""
-    sizes: dict[int, list[int]] = defaultdict(list)
-    for members in groups.values():
-        for r in members:
-            sizes[r].append(len(members))
-    return {r: tuple(sorted(s)) for r, s in sizes.items()}
 
 
 def _richness(dump: FrDump) -> tuple[int, int]:
@@ -282,10 +273,10 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
     for r, e in sorted(waits.items()):
         there = f" at {e.call_site}" if e.call_site else ""
         said.append(f"rank {r} never joined it: it waits in {_op(e)} of {_named(e.pg, e.pg_desc)}{there}")
-    for r, n, usual, whose in why.skipped:
+    for r, n, usual in why.skipped:
         said.append(
             f"rank {r} entered that collective after {n} collective(s) in its other groups since the previous one "
-            f"of that group, where {usual} came before it {whose}: it skipped one"
+            f"of that group, where at least {usual} came before it every earlier time: it skipped one"
         )
     if why.unseen:
         said.append(

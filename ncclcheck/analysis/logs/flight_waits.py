@@ -3,17 +3,16 @@
 A rank missing from a collective that others wait in is either in no collective at all (it is the one to look at),
 or waits itself in another group's collective. There it may wait for a third rank (follow the chain to its end),
 or for one of the ranks waiting on it: a cycle, two ranks that issued two groups' collectives in different orders.
-A cycle is broken by program order: a rank that entered it after fewer collectives in its other groups (since the
-previous collective of that group) than every earlier time the ring buffer shows skipped one (rank 3 goes to the world
-barrier without its pair's all_reduce: one all_reduce in its pair between barriers until now, none this time), when
-most ranks there kept to their own counts. Ranks legitimately differ (pipeline stages issue different numbers of
-collectives), so a rank is compared with its own earlier steps; where the buffer holds none (the first steps), only
-with ranks of the same layout (members of groups of the same sizes). Without such evidence the cycle is a tie.
+A cycle is broken by program order, where the ring buffer shows it: a rank that entered it after fewer collectives in
+its other groups (since the previous collective of that group) than every earlier time skipped one (rank 3 goes to
+the world barrier without its pair's all_reduce: one all_reduce in its pair between barriers until now, none this
+time), when most ranks there kept to their own counts. Ranks legitimately differ (pipeline stages, even of the same
+size, issue different numbers of collectives), so a rank is compared only with its own earlier steps; where its
+buffer holds none (the first step), or nobody fell short of their own, the cycle is a tie: nobody is named.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +36,7 @@ class Blame:
 
     culprits: tuple[int, ...]
     waits: tuple[tuple[int, FrEntry], ...]  # (missing rank, the collective it waits in)
-    skipped: tuple[tuple[int, int, int, str], ...]  # (rank, ops before its wait, the count due, by whom): a skip
+    skipped: tuple[tuple[int, int, int], ...]  # (rank, ops elsewhere before its wait, its least before): a skip seen
     explained: bool  # every missing rank waits elsewhere for someone else: the blame lies further down the chain
     unseen: tuple[int, ...] = ()  # ranks without a dump in a group a missing rank waits in: the chain ends unseen
 
@@ -52,15 +51,13 @@ def blame(
     stuck: Sequence[Stuck],
     by_rank: Mapping[int, FrDump],
     unseen: Mapping[str, tuple[int, ...]] | None = None,
-    layout: Mapping[int, tuple[int, ...]] | None = None,
     waits_on: Mapping[int, tuple[int, ...]] | None = None,
 ) -> list[Blame]:
     """One Blame per stuck collective, in the same order; ``unseen``: per group name, its ranks without a dump;
-    ``layout``: per rank, the sizes of the groups it is a member of (ranks alike in it issue alike); ``waits_on``:
-    a rank waiting in a p2p op its peer never matched, and that peer."""
+    ``waits_on``: a rank waiting in a p2p op its peer never matched, and that peer."""
     index = {(s.pg, s.seq): s for s in stuck}
     waits = {r: e for r, d in by_rank.items() if (e := pending(d)) is not None}
-    skips = {(s.pg, s.seq): _skips(s, by_rank, layout or {}) for s in stuck}
+    skips = {(s.pg, s.seq): _skips(s, by_rank) for s in stuck}
     unseen = unseen or {}
     out = []
     for s in stuck:
@@ -77,7 +74,7 @@ def _roots(
     s: Stuck,
     index: Mapping[tuple[str, int], Stuck],
     waits: Mapping[int, FrEntry],
-    skips: Mapping[tuple[str, int], tuple[tuple[int, int, int, str], ...]],
+    skips: Mapping[tuple[str, int], tuple[tuple[int, int, int], ...]],
     seen: frozenset[tuple[str, int]],
     unseen: Mapping[str, tuple[int, ...]],
     waits_on: Mapping[int, tuple[int, ...]],
@@ -103,34 +100,22 @@ def _roots(
     return roots, explained
 
 
-def _skips(
-    s: Stuck, by_rank: Mapping[int, FrDump], layout: Mapping[int, tuple[int, ...]]
-) -> tuple[tuple[int, int, int, str], ...]:
-    """Ranks that entered ``s`` after fewer collectives in their other groups than they are due: fewer than every
-    earlier time their buffer shows, or, where it shows none, than a strict majority of the ranks of their layout."""
+def _skips(s: Stuck, by_rank: Mapping[int, FrDump]) -> tuple[tuple[int, int, int], ...]:
+    """Ranks that entered ``s`` after fewer collectives in their other groups than every earlier time their buffer
+    shows, while most ranks there kept to their own counts (none where a rank's buffer holds no earlier stretch)."""
     now: dict[int, int] = {}
-    history: dict[int, list[int]] = {}
+    least: dict[int, int] = {}
     for r, e in s.present:
         n = _elsewhere(by_rank[r], e)
-        if n is None:
-            continue
-        now[r] = n
-        earlier = (_elsewhere(by_rank[r], x) for x in by_rank[r].entries if _before_in_group(x, e))
-        history[r] = [c for c in earlier if c is not None]
-    if len(now) < 2:
-        return ()
-    due: dict[int, tuple[int, str]] = {}
-    if all(history[r] for r in now):
-        due = {r: (min(history[r]), "every earlier time") for r in now}
-    else:  # the first steps: no earlier stretch to go by, only ranks of the same layout
-        for r in now:
-            peers = Counter(now[q] for q in now if layout.get(q, ()) == layout.get(r, ()) and layout.get(r))
-            top = peers.most_common(1)
-            if top and top[0][1] * 2 > sum(peers.values()):
-                due[r] = (top[0][0], "on the ranks in groups of its sizes")
-    if sum(1 for r, (n, _) in due.items() if now[r] >= n) * 2 <= len(now):
-        return ()  # most ranks there changed their count (or none can be judged): not a skip
-    return tuple((r, now[r], n, whose) for r, (n, whose) in sorted(due.items()) if now[r] < n)
+        earlier = [
+            c for x in by_rank[r].entries if _before_in_group(x, e) and (c := _elsewhere(by_rank[r], x)) is not None
+        ]
+        if n is None or not earlier:
+            return ()
+        now[r], least[r] = n, min(earlier)
+    if len(now) < 2 or sum(1 for r in now if now[r] >= least[r]) * 2 <= len(now):
+        return ()  # most ranks there changed their count: not a skip
+    return tuple((r, now[r], least[r]) for r in sorted(now) if now[r] < least[r])
 
 
 def _before_in_group(x: FrEntry, entry: FrEntry) -> bool:
