@@ -135,7 +135,8 @@ def _serve_groups() -> None:
             name = world.pg_names.get(group, "")
             if not name:
                 continue  # a group this rank is not a member of
-            config[name] = {"name": name, "desc": getattr(group, "group_desc", ""), "ranks": sorted(ranks)}
+            order = sorted(ranks, key=ranks.__getitem__)  # global ranks by group rank: NCCL names p2p peers by it
+            config[name] = {"name": name, "desc": getattr(group, "group_desc", ""), "ranks": order}
         response.set_content(json.dumps(config).encode(), "application/json")
         response.set_status(200)
 

@@ -45,6 +45,7 @@ def analyse(
     missing = tuple(r for r in range(world) if r not in by_rank)
     findings: list[Finding] = list(_dump_findings(missing, unreadable, world))
     reports, stuck = [], []
+    waits_on: dict[int, tuple[int, ...]] = {}  # a rank waiting in a p2p op nobody matched: on whom
     for (pg, desc), members in sorted(groups.items()):
         report, found = _group(pg, desc, members, by_rank)
         reports.append(report)
@@ -52,9 +53,12 @@ def analyse(
             stuck.append(found)
         else:
             findings += found
-        findings += _p2p(pg, [by_rank[r] for r in members if r in by_rank])
+        p2p = _p2p(pg, members, [by_rank[r] for r in members if r in by_rank])
+        findings += p2p
+        waits_on.update({r: f.culprits for f in p2p for r in f.ranks if r not in f.culprits})
     findings += [
-        _not_joined(s, b, by_rank) for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing)))
+        _not_joined(s, b, by_rank)
+        for s, b in zip(stuck, blame(stuck, by_rank, _unseen(groups, by_rank, missing), waits_on))
     ]
     findings.sort(key=lambda f: min((e.line for e in f.evidence if e.line > 0), default=1 << 62))  # earliest op first
     infos = tuple(DumpInfo(d.file, d.rank, d.version, len(d.entries)) for d in by_rank.values())
@@ -93,8 +97,6 @@ def _groups(by_rank: dict[int, FrDump]) -> dict[tuple[str, str], tuple[int, ...]
         for e in dump.entries:
             seen[e.pg].add(dump.rank)
             descs.setdefault(e.pg, e.pg_desc)
-        for p in dump.progress:  # a rank that created the group but never used it is still a member
-            seen[p.pg].add(dump.rank)
     out = {}
     for pg, desc in descs.items():
         members = configured.get(pg) or (configured.get(desc) if desc else None)
@@ -270,11 +272,11 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
     said = [f"rank {span(idle)} never issued it (not all ranks joined the collective)"] if idle else []
     for r, e in sorted(waits.items()):
         there = f" at {e.call_site}" if e.call_site else ""
-        said.append(f"rank {r} never joined it: it waits in {e.op} #{e.seq} of {_named(e.pg, e.pg_desc)}{there}")
+        said.append(f"rank {r} never joined it: it waits in {_op(e)} of {_named(e.pg, e.pg_desc)}{there}")
     for r, n, usual in why.skipped:
         said.append(
             f"rank {r} entered that collective after {n} collective(s) in its other groups since the previous one "
-            f"of that group, where the others entered it after {usual}: it skipped one"
+            f"of that group, where at least {usual} came before it every earlier time: it skipped one"
         )
     if why.unseen:
         said.append(
@@ -282,6 +284,10 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
         )
     elif why.explained:
         said.append(f"it waits for rank {span(why.culprits)} there; the others are not to blame")
+    elif any(e.is_p2p for e in waits.values()) and not why.culprits:
+        said.append(
+            "the send or recv it waits in cannot be paired with its peer's from the recorders: nobody can be named"
+        )
     elif waits and not why.culprits:
         said.append(
             "the ranks wait for each other: they issued the collectives of two groups in different orders, "
@@ -299,11 +305,16 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
         tuple(sorted([*present, *stuck.behind])),
         _evidence(present, sorted(present)[:2], by_rank)
         + tuple(
-            Evidence(by_rank[r].file, e.record_id, f"rank {r}: waits in {e.lib}:{e.op} #{e.seq} of group {e.pg}")
+            Evidence(by_rank[r].file, e.record_id, f"rank {r}: waits in {e.lib}:{_op(e)} of group {e.pg}")
             for r, e in sorted(waits.items())
         ),
         culprits=() if why.explained else why.culprits,
     )
+
+
+def _op(e: FrEntry) -> str:
+    """``all_reduce #4``; a p2p op by its channel in the group's ranks: ``recv 1<-0``."""
+    return f"{e.op} {e.peer}" if e.is_p2p else f"{e.op} #{e.seq}"
 
 
 def _stalled(
@@ -338,30 +349,46 @@ def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, 
     )
 
 
-def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
-    """The k-th send on a channel pairs with the k-th recv; a send nobody receives (or a recv nobody sends) hangs."""
+def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding]:
+    """The k-th send on a channel pairs with the k-th recv; a send nobody receives (or a recv nobody sends) hangs.
+    A channel's ends are the group's own ranks (NCCL writes ``send 1->2`` in the group's numbering): ``members`` in
+    the group's order gives their global ranks.
+    Counting pairs them only where both ranks' recorders hold the group's p2p from its first op; where one lost its
+    start (a wrapped ring buffer, an agent's tail), only the newest op of each side is compared: one waiting while
+    the other side's newest on that channel completed."""
     sends: dict[tuple[int, int], list[tuple[int, FrEntry]]] = defaultdict(list)
     recvs: dict[tuple[int, int], list[tuple[int, FrEntry]]] = defaultdict(list)
+    whole: dict[int, bool] = {}
     for dump in dumps:
-        for e in dump.entries:
-            if e.pg == pg and e.is_p2p and (channel := _channel(e)):
-                (sends if e.op.startswith("send") else recvs)[channel].append((dump.rank, e))
-    have = {d.rank for d in dumps}
+        mine = [e for e in dump.entries if e.pg == pg and e.is_p2p]
+        whole[dump.rank] = min((e.p2p_seq for e in mine), default=1) <= 1
+        for e in mine:
+            send = e.op.startswith("send")
+            if (channel := _channel(e, members)) is not None and channel[0 if send else 1] == dump.rank:
+                (sends if send else recvs)[channel].append((dump.rank, e))  # (else the group's order is not known)
     out = []
     for channel in sorted(set(sends) | set(recvs)):
         src, dst = channel
         s, r = sends[channel], recvs[channel]
-        if src not in have or dst not in have or len(s) == len(r):
+        if src not in whole or dst not in whole:
             continue
-        extra = s[len(r)] if len(s) > len(r) else r[len(s)]
+        number = ""
+        if whole[src] and whole[dst]:
+            if len(s) == len(r):
+                continue
+            extra = s[len(r)] if len(s) > len(r) else r[len(s)]
+            number = f" #{min(len(s), len(r)) + 1}"
+        elif s and r and (s[-1][1].state == "completed") != (r[-1][1].state == "completed"):
+            extra = s[-1] if r[-1][1].state == "completed" else r[-1]
+        else:
+            continue  # a side with none of its ops on this channel in its window, or both waiting: cannot pair
         if extra[1].state == "completed":
             continue
         peer = dst if extra[1].op.startswith("send") else src
         site = f" at {extra[1].call_site}" if extra[1].call_site else ""
         message = (
-            f"process group {pg}: rank {extra[0]} posted {extra[1].op} #{len(min(s, r, key=len)) + 1} "
-            f"on channel {src}->{dst}{site}; rank {peer} never posted the matching "
-            f"{'recv' if extra[1].op.startswith('send') else 'send'}"
+            f"process group {pg}: rank {extra[0]} posted {extra[1].op}{number} on channel {src}->{dst}{site}; "
+            f"rank {peer} never posted the matching {'recv' if extra[1].op.startswith('send') else 'send'}"
         )
         by = {d.rank: d for d in dumps}
         out.append(
@@ -378,10 +405,12 @@ def _p2p(pg: str, dumps: list[FrDump]) -> list[Finding]:
     return out
 
 
-def _channel(e: FrEntry) -> tuple[int, int] | None:
-    """(src, dst) from ``send 1->2`` / ``recv 3<-0``; None for a recv from any source."""
+def _channel(e: FrEntry, members: tuple[int, ...]) -> tuple[int, int] | None:
+    """(src, dst) as global ranks from ``send 1->2`` / ``recv 3<-0`` (group ranks); None for a recv from any source,
+    or a group rank past the members known."""
     arrow = "->" if "->" in e.peer else "<-"
     a, _, b = e.peer.partition(arrow)
-    if not (a.isdigit() and b.isdigit()):
+    if not (a.isdigit() and b.isdigit()) or max(int(a), int(b)) >= len(members):
         return None
-    return (int(a), int(b)) if arrow == "->" else (int(b), int(a))
+    src, dst = (int(a), int(b)) if arrow == "->" else (int(b), int(a))
+    return members[src], members[dst]
