@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
+EXTRA: list[str] = []  # run's own options (--no-control: without the control plane hook)
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 
 
@@ -25,7 +26,7 @@ def step_rate(duration: float, under_run: bool) -> tuple[float, float]:
     cmd = [*TORCHRUN, str(HERE / "steady_job.py")]
     env = {**os.environ, "DURATION": str(duration)}
     with tempfile.TemporaryDirectory() as run_dir:
-        argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", run_dir, "--", *cmd] if under_run else cmd
+        argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", run_dir, *EXTRA, "--", *cmd] if under_run else cmd
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=duration + 180, check=True).stdout
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -42,7 +43,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("-n", type=int, default=3)
+    parser.add_argument("--run-options", default="", help="ncclcheck run's own options, e.g. --no-control")
     args = parser.parse_args()
+    EXTRA.extend(args.run_options.split())
     bare, ran, cpu = [], [], []
     for _ in range(args.n):
         rate, agent = step_rate(args.duration, False)

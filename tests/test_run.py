@@ -437,3 +437,25 @@ def test_a_run_whose_reader_went_away_still_ends_the_job_and_writes_its_report(t
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["verdict"]["status"] == "pass", report["verdict"]
     assert no_job_left(tmp_path)
+
+
+def test_rank_ends_are_seen_in_order_with_their_exit_codes() -> None:
+    """pidfds wake the watcher the moment each process ends, added before or while it sleeps; the exit code is read
+    from the zombie (these are our children: nothing reaps them before we look)."""
+    from ncclcheck.collectors.rank_ends import RankEnds
+
+    ends = RankEnds()
+    first = subprocess.Popen(["sh", "-c", "sleep 0.3; exit 3"])
+    ends.add(0, first.pid)
+    time.sleep(0.1)  # the watcher sleeps in select(): the second is added meanwhile
+    second = subprocess.Popen(["sh", "-c", "sleep 0.8"])
+    ends.add(1, second.pid)
+    deadline = time.monotonic() + 10
+    while len(ends.ends()) < 2:
+        assert time.monotonic() < deadline, ends.ends()
+        time.sleep(0.05)
+    ends.close()
+    first.wait()
+    second.wait()
+    seen = ends.ends()
+    assert [(e.rank, e.exit_code) for e in seen] == [(0, 3), (1, 0)] and seen[0].time < seen[1].time, seen

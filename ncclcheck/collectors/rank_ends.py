@@ -18,7 +18,8 @@ import time
 from ncclcheck.collectors.processes import exit_status, process_state
 from ncclcheck.model.run import RankEnd
 
-POLL_S = 0.05
+POLL_S = 0.05  # without a pidfd: how often the ranks are polled
+WAKE_S = 5.0  # with pidfds the thread sleeps in select() until one ends or a new one is added (a byte on a pipe)
 
 
 class RankEnds:
@@ -32,6 +33,7 @@ class RankEnds:
         self._ends: list[RankEnd] = []
         self._watched: set[int] = set()
         self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()  # add() and close() wake the thread's select()
         self._thread = threading.Thread(target=self._run, name="ncclcheck-rank-ends", daemon=True)
         self._thread.start()
 
@@ -44,6 +46,11 @@ class RankEnds:
                 self._fds[os.pidfd_open(pid)] = (rank, pid)
             except (AttributeError, OSError):
                 self._polled[pid] = rank  # no pidfd here (old kernel, seccomp), or the pid is already gone
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
 
     def ends(self) -> tuple[RankEnd, ...]:
         with self._lock:
@@ -51,9 +58,10 @@ class RankEnds:
 
     def close(self) -> None:
         self._stop.set()
+        self._wake()
         self._thread.join(2.0)
         with self._lock:
-            for fd in self._fds:
+            for fd in [*self._fds, self._wake_r, self._wake_w]:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._fds.clear()
@@ -63,13 +71,14 @@ class RankEnds:
             with self._lock:
                 fds = list(self._fds)
             ready: list[int] = []
-            if fds:
-                with contextlib.suppress(OSError, ValueError):
-                    ready, _, _ = select.select(fds, [], [], POLL_S)
-            else:
-                self._stop.wait(POLL_S)
+            with contextlib.suppress(OSError, ValueError):
+                ready, _, _ = select.select([self._wake_r, *fds], [], [], POLL_S if self._polled else WAKE_S)
             for fd in ready:
-                self._ended_fd(fd)
+                if fd == self._wake_r:
+                    with contextlib.suppress(OSError):
+                        os.read(self._wake_r, 4096)
+                else:
+                    self._ended_fd(fd)
             self._poll_rest()
 
     def _ended_fd(self, fd: int) -> None:

@@ -127,6 +127,6 @@ def _pause(seconds: float, stop: threading.Event, ended: threading.Event) -> Non
     """Wait ``seconds``, or until the job is over or a rank has ended (its end is then sampled at once)."""
     deadline = time.monotonic() + seconds
     while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
-        if ended.wait(min(0.1, left)):
+        if ended.wait(min(0.5, left)):
             ended.clear()
             return
