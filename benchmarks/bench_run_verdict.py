@@ -25,7 +25,7 @@ import psutil
 
 from ncclcheck.probes.host import find_py_spy
 
-WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "args_job.py"
+WORKERS = Path(__file__).resolve().parents[1] / "tests" / "workers"
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,11 @@ class Scenario:
     nproc: int
     kind: str  # the hang record's first kind
     culprits: tuple[int, ...]
+    script: str = "args_job.py"
 
 
 SCENARIOS = (
-    Scenario("sub-group skip (rank 3 skips its pair all_reduce)", "pairs", 4, "fr-not-joined", (3,)),
+    Scenario("sub-group skip after 3 steps (rank 3)", "skip", 4, "fr-not-joined", (3,), "subgroup_skip.py"),
     Scenario("p2p deadlock: both ranks recv first", "p2p_deadlock", 2, "p2p-deadlock", (0, 1)),
     Scenario("reduce, each rank its own dst (a tie)", "reduce_dst", 2, "root-mismatch", ()),
 )
@@ -59,10 +60,12 @@ def one(s: Scenario, stall: float) -> tuple[float, float, str, bool]:
         run_dir = Path(tmp, "run")
         argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(run_dir), "--stall", str(stall), "--on-hang"]
         argv += ["exit", "--", sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        argv += [f"--nproc-per-node={s.nproc}", str(WORKER)]
+        argv += [f"--nproc-per-node={s.nproc}", str(WORKERS / s.script)]
         out = Path(tmp, "out.log")
         with out.open("wb") as sink:
-            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "MODE": s.mode})
+            proc = subprocess.Popen(
+                argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "MODE": s.mode, "SLEEP_S": "0"}
+            )
         try:
             deadline = time.monotonic() + 120
             while not all(f"ready {r}" in out.read_text(errors="replace") for r in range(s.nproc)):
