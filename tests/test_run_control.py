@@ -104,6 +104,17 @@ def test_a_skip_of_a_groups_first_collective_names_nobody_from_the_recorders(tmp
     assert hang["culprits"] != [2] and report["verdict"].get("culprits", []) != [2], report["verdict"]
 
 
+def test_a_job_that_starts_torch_s_debug_server_is_asked_through_it(tmp_path: Path) -> None:
+    """start_debug_server() after init_process_group: ours steps aside (shut down, socket gone) and the rank's record
+    points to the debug server's own worker server; a hang is judged through it, the culprit exact."""
+    code, _, err, report = run(tmp_path, {"MODE": "skip", "DEBUG_SERVER": "1"}, "--on-hang", "exit")
+    assert code != 0 and report["verdict"]["ranks"] == [3], (report["verdict"], err[-3000:])
+    served = records(tmp_path / "run")
+    assert sorted(served) == [0, 1, 2, 3] and all(r["url"].startswith("http://localhost:") for r in served.values())
+    asked = json.loads(Path(report["hangs"][0]["path"]).read_text())["control_plane"]["asked"]
+    assert sorted(asked.values()) == sorted(r["url"] for r in served.values())
+
+
 def test_a_healthy_job_with_two_subgroups_and_a_world_barrier_passes(tmp_path: Path) -> None:
     code, _, err, report = run(tmp_path, {"MODE": "", "SLEEP_S": "0.2"})
     assert code == 0 and report["verdict"]["status"] == "pass" and report["hangs"] == [], err[-3000:]

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
 CONTROL_DIR = "NCCLCHECK_CONTROL_DIR"
 THEIR_SOCKET = "TORCH_WORKER_SERVER_SOCKET"
 C10D = "torch.distributed.distributed_c10d"
+DEBUG = "torch.distributed.debug"  # start_debug_server(): a worker server on a TCP port, published in the store
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
 GROUPS = "ncclcheck_pg_config"  # our handler: this rank's process groups and their global ranks, as pg_config
 
-_servers: list[Any] = []  # the started server lives as long as the process
+_servers: list[Any] = []  # the started server lives as long as the process (until the job's debug server replaces it)
+_kept: list[Any] = []  # what must outlive the interpreter (the groups handler) and whether we started (a second init)
 
 
 def socket_path(control_dir: str, rank: int) -> str:
@@ -90,9 +92,12 @@ def start_server(control_dir: str) -> None:
 
         rank = dist.get_rank()
         assert isinstance(rank, int)
-        if _servers:
+        if _kept or _servers:
             return  # a second init_process_group in this process (after destroy_process_group): ours still serves
         _serve_groups()  # handlers are the process's: the job's own server answers it too
+        if getattr(sys.modules.get(DEBUG), "_WORKER_SERVER", None) is not None:
+            use_debug_server(control_dir)  # the job started torch's debug server first: that one answers
+            return
         theirs = os.environ.get(THEIR_SOCKET)
         if theirs and os.path.exists(theirs):  # worker_main serves before main() creates the group
             _record(control_dir, rank, {"socket": theirs, "owner": "job", "started_s": 0.0})
@@ -145,8 +150,46 @@ def _serve_groups() -> None:
     import ctypes
 
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(groups))
-    _servers.append(groups)
+    _kept.append(groups)
     register(GROUPS, groups)
+
+
+def use_debug_server(control_dir: str) -> None:
+    """The job runs torch's debug server (``start_debug_server``): its worker server answers the same handlers on
+    a TCP port; ours, if started, is shut down and its socket removed, and the rank's record points there instead."""
+    rank: object = os.environ.get("RANK", "?")
+    try:
+        import stat
+
+        port = getattr(getattr(sys.modules.get(DEBUG), "_WORKER_SERVER", None), "port", None)
+        if not isinstance(port, int) or not str(rank).isdigit():
+            return
+        while _servers:
+            _servers.pop().shutdown()
+        path = socket_path(control_dir, int(str(rank)))
+        if os.path.exists(path) and stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+        _record(control_dir, int(str(rank)), {"socket": None, "url": f"http://localhost:{port}", "owner": "job"})
+    except Exception as exc:  # the user's program must never see our failure
+        _note(control_dir, rank, f"the job's debug server not used: {type(exc).__name__}: {exc}")
+
+
+def wrap_debug(module: ModuleType, control_dir: str) -> None:
+    """Wrap ``start_debug_server``: once the job's own debug server serves, it is the one asked."""
+    import functools
+
+    original = module.start_debug_server
+    if getattr(original, "__ncclcheck__", False):
+        return
+
+    @functools.wraps(original)
+    def start_debug_server(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        use_debug_server(control_dir)
+        return out
+
+    start_debug_server.__ncclcheck__ = True  # type: ignore[attr-defined]
+    module.start_debug_server = start_debug_server  # type: ignore[attr-defined]
 
 
 def wrap(module: ModuleType, control_dir: str) -> None:
@@ -174,14 +217,14 @@ class _AfterImport:
     """A meta path finder that finds nothing itself; when c10d is imported, it stands in as its loader, lets the real
     loader run, then wraps it; gone after that. (Duck-typed: importlib.abc costs more than the whole hook.)"""
 
-    def __init__(self, control_dir: str) -> None:
-        self.control_dir = control_dir
+    def __init__(self, control_dir: str, fullname: str = C10D, then: Any = None) -> None:
+        self.control_dir, self.fullname, self.then = control_dir, fullname, then or wrap
         self.loader: Any = None
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname != C10D or self.loader is not None:
+        if fullname != self.fullname or self.loader is not None:
             return None
         self._leave()
         spec = next((s for f in sys.meta_path if (s := _spec(f, fullname, path, target)) is not None), None)
@@ -199,7 +242,7 @@ class _AfterImport:
         try:
             module.__spec__.loader = self.loader  # type: ignore[union-attr]
             module.__loader__ = self.loader
-            wrap(module, self.control_dir)
+            self.then(module, self.control_dir)
         except Exception as exc:
             _note(self.control_dir, "?", f"control plane hook not installed: {type(exc).__name__}: {exc}")
 
@@ -215,12 +258,14 @@ def _spec(finder: Any, fullname: str, path: Sequence[str] | None, target: Module
 
 
 def install(control_dir: str) -> None:
-    """Arrange for the server to start after init_process_group; at once wrap it if c10d is already imported."""
-    loaded = sys.modules.get(C10D)
-    if loaded is not None:
-        wrap(loaded, control_dir)
-    else:
-        sys.meta_path.insert(0, _AfterImport(control_dir))
+    """Arrange for the server to start after init_process_group, and for the job's own debug server to be used once
+    it starts; a module already imported is wrapped at once."""
+    for fullname, then in ((C10D, wrap), (DEBUG, wrap_debug)):
+        loaded = sys.modules.get(fullname)
+        if loaded is not None:
+            then(loaded, control_dir)
+        else:
+            sys.meta_path.insert(0, _AfterImport(control_dir, fullname, then))
 
 
 def run_theirs(here: str) -> None:

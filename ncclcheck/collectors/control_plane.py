@@ -59,8 +59,14 @@ class _UnixHTTP(http.client.HTTPConnection):
 
 
 def ask(path: str, handler: str, timeout: float = ANSWER_S) -> bytes:
-    """One handler's answer (raises OSError or http.client errors when the rank does not answer in time)."""
-    conn = _UnixHTTP(path, timeout)
+    """One handler's answer, from a unix socket or (the job's own debug server) ``http://localhost:PORT``; raises
+    OSError or http.client errors when the rank does not answer in time."""
+    conn: http.client.HTTPConnection
+    if path.startswith("http://"):
+        host, _, port = path[len("http://") :].partition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    else:
+        conn = _UnixHTTP(path, timeout)
     try:
         conn.request("POST", f"/handler/{handler}", body=b"", headers={"Content-Type": "application/json"})
         response = conn.getresponse()
@@ -119,8 +125,10 @@ def _recorded(path: str) -> str | None:
             data = json.load(f)
     except (OSError, ValueError):
         return None
-    sock = data.get("socket") if isinstance(data, dict) else None
-    return sock if isinstance(sock, str) and sock else None
+    if not isinstance(data, dict):
+        return None
+    where = data.get("socket") or data.get("url")  # a url: the job's own debug server, on a TCP port
+    return where if isinstance(where, str) and where else None
 
 
 def socket_of(pid: int) -> str | None:
@@ -153,7 +161,7 @@ def environ(pid: int) -> dict[str, str]:
 def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
     """The live Flight Recorder of every rank (rank -> pid) that has a control plane: the dumps, the answers that
     were not dumps, and the ranks that did not answer (with why). Ranks without a control socket are left out."""
-    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and os.path.exists(path)}
+    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
     dumps: list[FrDump] = []
     unreadable: list[Unreadable] = []
     silent: dict[int, str] = {}
@@ -196,3 +204,7 @@ def with_groups(dump: FrDump) -> FrDump:
     except (OSError, ValueError):
         return dump
     return dataclasses.replace(dump, pg_ranks=members + dump.pg_ranks) if members else dump
+
+
+def _there(where: str) -> bool:
+    return where.startswith("http://") or os.path.exists(where)

@@ -7,6 +7,7 @@ last step chosen by MODE, after "ready <rank>" on stdout and SLEEP_S seconds:
 - op: the world barrier becomes a world all_reduce, which rank 3 calls as a broadcast (same collective #).
 - swap (2 ranks, both in groups A and B): rank 0 all-reduces in A then B, rank 1 in B then A: each waits for the other.
 
+DEBUG_SERVER=1: the job starts torch's debug server after init_process_group (a worker server on a TCP port).
 WORKER_MAIN=1: the job serves torch's control plane itself (worker_main on TORCH_WORKER_SERVER_SOCKET, which the
 worker sets to $THEIR_DIR/rank<N>.sock after its start). NO_PG=1: never creates a process group.
 """
@@ -40,6 +41,10 @@ def main() -> None:
         time.sleep(float(os.environ.get("SLEEP_S", "1")))
         return
     dist.init_process_group("gloo", timeout=timedelta(seconds=float(os.environ.get("HANG_S", "60"))))
+    if os.environ.get("DEBUG_SERVER") == "1":  # the job serves torch's debug server itself (its own worker server)
+        from torch.distributed.debug import start_debug_server
+
+        start_debug_server(port=0, handlers=[])
     rank, mode = dist.get_rank(), os.environ.get("MODE", "")
     if dist.get_world_size() == 2:
         groups = [dist.new_group([0, 1]), dist.new_group([0, 1])]
