@@ -28,6 +28,7 @@ from ncclcheck.views.watch_agent import agent_line
 
 FIND_S = 0.2  # how often the ranks are looked for at first
 FIND_FOR_S = 60.0  # ... and for how long; then every --interval (a launcher that starts no ranks for a while)
+WHOLE_S = 10.0  # how long to wait for the rest of this node's ranks once the first is found
 
 
 def sample_live(
@@ -54,6 +55,7 @@ def sample_live(
     sent: dict[int, tuple[Frame, ...]] = {}
     host, seq, rendezvous, started = socket.gethostname(), 0, None, time.monotonic()
     flight: object = ()  # the Flight Recorders last written to the agent lines
+    seen: float | None = None  # when the first of the job's ranks was found
     lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         while True:
@@ -62,7 +64,11 @@ def sample_live(
                 if final:
                     break
                 jobs = discover(launched.proc.pid)
-                if not jobs:
+                seen = seen or (time.monotonic() if jobs else None)
+                # the launcher starts its ranks one after the other: wait (a little) for all of this node's to exist,
+                # or the ones not yet started would be watched as missing
+                partial = jobs and len(jobs[0].ranks) < len(jobs[0].expected_local())
+                if not jobs or (partial and seen is not None and time.monotonic() - seen < WHOLE_S):
                     stop.wait(FIND_S if time.monotonic() - started < FIND_FOR_S else args.interval)
                     continue
                 source = LiveSource(jobs[0], args.stall)
