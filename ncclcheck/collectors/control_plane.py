@@ -13,7 +13,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -162,14 +162,22 @@ def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable]
     """The live Flight Recorder of every rank (rank -> pid) that has a control plane: the dumps, the answers that
     were not dumps, and the ranks that did not answer (with why). Ranks without a control socket are left out."""
     sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
+    return recorders(fetch(sockets, FLIGHT), lambda a, h: f"{a.socket}:{h}")
+
+
+def recorders(
+    answers: Sequence[RankAnswer], name: Callable[[RankAnswer, str], str]
+) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
+    """Every rank's Flight Recorder from what it answered (``name``: where a handler's answer is said to come from),
+    the answers that were not dumps, and the ranks that did not answer (with why)."""
     dumps: list[FrDump] = []
     unreadable: list[Unreadable] = []
     silent: dict[int, str] = {}
-    for a in fetch(sockets, FLIGHT):
+    for a in answers:
         if a.error:
             silent[a.rank] = a.error
             continue
-        found = recorder(a, {h: f"{a.socket}:{h}" for h in FLIGHT})
+        found = recorder(a, {h: name(a, h) for h in FLIGHT})
         if isinstance(found, FrDump):
             dumps.append(found)
         else:
@@ -184,12 +192,16 @@ def recorder(answer: RankAnswer, names: Mapping[str, str]) -> FrDump | list[Unre
     best = max((d for d in got if isinstance(d, FrDump)), key=lambda d: len(d.entries), default=None)
     if best is None:
         return [u for u in got if isinstance(u, Unreadable)]
-    groups = answer.body(GROUPS)
+    return _joined(best, answer.body(GROUPS))
+
+
+def _joined(dump: FrDump, groups: bytes | None) -> FrDump:
+    """The recorder with its groups' members as our handler answered them (``groups``, its raw answer)."""
     try:
         members = pg_ranks(json.loads(groups)) if groups else ()
     except ValueError:
         members = ()
-    return dataclasses.replace(best, pg_ranks=members + best.pg_ranks) if members else best
+    return dataclasses.replace(dump, pg_ranks=members + dump.pg_ranks) if members else dump
 
 
 def with_groups(dump: FrDump) -> FrDump:
@@ -200,10 +212,9 @@ def with_groups(dump: FrDump) -> FrDump:
         return dump
     try:
         with open(os.path.join(os.path.dirname(dump.file), FILES[GROUPS].format(found.group(1))), "rb") as f:
-            members = pg_ranks(json.loads(f.read(MAX_ANSWER)))
-    except (OSError, ValueError):
+            return _joined(dump, f.read(MAX_ANSWER))
+    except OSError:
         return dump
-    return dataclasses.replace(dump, pg_ranks=members + dump.pg_ranks) if members else dump
 
 
 def _there(where: str) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.collectors import control_hook
-from ncclcheck.collectors.control_plane import FILES, RankAnswer, fetch, recorder, sockets_in
+from ncclcheck.collectors.control_plane import FILES, RankAnswer, fetch, recorders, sockets_in
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.ranks import span
 from ncclcheck.model.run import EnvSetting, HangRecord
@@ -100,23 +100,13 @@ def on_hang(run_dir: str, record: HangRecord, console: Any) -> HangRecord:
 
 
 def _save(out: str, answers: list[RankAnswer]) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
-    dumps: list[FrDump] = []
-    unreadable: list[Unreadable] = []
-    silent: dict[int, str] = {}
+    """Keep every answer in the hang's folder; the recorders read from it, named by the files that hold them."""
     for a in answers:
-        if a.error:
-            silent[a.rank] = a.error
-            continue
         for handler, body in a.bodies:
             if body is not None:
                 with open(os.path.join(out, FILES[handler].format(a.rank)), "wb") as f:
                     f.write(body)
-        found = recorder(a, {h: os.path.join(out, FILES[h].format(a.rank)) for h in FILES})
-        if isinstance(found, FrDump):
-            dumps.append(found)
-        else:
-            unreadable += found
-    return dumps, unreadable, silent
+    return recorders(answers, lambda a, h: os.path.join(out, FILES[h].format(a.rank)))
 
 
 def _add_to(hang_path: str, summary: dict[str, Any]) -> None:
