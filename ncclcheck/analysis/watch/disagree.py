@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from ncclcheck.analysis.stacks import P2P
+from ncclcheck.analysis.watch.findings import odd_ones
 from ncclcheck.analysis.watch.track import path
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
@@ -76,15 +77,7 @@ def _finding(
         sides[value].append(rank)
     said = "; ".join(f"rank {span(ranks)} with {value}" for value, ranks in sides.items())
     sites = sorted({short(v.call_site) for v in views})
-    top = max(sides.values(), key=len)
-    if len(top) * 2 > max(len(views), world_size):
-        odd = tuple(sorted(r for ranks in sides.values() if ranks is not top for r in ranks))
-        blame = (
-            f"rank {span(list(odd))} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
-        )
-    else:
-        odd = ()
-        blame = "no side holds a majority of the job, so the stacks cannot tell which side is wrong"
+    odd, blame = odd_ones(list(sides.values()), max(len(views), world_size))
     message = (
         f"rank {span([v.rank for v in views])} wait in {op} at {', '.join(sites)} but disagree on {what}: {said} — "
         f"the same collective with different arguments never completes: {blame}"

@@ -194,20 +194,24 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
     by_op: dict[str, list[RankView]] = defaultdict(list)
     for (op, _), g in places.items():  # the majority is by collective; lines only tell the sides apart
         by_op[op] += g
-    top = max(by_op.values(), key=len)
-    if len(top) * 2 > total:
-        odd = tuple(sorted(v.rank for g in by_op.values() if g is not top for v in g))
-        blame = f"rank {span(odd)} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
-        if hosts:
-            blame += " (" + ", ".join(who(v, hosts) for g in by_op.values() if g is not top for v in g) + ")"
-    else:
-        odd = ()
-        blame = (
-            "no side holds a majority of the job, so the stacks cannot tell which side is wrong: compare the call sites"
-        )
+    odd, blame = odd_ones([[v.rank for v in g] for g in by_op.values()], total)
+    if odd and hosts:
+        blame += " (" + ", ".join(who(v, hosts) for g in by_op.values() for v in g if v.rank in odd) + ")"
+    if not odd:
+        blame += ": compare the call sites"
     unseen = f" (rank {span(remote)} on other nodes not seen from here)" if remote else ""
     message = f"{where(places)} — mismatched collectives: {blame}{unseen}"
     return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=ranks(*groups), culprits=odd)
+
+
+def odd_ones(sides: Sequence[Sequence[int]], total: int) -> tuple[tuple[int, ...], str]:
+    """The ranks outside the largest side, and the words blaming them, only when that side holds more than half of
+    ``total`` (the whole job: ranks not seen count against it); else nobody, and the words saying so."""
+    top = max(sides, key=len)
+    if len(top) * 2 <= total:
+        return (), "no side holds a majority of the job, so the stacks cannot tell which side is wrong"
+    odd = tuple(sorted(r for side in sides if side is not top for r in side))
+    return odd, f"rank {span(odd)} {'is' if len(odd) == 1 else 'are'} the odd one{'s' if len(odd) > 1 else ''} out"
 
 
 def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
