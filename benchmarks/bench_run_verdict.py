@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-
-from ncclcheck.probes.host import find_py_spy
+from _timing import by_hand  # benchmarks/ is on sys.path when run as a script
 
 WORKERS = Path(__file__).resolve().parents[1] / "tests" / "workers"
 
@@ -43,15 +42,6 @@ SCENARIOS = (
     Scenario("p2p deadlock: both ranks recv first", "p2p_deadlock", 2, "p2p-deadlock", (0, 1)),
     Scenario("reduce, each rank its own dst (a tie)", "reduce_dst", 2, "root-mismatch", ()),
 )
-
-
-def by_hand(pids: list[int]) -> float:
-    binary = find_py_spy()
-    assert binary, "py-spy is needed"
-    begin = time.perf_counter()
-    for pid in pids:
-        subprocess.run([binary, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, check=False)
-    return time.perf_counter() - begin
 
 
 def one(s: Scenario, stall: float) -> tuple[float, float, str, bool]:

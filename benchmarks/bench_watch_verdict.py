@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from _timing import by_hand  # benchmarks/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_watch_real import stop_tree
 
 from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover
-from ncclcheck.probes.host import find_py_spy
 from ncclcheck.sources.watch import LiveSource
 
 WORKERS = Path(__file__).resolve().parents[1] / "tests" / "workers"
@@ -110,16 +110,6 @@ def ranks(proc: subprocess.Popen[bytes]) -> list[int]:
         (p for p in psutil.Process(proc.pid).children(recursive=True) if "RANK" in p.environ()),
         key=lambda p: int(p.environ()["RANK"]),
     )  # type: ignore[return-value]
-
-
-def by_hand(pids: list[int]) -> float:
-    """What a user does today: py-spy dump of each rank, one after the other."""
-    binary = find_py_spy()
-    assert binary, "py-spy is needed"
-    begin = time.perf_counter()
-    for pid in pids:
-        subprocess.run([binary, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True, check=False)
-    return time.perf_counter() - begin
 
 
 def time_to_verdict(s: Scenario) -> tuple[float, float, str, bool]:

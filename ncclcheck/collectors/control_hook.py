@@ -174,43 +174,37 @@ def use_debug_server(control_dir: str) -> None:
         _note(control_dir, rank, f"the job's debug server not used: {type(exc).__name__}: {exc}")
 
 
-def wrap_debug(module: ModuleType, control_dir: str) -> None:
-    """Wrap ``start_debug_server``: once the job's own debug server serves, it is the one asked."""
+def _after(module: ModuleType, name: str, then: Any) -> tuple[Any, Any] | None:
+    """Wrap ``module.<name>`` so that ``then()`` runs after each call: (the original, the wrapper), or None when it is
+    wrapped already."""
     import functools
 
-    original = module.start_debug_server
+    original = getattr(module, name)
     if getattr(original, "__ncclcheck__", False):
-        return
+        return None
 
     @functools.wraps(original)
-    def start_debug_server(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         out = original(*args, **kwargs)
-        use_debug_server(control_dir)
+        then()
         return out
 
-    start_debug_server.__ncclcheck__ = True  # type: ignore[attr-defined]
-    module.start_debug_server = start_debug_server  # type: ignore[attr-defined]
+    wrapper.__ncclcheck__ = True  # type: ignore[attr-defined]
+    setattr(module, name, wrapper)
+    return original, wrapper
+
+
+def wrap_debug(module: ModuleType, control_dir: str) -> None:
+    """Wrap ``start_debug_server``: once the job's own debug server serves, it is the one asked."""
+    _after(module, "start_debug_server", lambda: use_debug_server(control_dir))
 
 
 def wrap(module: ModuleType, control_dir: str) -> None:
     """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server."""
-    import functools
-
-    original = module.init_process_group
-    if getattr(original, "__ncclcheck__", False):
-        return
-
-    @functools.wraps(original)
-    def init_process_group(*args: Any, **kwargs: Any) -> Any:
-        out = original(*args, **kwargs)
-        start_server(control_dir)
-        return out
-
-    init_process_group.__ncclcheck__ = True  # type: ignore[attr-defined]
-    module.init_process_group = init_process_group  # type: ignore[attr-defined]
+    wrapped = _after(module, "init_process_group", lambda: start_server(control_dir))
     parent = sys.modules.get("torch.distributed")
-    if parent is not None and getattr(parent, "init_process_group", None) is original:
-        parent.init_process_group = init_process_group  # type: ignore[attr-defined]
+    if wrapped is not None and parent is not None and getattr(parent, "init_process_group", None) is wrapped[0]:
+        parent.init_process_group = wrapped[1]  # type: ignore[attr-defined]
 
 
 class _AfterImport:
