@@ -61,6 +61,9 @@ def sample_twice(
                 stop.set()
             return dead_state()
 
+        def close(self) -> None:
+            pass
+
     monkeypatch.setattr(live, "discover", lambda pid: (job(2),))
     monkeypatch.setattr(live, "LiveSource", Scripted)
     monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)

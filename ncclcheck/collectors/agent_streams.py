@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from ncclcheck.model.args import args_from_json
 from ncclcheck.model.flight import FrDump, dump_from_json
+from ncclcheck.model.shares import Tally, tally_from_json, window
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
@@ -40,6 +41,7 @@ class Streams:
     text: dict[str, deque[str]] = field(default_factory=dict)
     stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
     flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
+    tallies: dict[tuple[str, int], tuple[Tally, ...]] = field(default_factory=dict)  # per node and rank: the window
     first_seen: float | None = None
 
     def add_line(self, raw: str, received: float) -> None:
@@ -54,7 +56,7 @@ class Streams:
             except ValueError:
                 data = None
             if isinstance(data, dict) and data.get("schema") == AGENT_SCHEMA and isinstance(data.get("host"), str):
-                report = parse(data, self.stacks, received)
+                report = parse(data, self.stacks, received, self.tallies)
                 if report is not None:
                     if isinstance(data.get("flight"), list):
                         dumps = (dump_from_json(d) for d in data["flight"])
@@ -70,15 +72,20 @@ class Streams:
 
 
 def parse(
-    data: dict[str, Any], stacks: dict[tuple[str, int], tuple[Frame, ...]], received: float
+    data: dict[str, Any],
+    stacks: dict[tuple[str, int], tuple[Frame, ...]],
+    received: float,
+    tallies: dict[tuple[str, int], tuple[Tally, ...]] | None = None,
 ) -> AgentReport | None:
     """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
-    out (unchanged). None: a line this version cannot read."""
+    out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``). None: a line
+    this version cannot read."""
+    held = {} if tallies is None else tallies
     host = str(data["host"])
     raw_job = data.get("job")
     job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
     try:
-        views = tuple(_view(r, host, stacks) for r in data.get("ranks", []))
+        views = tuple(_view(r, host, stacks, held) for r in data.get("ranks", []))
         return AgentReport(
             host=host,
             received=float(data.get("time", received)) if received < 0 else received,
@@ -95,6 +102,7 @@ def parse(
             done=data.get("done"),
             rendezvous=_endpoint(data.get("rendezvous")),
             interval_s=_float(data.get("interval_s")),
+            recording=bool(data.get("recording")),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -121,8 +129,16 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _view(r: dict[str, Any], host: str, stacks: dict[tuple[str, int], tuple[Frame, ...]]) -> RankView:
+def _view(
+    r: dict[str, Any],
+    host: str,
+    stacks: dict[tuple[str, int], tuple[Frame, ...]],
+    tallies: dict[tuple[str, int], tuple[Tally, ...]],
+) -> RankView:
     rank = int(r["rank"])
+    if isinstance(r.get("rounds"), list):
+        new = (tally_from_json(t) for t in r["rounds"])
+        tallies[(host, rank)] = window(tallies.get((host, rank), ()), [t for t in new if t is not None])
     if "stack" in r:
         stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
     sample = RankSample(
@@ -155,6 +171,7 @@ def _view(r: dict[str, Any], host: str, stacks: dict[tuple[str, int], tuple[Fram
         progressing=bool(r.get("progressing")),
         moved_samples=int(r.get("moved_samples", 0)),
         args=args_from_json(r.get("args")),
+        tallies=tallies.get((host, rank), ()),
     )
 
 

@@ -30,6 +30,7 @@ from ncclcheck.collectors.processes import (
     process_state,
 )
 from ncclcheck.collectors.pyspy import dump_all, dump_locals_all
+from ncclcheck.collectors.recorder import Recorder
 from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
 from ncclcheck.model.args import FrameLocals
 from ncclcheck.model.stacks import Frame, in_c10d
@@ -67,7 +68,13 @@ class Sampler:
     """Keeps each rank's psutil handle between samples, so CPU % is over the interval."""
 
     def __init__(
-        self, job: Job, stacks: bool = True, concurrency: int = 4, timeout_s: float = 5.0, native: bool = False
+        self,
+        job: Job,
+        stacks: bool = True,
+        concurrency: int = 4,
+        timeout_s: float = 5.0,
+        native: bool = False,
+        record: bool = True,
     ) -> None:
         self.job, self.stacks, self.timeout_s, self.concurrency = job, stacks, timeout_s, concurrency
         self.native = native  # C/C++ frames too: py-spy pauses each rank briefly to unwind them
@@ -82,6 +89,8 @@ class Sampler:
         self.seen: dict[int, tuple[tuple[Frame, ...], int | None, tuple[float | None, int | None]]] = {}
         self.held: dict[int, tuple[tuple[Frame, ...], tuple[FrameLocals, ...] | None]] = {}  # per pid: place, locals
         self.locals_read = 0  # py-spy --locals dumps taken so far (what reading arguments has cost)
+        # where each rank's time goes: its main thread sampled at a fixed rate, in rounds (fail-slow's evidence)
+        self.recorder = Recorder([r.pid for r in job.ranks]).start() if stacks and record else None
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -103,6 +112,7 @@ class Sampler:
         )
         dumps = self._stacks(live, states)
         frame_locals = self._locals(dumps, states)
+        rounds = self.recorder.take() if self.recorder is not None else {}
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
@@ -127,13 +137,24 @@ class Sampler:
                     error,
                     st.exit_code,
                     frame_locals.get(proc.pid),
+                    rounds.get(proc.pid, ()),
                 )
             )
         launcher = self.job.launcher_pid
         running = None if launcher is None else process_state(launcher) not in ("gone", "zombie", "unknown")
         if self.job.orphaned:
             running = False  # torchrun's ranks, handed to init: their launcher died before we looked
-        return Snapshot(time.monotonic(), self.job, tuple(samples), running)
+        return Snapshot(time.monotonic(), self.job, tuple(samples), running, self.recording)
+
+    @property
+    def recording(self) -> bool:
+        """Whether rounds of sampled stacks are being recorded (and some rank could be read)."""
+        return self.recorder is not None and self.recorder.readable
+
+    def close(self) -> None:
+        """End the recording (its py-spy processes) now."""
+        if self.recorder is not None:
+            self.recorder.close()
 
     def _stacks(self, pids: list[int], states: dict[int, _State]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
         """Each live rank's stack: the last dump while its main thread has not run since (no CPU time, no

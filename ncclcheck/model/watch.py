@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ncclcheck.model.args import CallArgs, FrameLocals
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
+from ncclcheck.model.shares import RankShare, Round, Tally
 from ncclcheck.model.stacks import Frame
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
@@ -80,6 +81,7 @@ class RankSample:
     stack_error: str | None
     exit_code: int | None = None  # a zombie's exit code; negative: killed by that signal
     locals: tuple[FrameLocals, ...] | None = None  # read only while it stands still in a torch.distributed call
+    rounds: tuple[Round, ...] = ()  # its main thread's stacks sampled many times a second, finished since the last look
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Snapshot:
     job: Job
     samples: tuple[RankSample, ...]
     launcher_running: bool | None = None  # None: no launcher known
+    recording: bool = False  # the ranks' stacks are sampled in rounds (``collectors.recorder``): shares will come
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class RankView:
     moved_samples: int = 0  # consecutive samples in which it progressed
     place: tuple[object, ...] = ()  # the last place seen (Python frames, state): a failed dump does not move it
     args: CallArgs | None = None  # the arguments of the torch.distributed call it stands in, where they were read
+    tallies: tuple[Tally, ...] = ()  # its rounds of sampled stacks over the last minute, counted (where its time goes)
 
     @property
     def rank(self) -> int:
@@ -159,6 +163,7 @@ class AgentReport:
     rendezvous: RendezvousEndpoint | None = None  # its torchrun's c10d rendezvous, from the launcher's command line
     interval_s: float | None = None  # how often the agent writes a line
     flight: tuple[FrDump, ...] = ()  # its ranks' live Flight Recorders, asked through their control plane on a stall
+    recording: bool = False  # its ranks' stacks are sampled in rounds, which its lines carry
 
 
 @dataclass(frozen=True)
@@ -226,3 +231,5 @@ class WatchState:
     notes: tuple[str, ...] = ()  # e.g. py-spy not permitted, with the fix
     launcher_running: bool | None = None
     nodes: tuple[NodeStatus, ...] = ()  # watched through agents, one per node (``watch --fanout/--slurm``)
+    shares: tuple[RankShare, ...] = ()  # where each rank's time went over the last minute, where it was sampled
+    recording: bool = False  # the ranks' stacks are sampled in rounds: a slow rank can be told once enough came

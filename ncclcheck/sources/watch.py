@@ -51,6 +51,10 @@ class LiveSource:
         self.samples += 1
         return self.with_flight(self.state)
 
+    def close(self) -> None:
+        """Stop sampling: the recording's py-spy processes end now."""
+        self.sampler.close()
+
     def with_flight(self, state: WatchState) -> WatchState:
         """Once ranks stood still past the threshold (an error found, or ranks waiting on other nodes), the live
         Flight Recorders of the ranks that serve a control plane, asked once per such stall. Where they name other
@@ -89,6 +93,7 @@ class LiveSource:
         if fresh is None:
             return
         self.job = fresh
+        self.sampler.close()
         self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native)
         self.restarted = (time.strftime("%H:%M:%S"), tuple(r.pid for r in fresh.ranks))
 
@@ -107,6 +112,10 @@ class LauncherSource:
 
     def poll(self) -> WatchState:
         return self._with_smoke(self._watched())
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.close()
 
     def _watched(self) -> WatchState:
         if self.live is None:

@@ -11,10 +11,12 @@ from rich.text import Text
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
+from ncclcheck.model.shares import RankShare
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, NodeStatus, RankView, WatchState
 
 SCHEMA = "ncclcheck.watch/2"
+PLACES = 5  # places per rank in the JSON
 JOBS_SCHEMA = "ncclcheck.watch-jobs/1"
 CULPRIT, UNDECIDED = "✗", "?"  # the flag column: blamed; involved where the evidence cannot tell who is to blame
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -43,7 +45,27 @@ def to_json(state: WatchState, interval_s: float) -> dict[str, Any]:
         "ranks": [rank_json(v) for v in state.ranks],
         "findings": [finding_json(f) for f in state.findings],
         "notes": list(state.notes),
+        "shares": [share_json(x) for x in state.shares],
         **({"nodes": [node_json(n) for n in state.nodes]} if state.nodes else {}),
+    }
+
+
+def share_json(x: RankShare) -> dict[str, Any]:
+    """Where a rank's time went over the window: shares of its sampled stacks by kind and by place."""
+    return {
+        "rank": x.rank,
+        "host": x.host,
+        "wait": round(x.wait, 3),
+        "deviation": round(x.deviation, 3),
+        "kinds": {kind: round(share, 3) for kind, share in x.shares},
+        "main_thread_cpu_percent": None if x.cpu_percent is None else round(x.cpu_percent, 1),
+        "places": [
+            {"kind": p.kind, "what": p.what, "call_site": p.site, "share": round(p.samples / x.samples, 3)}
+            for p in x.places[:PLACES]
+        ],
+        "samples": x.samples,
+        "rounds": x.rounds,
+        "seconds": round(x.seconds, 1),
     }
 
 
@@ -152,8 +174,9 @@ def flags(state: WatchState) -> dict[int, str]:
     return out
 
 
-def cells(v: RankView, flag: str = "") -> dict[str, str]:
-    """Every column either rank table (rich or Textual) shows, as text."""
+def cells(v: RankView, flag: str = "", share: RankShare | None = None) -> dict[str, str]:
+    """Every column either rank table (rich or Textual) shows, as text (``wait``: its share of time waiting in
+    collectives over the window, where the rounds of samples tell it)."""
     s = v.sample
     call = v.args.text() if v.args else None  # the call with its telling arguments: "recv from rank 1"
     return {
@@ -167,6 +190,7 @@ def cells(v: RankView, flag: str = "") -> dict[str, str]:
         "collective": call or v.collective or f"({v.doing})",
         "call site": short(v.call_site) if v.call_site else "",
         "for": f"{v.since_s:.0f}s",
+        "wait": f"{share.wait:.0%}" if share is not None else "",
         "cpu": f"{s.cpu_percent:.0f}%",
         "rss": f"{s.rss_bytes >> 20}M",
     }
@@ -190,13 +214,15 @@ def render(state: WatchState, console: Console) -> None:
         )
     )
     table = Table()
-    columns = ("", "rank", "pid", "state", "in", "call site", "for", "cpu", "rss") + (("host",) if state.nodes else ())
+    waits = {x.rank: x for x in state.shares}
+    columns = ("", "rank", "pid", "state", "in", "call site", "for") + (("wait",) if waits else ())
+    columns += ("cpu", "rss") + (("host",) if state.nodes else ())
     for column in columns:
         table.add_column("status" if column == "state" else column)
     marks = flags(state)
     for v in state.ranks:
         flag = marks.get(v.rank, "")
-        text = cells(v, flag)
+        text = cells(v, flag, waits.get(v.rank))
         table.add_row(*(Text(text[c], style=row_style(flag)) for c in columns))
     console.print(table)
     if marks:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ncclcheck.model.flight import FrDump, dump_to_json
+from ncclcheck.model.shares import tally_to_json
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import AGENT_SCHEMA, RendezvousEndpoint, WatchState
 
@@ -26,9 +27,11 @@ def agent_line(
     rendezvous: RendezvousEndpoint | None = None,
     interval_s: float | None = None,
     flight: Sequence[FrDump] | None = None,
+    rounds_sent: dict[int, float] | None = None,
 ) -> dict[str, Any]:
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date. ``flight``: this
-    node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over)."""
+    node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over).
+    ``rounds_sent``: the end of each rank's last round sent, brought up to date (None: send every round held)."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
     if interval_s is not None:
         line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
@@ -58,6 +61,7 @@ def agent_line(
         samples=state.samples,
         ranks=[],
         notes=list(state.notes),
+        recording=state.recording,
     )
     for v in state.ranks:
         s = v.sample
@@ -89,6 +93,12 @@ def agent_line(
         if sent.get(s.rank) != s.stack:
             rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
             sent[s.rank] = s.stack
+        last = rounds_sent.get(s.rank, float("-inf")) if rounds_sent is not None else float("-inf")
+        new = [t for t in v.tallies if t.end > last]
+        if new:
+            rank["rounds"] = [tally_to_json(t) for t in new]
+            if rounds_sent is not None:
+                rounds_sent[s.rank] = new[-1].end
         line["ranks"].append(rank)
     if flight is not None:
         line["flight"] = [dump_to_json(d) for d in flight]

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from ncclcheck.analysis.watch import findings as make
 from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
+from ncclcheck.analysis.watch.shares import rank_shares
+from ncclcheck.analysis.watch.slow import enough, slowness
 from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
 from ncclcheck.analysis.watch.uneven import NOT_COLLECTIVES, uneven_inputs
@@ -41,6 +43,7 @@ __all__ = ["QUICK_S", "Judging", "decided", "doing", "judge", "next_delay", "rej
 QUICK_S = 1.5  # the quick window: no movement at all for this long, over at least QUICK_SAMPLES intervals
 QUICK_SAMPLES = 3
 QUICK_INTERVAL_S = 0.3
+ROUND_WAIT_S = 0.5  # until the ranks' shares can first be compared: each round is read soon after it ends
 EXITED = frozenset({"gone", "zombie", "missing"})
 ORDER = ("error", "warning", "info")
 
@@ -67,7 +70,7 @@ def track(previous: WatchState | None, snapshot: Snapshot, judging: Judging, not
 
 def rejudge(state: WatchState, judging: Judging) -> WatchState:
     """The same look judged again (``--once``'s last look: what stood still through the window counts)."""
-    tracked = Tracked(state.time, state.window_s, state.samples, state.ranks, state.launcher_running)
+    tracked = Tracked(state.time, state.window_s, state.samples, state.ranks, state.launcher_running, state.recording)
     return _judged(tracked, state.job, judging, state.notes)
 
 
@@ -75,7 +78,14 @@ def _judged(tracked: Tracked, job: Job, judging: Judging, notes: tuple[str, ...]
     findings = judge(tracked, job, judging)
     limit = judging.threshold(tracked.window_s)
     verdict = summarise(
-        tracked.views, tracked.samples, tracked.window_s, findings, limit, judging.stall_s, judging.final
+        tracked.views,
+        tracked.samples,
+        tracked.window_s,
+        findings,
+        limit,
+        judging.stall_s,
+        judging.final,
+        tracked.recording,
     )
     return WatchState(
         tracked.time,
@@ -87,6 +97,8 @@ def _judged(tracked: Tracked, job: Job, judging: Judging, notes: tuple[str, ...]
         tracked.samples,
         notes,
         tracked.launcher_running,
+        shares=rank_shares(tracked.views),
+        recording=tracked.recording,
     )
 
 
@@ -172,6 +184,8 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     explained = [f for f in out if f.severity != "info"]
     if s.live and not explained and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
         out.append(make.no_progress(s.live))
+    if not out and not s.exited and not s.stopped and not s.unknown and not s.remote:
+        out.extend(slowness(s.live, hosts))  # a job that runs, every rank of it seen: does one hold the others back?
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 
 
@@ -215,7 +229,10 @@ def decided(state: WatchState) -> bool:
         return not state.launcher_running
     if status == "warning":  # judged after --stall; only a dead rank nobody waits on yet may still change
         return all(f.id != "dead" for f in state.findings)
-    return status == "ok" and state.window_s >= 2 * QUICK_S
+    live = [v for v in state.ranks if v.sample.status not in DEAD]
+    # while rounds of samples come, ✓ waits for enough of them to tell whether a rank holds the others back
+    compared = not state.recording or len(live) < 2 or enough(live)
+    return status == "ok" and state.window_s >= 2 * QUICK_S and compared
 
 
 def next_delay(state: WatchState | None, interval_s: float) -> float:
@@ -226,4 +243,6 @@ def next_delay(state: WatchState | None, interval_s: float) -> float:
     live = [v for v in state.ranks if v.sample.status not in DEAD]
     if any(v.collective and 0 < v.quiet_s < 2 * QUICK_S for v in live):
         return min(QUICK_INTERVAL_S, interval_s)
+    if state.recording and len(live) > 1 and not enough(live):  # the first comparison of the ranks' shares comes soon
+        return min(ROUND_WAIT_S, interval_s)
     return interval_s

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ncclcheck.analysis.watch.judge import EXITED, Judging, judge
+from ncclcheck.analysis.watch.shares import rank_shares
 from ncclcheck.analysis.watch.track import Tracked
 from ncclcheck.analysis.watch.verdict import summarise
 from ncclcheck.model.findings import Finding
@@ -85,7 +86,8 @@ def merge(
     samples = min((r.samples for r in live if r.views), default=0)
     window = min((r.window_s for r in live if r.views), default=0.0)
     running = [r.launcher_running for r in live if r.launcher_running is not None]
-    tracked = Tracked(now, window, samples, views, any(running) if running else None)
+    recording = any(r.recording for r in live)
+    tracked = Tracked(now, window, samples, views, any(running) if running else None, recording)
     expected = max(expected_nodes or job.nodes or 0, len(mapped))
     heard_ranks = {n.node_rank for n in nodes if n.node_rank is not None}
     nodes += [
@@ -111,9 +113,21 @@ def merge(
     freshest = min(beats, default=None)
     findings = _node_findings(nodes, text, job, started, orphans, freshest) + judge(tracked, job, judging)
     findings = tuple(sorted(findings, key=lambda f: ("error", "warning", "info").index(f.severity)))
-    verdict = summarise(views, samples, window, findings, judging.threshold(window), judging.stall_s, judging.final)
+    limit = judging.threshold(window)
+    verdict = summarise(views, samples, window, findings, limit, judging.stall_s, judging.final, recording)
     return WatchState(
-        now, job, views, findings, verdict, window, samples, notes, tracked.launcher_running, tuple(nodes)
+        now,
+        job,
+        views,
+        findings,
+        verdict,
+        window,
+        samples,
+        notes,
+        tracked.launcher_running,
+        tuple(nodes),
+        rank_shares(views),
+        recording,
     )
 
 

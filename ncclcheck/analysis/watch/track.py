@@ -17,7 +17,9 @@ from dataclasses import dataclass, replace
 
 from ncclcheck.analysis.stacks import call_path, call_site, collective, user_frame
 from ncclcheck.analysis.watch.arguments import parse
+from ncclcheck.analysis.watch.shares import tally
 from ncclcheck.model.args import CallArgs
+from ncclcheck.model.shares import window
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
@@ -34,6 +36,7 @@ class Tracked:
     samples: int
     views: tuple[RankView, ...]
     launcher_running: bool | None = None
+    recording: bool = False
 
 
 def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
@@ -62,12 +65,28 @@ def path(v: RankView) -> tuple[str | None, ...]:
 def advance(previous: WatchState | None, snapshot: Snapshot) -> Tracked:
     """This sample's views, each rank's clocks carried on from the previous state."""
     if previous is None or previous.job.ranks != snapshot.job.ranks:
-        views = tuple(_first(s) for s in snapshot.samples)
-        return Tracked(snapshot.time, 0.0, 1, views, snapshot.launcher_running)
+        views = tuple(_counted(_first(s), None) for s in snapshot.samples)
+        return Tracked(snapshot.time, 0.0, 1, views, snapshot.launcher_running, snapshot.recording)
     before = {v.rank: v for v in previous.ranks}
     elapsed = max(snapshot.time - previous.time, 0.0)
-    views = tuple(_view(s, before.get(s.rank), elapsed) for s in snapshot.samples)
-    return Tracked(snapshot.time, previous.window_s + elapsed, previous.samples + 1, views, snapshot.launcher_running)
+    views = tuple(_counted(_view(s, before.get(s.rank), elapsed), before.get(s.rank)) for s in snapshot.samples)
+    return Tracked(
+        snapshot.time,
+        previous.window_s + elapsed,
+        previous.samples + 1,
+        views,
+        snapshot.launcher_running,
+        snapshot.recording,
+    )
+
+
+def _counted(view: RankView, before: RankView | None) -> RankView:
+    """The view with its rounds of the last minute: those it had, and the ones finished since (a new process under
+    the same rank number starts afresh)."""
+    kept = before.tallies if before is not None and before.sample.pid == view.sample.pid else ()
+    if not view.sample.rounds:
+        return replace(view, tallies=kept) if kept else view
+    return replace(view, tallies=window(kept, [tally(r) for r in view.sample.rounds if r.error is None]))
 
 
 def _first(sample: RankSample) -> RankView:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ncclcheck.analysis.watch.findings import group
+from ncclcheck.analysis.watch.shares import rank_shares
+from ncclcheck.analysis.watch.slow import enough
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -22,6 +24,7 @@ def summarise(
     limit: float,
     stall_s: float,
     final: bool,
+    recording: bool = False,
 ) -> Verdict:
     found = problem(findings)
     if found is not None:
@@ -52,7 +55,7 @@ def summarise(
                 "ok",
                 f"✓ every rank moved (collective bytes on its sockets) in {seen}; no stacks: collectives not compared",
             )
-        return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving")
+        return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving{_balance(live, recording)}")
     longest = max(v.still_s for v in still)
     if longest < limit:
         if final:
@@ -110,3 +113,14 @@ def _undecided(still: Sequence[RankView], live: Sequence[RankView], limit: float
         "stacks; --native shows where it spins, and a Flight Recorder dump (ncclcheck logs) which collective NCCL "
         "waits in"
     )
+
+
+def _balance(live: Sequence[RankView], recording: bool) -> str:
+    """What the rounds of sampled stacks say of a job that moves: that no rank holds the others back, or that it is
+    too soon to tell."""
+    if len(live) < 2 or not (recording or any(v.tallies for v in live)):
+        return ""
+    if not enough(live):
+        return "; too soon to tell whether one holds the others back (about 10 s of samples are needed)"
+    waits = [s.wait for s in rank_shares(live)]
+    return f" and none holds the others back (each waits {min(waits):.0%}–{max(waits):.0%} of its time in collectives)"

@@ -55,6 +55,7 @@ def sample_live(
     sent: dict[int, tuple[Frame, ...]] = {}
     host, seq, rendezvous, started = socket.gethostname(), 0, None, time.monotonic()
     flight: object = ()  # the Flight Recorders last written to the agent lines
+    rounds_sent: dict[int, float] = {}  # each rank's last round written: a line carries only the new ones
     seen: float | None = None  # when the first of the job's ranks was found
     lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
@@ -90,6 +91,7 @@ def sample_live(
                         rendezvous=rendezvous,
                         interval_s=args.interval,
                         flight=fresh,
+                        rounds_sent=rounds_sent,
                     )
                 )
                 + "\n"
@@ -127,6 +129,8 @@ def sample_live(
         console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
     finally:
         lines.close()
+        if source is not None:
+            source.close()
 
 
 def _pause(seconds: float, stop: threading.Event, ended: threading.Event) -> None:

@@ -145,7 +145,11 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(jobs_lines(jobs)), file=sys.stderr)
         return exits.USAGE
     if not live:
-        state = _once(_source(jobs[0], args), args)
+        source = _source(jobs[0], args)
+        try:
+            state = _once(source, args)
+        finally:
+            source.close()
         if args.json:
             print(json.dumps(to_json(state, args.interval), indent=1))
         else:
@@ -155,10 +159,20 @@ def run(args: argparse.Namespace) -> int:
         return exits.UNDECIDED if state.verdict.status == "undecided" else exits.OK
     from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-    if len(jobs) > 1:
-        WatchApp(None, args.interval, jobs=jobs, make_source=lambda job: _source(job, args)).run()
-    else:
-        WatchApp(_source(jobs[0], args), args.interval).run()
+    made: list[LiveSource] = []
+
+    def make(job: Job) -> LiveSource:
+        made.append(_source(job, args))
+        return made[-1]
+
+    try:
+        if len(jobs) > 1:
+            WatchApp(None, args.interval, jobs=jobs, make_source=make).run()
+        else:
+            WatchApp(make(jobs[0]), args.interval).run()
+    finally:
+        for source in made:
+            source.close()
     return exits.OK  # quitting the live view is not a verdict; scripts use --once
 
 

@@ -26,6 +26,7 @@ from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.watch import RendezvousEndpoint
 from ncclcheck.signals import handling
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.watch_agent import agent_line
@@ -59,7 +60,24 @@ def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
         return exits.NO_JOB if not jobs else exits.USAGE
     source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
     rendezvous = launcher_endpoint(jobs[0].launcher_pid)  # the viewer reads the job's map there; never this agent
+    try:
+        return _report(source, stop, args, host, sent, seq, rendezvous)
+    finally:
+        source.close()
+
+
+def _report(
+    source: LiveSource,
+    stop: threading.Event,
+    args: argparse.Namespace,
+    host: str,
+    sent: dict[int, tuple[Frame, ...]],
+    seq: int,
+    rendezvous: RendezvousEndpoint | None,
+) -> int:
+    """One agent line per sample until the job on this node is over, the reader went away or a stop came."""
     flight: object = ()
+    rounds_sent: dict[int, float] = {}  # each rank's last round sent: a line carries only the new ones
     while not stop.is_set():
         state = source.poll()
         fresh = source.flight if source.flight is not flight else None
@@ -75,6 +93,7 @@ def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
             rendezvous=rendezvous,
             interval_s=args.interval,
             flight=fresh,
+            rounds_sent=rounds_sent,
         )
         if not _emit(line):
             return exits.OK  # nobody reads any more

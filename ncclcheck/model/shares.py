@@ -1,0 +1,127 @@
+"""Where each rank spends its time: its main thread's stacks sampled many times a second over short rounds
+(``py-spy record``), and what one round's samples come to.
+
+A ``Round`` is what the collector read: the main thread's distinct stacks and how often each was seen, over
+``start``..``end`` (epoch seconds: rounds of ranks on different nodes are compared by time), and the main
+thread's CPU seconds meanwhile. A ``Tally`` is a round reduced to what the analysis and the agents' lines need:
+the samples by kind (``collective``: waiting in a collective or DDP's backward; ``p2p``: in send/recv; ``data``:
+in a DataLoader; ``io``: saving or loading; ``other``: anything else, busy or asleep as the CPU time tells) and
+by place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ncclcheck.model.stacks import Frame
+
+KINDS = ("collective", "p2p", "data", "io", "other")
+WINDOW_S = 60.0  # the rounds a rank's shares are taken over: the last minute
+
+
+@dataclass(frozen=True)
+class Round:
+    """One rank's main thread over one round of ``py-spy record``, or why it could not be read."""
+
+    pid: int
+    start: float
+    end: float
+    stacks: tuple[tuple[tuple[Frame, ...], int], ...]  # each distinct stack (innermost first), how often seen
+    main_cpu_s: float | None = None  # the main thread's CPU seconds over the round; None: unreadable
+    error: str | None = None
+
+    @property
+    def samples(self) -> int:
+        return sum(n for _, n in self.stacks)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where some of a round's samples were: their kind, the collective or function, and the call site."""
+
+    kind: str
+    what: str
+    site: str | None
+    samples: int
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One round of one rank, counted: ``places`` most seen first (a few per kind)."""
+
+    start: float
+    end: float
+    samples: int
+    kinds: tuple[tuple[str, int], ...]
+    places: tuple[Place, ...]
+    main_cpu_s: float | None = None
+
+    def count(self, kind: str) -> int:
+        return next((n for k, n in self.kinds if k == kind), 0)
+
+
+@dataclass(frozen=True)
+class RankShare:
+    """A rank over the window: the share of its samples of each kind, its main thread's CPU, and how far its
+    share of waiting in collectives sits from the others' (``deviation``: its share minus the others' median)."""
+
+    rank: int
+    host: str
+    samples: int
+    rounds: int
+    seconds: float
+    shares: tuple[tuple[str, float], ...]
+    places: tuple[Place, ...]
+    cpu_percent: float | None
+    deviation: float
+
+    def share(self, kind: str) -> float:
+        return next((s for k, s in self.shares if k == kind), 0.0)
+
+    @property
+    def wait(self) -> float:
+        """The share of its time spent waiting in a collective."""
+        return self.share("collective")
+
+
+def tally_to_json(t: Tally) -> dict[str, Any]:
+    """A round counted, as the agents' lines carry it."""
+    return {
+        "start": round(t.start, 3),
+        "end": round(t.end, 3),
+        "samples": t.samples,
+        "kinds": dict(t.kinds),
+        "places": [[p.kind, p.what, p.site, p.samples] for p in t.places],
+        "cpu_s": None if t.main_cpu_s is None else round(t.main_cpu_s, 3),
+    }
+
+
+def tally_from_json(data: object) -> Tally | None:
+    """A round from an agent's line; None where it cannot be read."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        kinds = data.get("kinds") or {}
+        cpu = data.get("cpu_s")
+        return Tally(
+            float(data["start"]),
+            float(data["end"]),
+            int(data["samples"]),
+            tuple((str(k), int(kinds[k])) for k in KINDS if k in kinds),
+            tuple(Place(str(p[0]), str(p[1]), None if p[2] is None else str(p[2]), int(p[3])) for p in data["places"]),
+            None if cpu is None else float(cpu),
+        )
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def window(tallies: Sequence[Tally], new: Sequence[Tally]) -> tuple[Tally, ...]:
+    """A rank's rounds of the last ``WINDOW_S``, the new ones added (a round already held is not added twice)."""
+    held = {t.end for t in tallies}
+    every = [*tallies, *(t for t in new if t.samples and t.end not in held)]
+    if not every:
+        return ()
+    newest = max(t.end for t in every)
+    return tuple(sorted((t for t in every if t.end >= newest - WINDOW_S), key=lambda t: t.end))

@@ -1,0 +1,94 @@
+"""A gloo training-like loop that runs, but maybe slowly, the way $MODE says; each rank prints "ready <rank>" first.
+
+Every rank computes for $STEP_S seconds a step (its main thread busy: a matmul loop until the step's time is up, so
+that a 2-core machine shared by the ranks does not change a step's length), then all_reduces a small tensor.
+compute: the ranks in $SLOW_RANKS (default: the last) compute $FACTOR times as long (3).
+data: the ranks in $SLOW_RANKS wait $FACTOR times the step for their DataLoader (its dataset sleeps: idle, not busy).
+checkpoint: rank 0 writes a checkpoint once, after $CKPT_AFTER s, taking $CKPT_S seconds (3), then goes on balanced.
+vary: balanced, but every rank's step takes the same varying time (0.5x..2x the step, changing each step).
+warmup: the ranks in $SLOW_RANKS take $WARMUP_S seconds longer on the first step (a compile), then balanced.
+healthy: balanced.
+Runs for $DURATION seconds (default: until killed); rank 0 prints "steps/s <rate>" and each rank "cpu_s <s>" at the end.
+"""
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+
+MODE = os.environ.get("MODE", "compute")
+STEP_S = float(os.environ.get("STEP_S", "0.1"))
+FACTOR = float(os.environ.get("FACTOR", "3"))
+DURATION = float(os.environ.get("DURATION", "0")) or float("inf")
+
+
+def compute(seconds: float) -> None:
+    """Busy for ``seconds`` of wall time."""
+    x = torch.randn(64, 64)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        x = torch.tanh(x @ x.T / 64)
+
+
+class Slow(Dataset):  # type: ignore[type-arg]
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        time.sleep(self.seconds)  # storage that is slow for this rank's shard
+        return torch.ones(1)
+
+
+def write_checkpoint(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        torch.save(torch.randn(256, 256), os.devnull)
+
+
+def main() -> None:
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    slow = {int(r) for r in os.environ.get("SLOW_RANKS", str(world - 1)).split(",") if r}
+    t = torch.ones(1 << 10)
+    loader = None
+    if MODE == "data":
+        wait = STEP_S * FACTOR if rank in slow else 0.0
+        loader = iter(DataLoader(Slow(wait), batch_size=None)) if wait else None
+    dist.barrier()
+    print(f"ready {rank}", flush=True)
+    start, steps, written = time.monotonic(), 0, False
+    while True:
+        step = STEP_S
+        if MODE == "compute" and rank in slow:
+            step = STEP_S * FACTOR
+        elif MODE == "vary":
+            step = STEP_S * (0.5 + 1.5 * ((steps * 7919) % 13) / 12)  # the same on every rank
+        elif MODE == "warmup" and steps == 0 and rank in slow:
+            step = STEP_S + float(os.environ.get("WARMUP_S", "4"))
+        if loader is not None:
+            next(loader)
+        compute(step)
+        if MODE == "checkpoint" and rank == 0 and not written and time.monotonic() - start > float(
+            os.environ.get("CKPT_AFTER", "4")
+        ):
+            write_checkpoint(float(os.environ.get("CKPT_S", "3")))
+            written = True
+        t.zero_()
+        t[0] = float(rank == 0 and time.monotonic() - start >= DURATION)  # rank 0 says when: all stop on one step
+        dist.all_reduce(t)
+        steps += 1
+        if t[0] > 0:
+            break
+    if rank == 0:
+        os.write(1, f"steps/s {steps / (time.monotonic() - start):.3f}\n".encode())
+    os.write(1, f"cpu_s {time.process_time():.3f}\n".encode())
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
