@@ -57,6 +57,12 @@ class Tally:
     kinds: tuple[tuple[str, int], ...]
     places: tuple[Place, ...]
     main_cpu_s: float | None = None
+    waited: int = -1  # the samples in a collective (``count("collective")``, kept: the analysis reads it often)
+    mid: float = 0.0  # the round's middle (set from start and end)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "waited", self.count("collective"))
+        object.__setattr__(self, "mid", (self.start + self.end) / 2)
 
     def count(self, kind: str) -> int:
         return next((n for k, n in self.kinds if k == kind), 0)

@@ -3,10 +3,12 @@ rank's shares over the window (``RankShare``): pure functions over the rounds ``
 
 from __future__ import annotations
 
-import statistics
+import bisect
+import operator
 from collections.abc import Sequence
 
 from ncclcheck.analysis.stacks import P2P, call_site, collective, user_frame
+from ncclcheck.analysis.watch.pooled import pooled
 from ncclcheck.model.shares import KINDS, Place, RankShare, Round, Tally
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankView
@@ -54,45 +56,51 @@ def tally(found: Round) -> Tally:
 
 
 def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
-    """Each rank's shares over its rounds, with how far its waiting sits from the other ranks' median."""
-    counted = [(v, _pooled(v.tallies)) for v in views if v.tallies]
-    waits = {v.rank: kinds.get("collective", 0) / total for v, (kinds, total) in counted if total}
+    """Each rank's shares over its rounds, with how far its waiting sits from the other ranks' median. The last
+    answer is kept while every rank holds the same rounds (the viewer refreshes many times between two)."""
+    global _last
+    held = tuple([v.tallies for v in views])
+    who = tuple([(v.sample.rank, v.sample.host) for v in views])
+    if _last is not None and _last[1] == who and all(map(operator.is_, _last[0], held)):
+        return _last[2]
+    counted = [(v, s) for v, s in zip(views, pooled(views)) if s is not None and s.samples]
+    ordered = sorted([s.waited / s.samples for _, s in counted])
     out = []
-    for v, (kinds, total) in counted:
-        if not total:
-            continue
-        others = [w for r, w in waits.items() if r != v.rank]
-        seconds = sum(t.end - t.start for t in v.tallies)
-        cpu = [t.main_cpu_s for t in v.tallies]
-        used = None if None in cpu or seconds <= 0 else min(sum(c or 0.0 for c in cpu) / seconds * 100, 100.0)
+    by_count = operator.itemgetter(1)
+    for v, s in counted:
+        total = s.samples
+        wait = s.waited / total
+        others = _median_without(ordered, bisect.bisect_left(ordered, wait))
+        used = None if s.cpu_missing or s.seconds <= 0 else min(s.cpu_s / s.seconds * 100, 100.0)
+        places = sorted(s.places.items(), key=by_count, reverse=True)
+        kinds = s.kinds
         out.append(
             RankShare(
-                v.rank,
+                v.sample.rank,
                 v.sample.host,
                 total,
                 len(v.tallies),
-                seconds,
-                tuple((k, kinds[k] / total) for k in KINDS if k in kinds),
-                _places(v.tallies),
+                s.seconds,
+                tuple([(k, kinds[k] / total) for k in KINDS if k in kinds]),
+                tuple([Place(k[0], k[1], k[2], n) for k, n in places]),
                 used,
-                waits[v.rank] - statistics.median(others) if others else 0.0,
+                wait - others if others is not None else 0.0,
             )
         )
-    return tuple(out)
+    _last = (held, who, tuple(out))
+    return _last[2]
 
 
-def _pooled(tallies: Sequence[Tally]) -> tuple[dict[str, int], int]:
-    kinds: dict[str, int] = {}
-    for t in tallies:
-        for k, n in t.kinds:
-            kinds[k] = kinds.get(k, 0) + n
-    return kinds, sum(kinds.values())
+_last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], tuple[RankShare, ...]] | None = None
 
 
-def _places(tallies: Sequence[Tally]) -> tuple[Place, ...]:
-    """A rank's places over its rounds, most seen first."""
-    merged: dict[tuple[str, str, str | None], int] = {}
-    for t in tallies:
-        for p in t.places:
-            merged[(p.kind, p.what, p.site)] = merged.get((p.kind, p.what, p.site), 0) + p.samples
-    return tuple(Place(k[0], k[1], k[2], n) for k, n in sorted(merged.items(), key=lambda item: -item[1]))
+def _median_without(ordered: list[float], i: int) -> float | None:
+    """The median of ``ordered`` (sorted) with its ``i``-th value left out."""
+    n = len(ordered) - 1
+    if n <= 0:
+        return None
+
+    def at(k: int) -> float:
+        return ordered[k] if k < i else ordered[k + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2

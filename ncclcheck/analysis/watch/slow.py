@@ -20,10 +20,12 @@ moves every rank's share together: no gap, no finding.
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ncclcheck.analysis.watch.pooled import pooled
 from ncclcheck.analysis.watch.shares import rank_shares
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
@@ -36,6 +38,7 @@ GAP = 0.10  # the least difference in waiting share worth naming: about 1.1x
 PART_Z = 2.0
 STEPPING = 0.97  # the others waiting more than this share of a slice: one long wait (a compile, a stall), not steps
 COMM_BOUND = 0.5  # every rank waiting at least this share, none behind: the collectives set the pace
+SAMPLED = 64  # other ranks whose slices are counted (evenly spread): enough to know their pooled share
 BUSY = 50.0  # main-thread CPU % (outside its waits) above which a rank computes rather than sleeps
 
 
@@ -50,45 +53,87 @@ class _Counts:
 
 
 def slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
-    """``slow-rank`` or ``slow-node`` (a warning), or ``communication-bound`` (info), or nothing."""
-    spans = _common(views)
-    if spans is None:
+    """``slow-rank`` or ``slow-node`` (a warning), or ``communication-bound`` (info), or nothing. The last answer is
+    kept while every rank holds the same rounds (the same tuples): the viewer refreshes many times between two."""
+    global _last
+    held = tuple([v.tallies for v in views])
+    who = tuple([(v.sample.rank, v.sample.host) for v in views])
+    if _last is not None:
+        before, same_who, same_hosts, found = _last
+        if same_hosts == hosts and same_who == who and all(map(operator.is_, before, held)):
+            return found
+    found = _slowness(views, hosts)
+    _last = (held, who, hosts, found)
+    return found
+
+
+_last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], bool, tuple[Finding, ...]] | None = None
+
+
+def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
+    found = _span(views)
+    if found is None:
         return ()
-    start, end, kept = spans
-    counts = {r: _count(ts) for r, ts in kept.items()}
+    start, end = found
+    counts = {v.sample.rank: _Counts(s.waited, s.samples) for v, s in zip(views, pooled(views)) if s is not None}
     order = sorted(counts, key=lambda r: (counts[r].share, r))
     slow, others = _split(order, counts)
-    if slow and _clear(slow, others, counts, kept, start, end):
+    if slow and _clear(slow, others, counts, _parts(views, slow, others, start, end)):
         return (_slow_finding(views, slow, others, counts, end - start, hosts),)
     shares = [c.share for c in counts.values()]
-    if min(shares) >= COMM_BOUND and max(shares) - min(shares) <= 2 * GAP and _stepping(kept, start, end):
+    parts = _parts(views, [], order, start, end)
+    stepping = all(0 < _pool(p.values()).share <= STEPPING for p in parts)
+    if min(shares) >= COMM_BOUND and max(shares) - min(shares) <= 2 * GAP and stepping:
         return (_comm_bound(views, counts, end - start),)
     return ()
 
 
 def enough(views: Sequence[RankView]) -> bool:
     """Whether the rounds so far are enough to judge the shares."""
-    return _common(views) is not None
+    return _span(views) is not None
 
 
-def _common(views: Sequence[RankView]) -> tuple[float, float, dict[int, tuple[Tally, ...]]] | None:
-    """The span every rank's rounds cover, and each rank's rounds in it; None while too few."""
+def _span(views: Sequence[RankView]) -> tuple[float, float] | None:
+    """The span every rank's rounds cover; None while it holds fewer than ``PARTS`` rounds of some rank."""
     if len(views) < 2 or any(not v.tallies for v in views):
         return None
-    start = max(v.tallies[0].start for v in views)
-    end = min(v.tallies[-1].end for v in views)
-    kept = {v.rank: tuple(t for t in v.tallies if start <= _mid(t) <= end) for v in views}
-    if any(len(ts) < PARTS for ts in kept.values()):
-        return None
-    return start, end, kept
+    start = max([v.tallies[0].start for v in views])
+    end = min([v.tallies[-1].end for v in views])
+    for v in views:
+        ts = v.tallies
+        low, high = 0, len(ts) - 1
+        while low < len(ts) and ts[low].mid < start:
+            low += 1
+        while high >= 0 and ts[high].mid > end:
+            high -= 1
+        if high - low + 1 < PARTS:
+            return None
+    return start, end
 
 
-def _mid(t: Tally) -> float:
-    return (t.start + t.end) / 2
-
-
-def _count(tallies: Sequence[Tally]) -> _Counts:
-    return _Counts(sum(t.count("collective") for t in tallies), sum(t.samples for t in tallies))
+def _parts(
+    views: Sequence[RankView], slow: list[int], others: list[int], start: float, end: float
+) -> list[dict[int, _Counts]]:
+    """Each rank's waiting samples and samples in each of ``PARTS`` equal slices of the span (a round goes where
+    its middle is): the slow ranks' and, of many others, an even sample of ``SAMPLED`` (their pooled share is
+    as well known from those: thousands of samples a slice)."""
+    step = max(len(others) // SAMPLED, 1)
+    wanted = set(slow) | set(others[::step])
+    width = (end - start) / PARTS or 1.0
+    parts: list[dict[int, _Counts]] = [{} for _ in range(PARTS)]
+    last = PARTS - 1
+    for v in views:
+        if v.rank not in wanted:
+            continue
+        waited, samples = [0] * PARTS, [0] * PARTS
+        for t in v.tallies:
+            if start <= t.mid <= end:
+                i = min(int((t.mid - start) / width), last)
+                waited[i] += t.waited
+                samples[i] += t.samples
+        for i in range(PARTS):
+            parts[i][v.rank] = _Counts(waited[i], samples[i])
+    return parts
 
 
 def _split(order: list[int], counts: dict[int, _Counts]) -> tuple[list[int], list[int]]:
@@ -101,14 +146,7 @@ def _split(order: list[int], counts: dict[int, _Counts]) -> tuple[list[int], lis
     return order[:cut], order[cut:]
 
 
-def _clear(
-    slow: list[int],
-    others: list[int],
-    counts: dict[int, _Counts],
-    kept: dict[int, tuple[Tally, ...]],
-    start: float,
-    end: float,
-) -> bool:
+def _clear(slow: list[int], others: list[int], counts: dict[int, _Counts], parts: list[dict[int, _Counts]]) -> bool:
     typical = statistics.median(counts[r].share for r in others)
     highest = max(counts[r].share for r in slow)
     if typical - highest < GAP or min(counts[r].share for r in others) - highest < GAP / 2:
@@ -117,33 +155,13 @@ def _clear(
     needed = max(4.0, math.sqrt(2 * math.log(len(counts))) + 1.5)  # chance alone, over every rank
     if any(_z(counts[r], pool) < needed for r in slow):
         return False
-    for part in _slices(kept, start, end):
-        low, high = _pool(part[r] for r in slow), _pool(part[r] for r in others)
+    for part in parts:
+        low, high = _pool(part[r] for r in slow), _pool(c for r, c in part.items() if r not in slow)
         if not low.samples or not high.samples or high.share > STEPPING:
             return False
         if high.share - low.share < GAP / 2 or _z(low, high) < PART_Z:
             return False
     return True
-
-
-def _stepping(kept: dict[int, tuple[Tally, ...]], start: float, end: float) -> bool:
-    parts = _slices(kept, start, end)
-    return all(0 < _pool(p.values()).share <= STEPPING for p in parts)
-
-
-def _slices(kept: dict[int, tuple[Tally, ...]], start: float, end: float) -> list[dict[int, _Counts]]:
-    """Each rank's counts in each of ``PARTS`` equal slices of the span (a round goes where its middle is)."""
-    width = (end - start) / PARTS
-    out: list[dict[int, _Counts]] = []
-    for i in range(PARTS):
-        low, high = start + i * width, start + (i + 1) * width
-        out.append(
-            {
-                r: _count([t for t in ts if low <= _mid(t) < high or (i == PARTS - 1 and _mid(t) == end)])
-                for r, ts in kept.items()
-            }
-        )
-    return out
 
 
 def _pool(counts: Iterable[_Counts]) -> _Counts:

@@ -1,0 +1,91 @@
+"""Each rank's rounds added up, kept from one refresh to the next and updated by the rounds that came and went.
+
+The viewer refreshes far more often than rounds arrive, and a new round changes a rank's minute of rounds by one
+at each end: adding it and taking away the one that left the window keeps 4,096 ranks within a refresh. The sums
+are held beside the very tuple of rounds they were made from, so they are never mistaken for another rank's or
+another moment's; a tuple that does not continue the one held is added up afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ncclcheck.model.shares import Tally
+from ncclcheck.model.watch import RankView
+
+
+class Sums:
+    """A rank's rounds added up: samples by kind and by place, waiting ones, seconds, main-thread CPU."""
+
+    __slots__ = ("cpu_missing", "cpu_s", "kinds", "places", "samples", "seconds", "tallies", "waited")
+
+    def __init__(self, tallies: tuple[Tally, ...]) -> None:
+        self.tallies = tallies
+        self.kinds: dict[str, int] = {}
+        self.places: dict[tuple[str, str, str | None], int] = {}
+        self.samples = self.waited = self.cpu_missing = 0
+        self.seconds = self.cpu_s = 0.0
+        for t in tallies:
+            self.add(t, 1)
+
+    def add(self, t: Tally, sign: int) -> None:
+        self.samples += sign * t.samples
+        self.waited += sign * t.waited
+        self.seconds += sign * (t.end - t.start)
+        if t.main_cpu_s is None:
+            self.cpu_missing += sign
+        else:
+            self.cpu_s += sign * t.main_cpu_s
+        for kind, n in t.kinds:
+            left = self.kinds.get(kind, 0) + sign * n
+            if left:
+                self.kinds[kind] = left
+            else:
+                self.kinds.pop(kind, None)
+        for p in t.places:
+            key = (p.kind, p.what, p.site)
+            left = self.places.get(key, 0) + sign * p.samples
+            if left:
+                self.places[key] = left
+            else:
+                self.places.pop(key, None)
+
+    def follow(self, now: tuple[Tally, ...]) -> bool:
+        """Move on to ``now`` where it continues the rounds held (some left at the front, some added at the back);
+        False where it does not."""
+        old = self.tallies
+        if now is old:
+            return True
+        if not old or not now:
+            return False
+        last = next((i for i in range(len(now) - 1, -1, -1) if now[i] is old[-1]), None)
+        if last is None or last + 1 > len(old) or now[0] is not old[len(old) - last - 1]:
+            return False
+        for t in old[: len(old) - last - 1]:
+            self.add(t, -1)
+        for t in now[last + 1 :]:
+            self.add(t, 1)
+        self.tallies = now
+        return True
+
+
+_held: dict[tuple[str, int], Sums] = {}
+
+
+def pooled(views: Sequence[RankView]) -> list[Sums | None]:
+    """Each rank's rounds added up (None: no rounds), carried on from the last call's sums where they continue."""
+    global _held
+    kept: dict[tuple[str, int], Sums] = {}
+    out: list[Sums | None] = []
+    for v in views:
+        if not v.tallies:
+            out.append(None)
+            continue
+        key = (v.sample.host, v.sample.rank)
+        sums = _held.get(key)
+        if sums is None or not sums.follow(v.tallies):
+            sums = Sums(v.tallies)
+        kept[key] = sums
+        out.append(sums)
+    _held = kept
+    return out
