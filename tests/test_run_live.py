@@ -1,21 +1,28 @@
 """``run``'s sampler beside the job: a hang record where ranks stand still or die, but nothing once the job was ended
-by ^C or a signal (the ranks then exit because the launcher ends them: neither a death nor an early leaver)."""
+by ^C or a signal (the ranks then exit because the launcher ends them: neither a death nor an early leaver); a slow
+episode's record and line while the same ranks hold the others back."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
+import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
-from watch_states import job, sample, stack, states
+from watch_states import all_in, job, sample, stack, states
 
 from ncclcheck.commands.run import live
+from ncclcheck.commands.run.slow import SlowLog
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.watch import WatchState
+from ncclcheck.views.watch import SCHEMA as WATCH_SCHEMA
 
 
 class Launched:
@@ -71,7 +78,8 @@ def sample_twice(
     hangs: list[HangRecord] = []
     ends = Ends()
     console = Console(file=io.StringIO())
-    live.sample_live(Launched(), args, str(tmp_path), console, hangs, ends, stop, end_now, interrupted)  # type: ignore[arg-type]
+    slow = SlowLog(str(tmp_path), console)
+    live.sample_live(Launched(), args, str(tmp_path), console, hangs, slow, ends, stop, end_now, interrupted)  # type: ignore[arg-type]
     return hangs, ends.added, (tmp_path / "watch-agent.jsonl").read_text().splitlines()
 
 
@@ -89,3 +97,99 @@ def test_ranks_ended_by_a_signal_are_neither_a_hang_nor_early_leavers(
     hangs, _, _ = sample_twice(tmp_path, monkeypatch, interrupt=True)
     assert hangs == []
     assert not list((tmp_path / "hangs").iterdir())
+
+
+def slow_state(*culprits: int) -> WatchState:
+    """Three ranks in all_reduce; ``culprits``: a look that names them as holding the others back."""
+    state = states(job(3), all_in(3, "all_reduce"))
+    if not culprits:
+        return state
+    who = f"rank {culprits[0]}"
+    message = f"{who} holds the others back: ranks 0-1 wait for it; the job would run about 2.5× faster"
+    found = Finding("slow-rank", "warning", message, "look at it", (0, 1, 2), culprits=culprits)
+    return dataclasses.replace(state, findings=(found,))
+
+
+def sample_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, looks: list[WatchState], every: float = 5.0
+) -> tuple[list[HangRecord], SlowLog, str]:
+    """Run the sampler over ``looks`` (then the last one again while the job ends), ``every`` seconds apart on the
+    sampler's clock; the hangs, the slow episodes and what it printed."""
+    for sub in ("hangs", "fr"):
+        (tmp_path / sub).mkdir()
+    stop, end_now, interrupted = threading.Event(), threading.Event(), threading.Event()
+    clock = [1_700_000_000.0]
+    polls: list[int] = []
+
+    class Clock:
+        """The sampler's wall clock: a look ``every`` seconds (its waits stay real, and short)."""
+
+        monotonic, strftime, localtime = time.monotonic, time.strftime, time.localtime
+
+        @staticmethod
+        def time() -> float:
+            return clock[0]
+
+    class Scripted:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.job, self.flight = job(3), ()
+
+        def poll(self) -> WatchState:
+            polls.append(1)
+            clock[0] += every
+            if len(polls) > len(looks):  # every look was judged: the job ends (a look may be judged once more)
+                stop.set()
+            return looks[min(len(polls), len(looks)) - 1]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(live, "time", Clock)
+    monkeypatch.setattr(live, "discover", lambda pid: (job(3),))
+    monkeypatch.setattr(live, "LiveSource", Scripted)
+    monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)
+    args = argparse.Namespace(interval=0.01, stall=4.0, on_hang="watch")
+    hangs: list[HangRecord] = []
+    out = io.StringIO()
+    console = Console(file=out, width=400)
+    slow = SlowLog(str(tmp_path), console)
+    live.sample_live(Launched(), args, str(tmp_path), console, hangs, slow, Ends(), stop, end_now, interrupted)  # type: ignore[arg-type]
+    return hangs, slow, out.getvalue()
+
+
+def test_a_slow_rank_is_one_episode_recorded_once_and_closed_after_two_looks_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = [slow_state(2), slow_state(2), slow_state(), slow_state(2), slow_state(), slow_state(), slow_state()]
+    hangs, slow, printed = sample_looks(tmp_path, monkeypatch, looks)
+    assert hangs == [] and slow.seen.open is None
+    (episode,) = slow.seen.episodes
+    assert episode.culprits == (2,) and episode.looks == 3 and episode.seconds == 15.0  # the 1st to the 4th look
+    assert printed.count("ncclcheck run: slow: ") == 1
+    assert f"ncclcheck run: slow: {looks[0].findings[0].message} (recorded in {episode.path})" in printed
+    (record,) = (tmp_path / "slow").iterdir()
+    assert str(record) == episode.path and record.name.startswith("slow-") and record.name.endswith("-1.json")
+    data = json.loads(record.read_text())
+    assert data["schema"] == WATCH_SCHEMA and [f["kind"] for f in data["findings"]] == ["slow-rank"]
+    assert data["episode"]["looks"] == 3 and data["episode"]["seconds"] == 15.0  # its closing, written
+
+
+def test_new_culprits_are_a_new_episode_and_a_hang_keeps_precedence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = [slow_state(2), slow_state(1), slow_state(1), dead_state()]
+    hangs, slow, printed = sample_looks(tmp_path, monkeypatch, looks)
+    assert [e.culprits for e in slow.seen.episodes] == [(2,), (1,)] and slow.seen.open is None
+    assert printed.count("ncclcheck run: slow: ") == 2 and len(hangs) == 1
+    assert "ncclcheck run: hang: " in printed
+    records = sorted((tmp_path / "slow").iterdir())
+    assert [json.loads(p.read_text())["episode"]["culprits"] for p in records] == [[2], [1]]
+
+
+def test_an_episode_still_open_when_the_job_ends_is_closed_and_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, slow, _ = sample_looks(tmp_path, monkeypatch, [slow_state(2), slow_state(2), slow_state(2)])
+    (episode,) = slow.seen.episodes
+    assert slow.seen.open is None and episode.looks == 4  # the last look judged once more while the job ended
+    assert json.loads(Path(episode.path).read_text())["episode"]["looks"] == 4

@@ -32,7 +32,7 @@ class HangRecord:
 
 @dataclass(frozen=True)
 class RunVerdict:
-    status: str  # pass, fail, hang
+    status: str  # pass, slow, fail, hang
     root_cause: str | None
     ranks: tuple[int, ...]
     message: str
@@ -47,3 +47,51 @@ class RankEnd:
     pid: int
     time: float
     exit_code: int | None
+
+
+@dataclass(frozen=True)
+class SlowEpisode:
+    """A stretch of the run in which the same ranks held the others back (``slow-rank`` or ``slow-node``): its
+    record in the run dir, from where the first naming look's evidence began to the last look that named it (epoch
+    seconds), and the last naming look's words."""
+
+    path: str
+    start: float
+    end: float
+    kind: str  # slow-rank, slow-node
+    culprits: tuple[int, ...]
+    message: str
+    looks: int  # looks that named it
+    fix: str = ""
+    factor: float | None = (
+        None  # how many times faster the job would run without the wait, as the last naming look said
+    )
+    missed: int = 0  # looks since the last that named it, while it is open
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class PaceNote:
+    """``communication-bound`` as the run's looks saw it: every rank waits much in its collectives, none behind."""
+
+    first: float
+    last: float
+    looks: int
+    message: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class SlowSoFar:
+    """The run's slow episodes so far (``open``: the one the last looks still name), and its pace note."""
+
+    closed: tuple[SlowEpisode, ...] = ()
+    open: SlowEpisode | None = None
+    note: PaceNote | None = None
+
+    @property
+    def episodes(self) -> tuple[SlowEpisode, ...]:
+        return self.closed + ((self.open,) if self.open is not None else ())

@@ -1,8 +1,9 @@
-"""``ncclcheck run``'s words: the evidence switched on (one line each, at start), a hang caught live (one line),
-and the verdict at the end; report.json (schema ncclcheck.run/1)."""
+"""``ncclcheck run``'s words: the evidence switched on (one line each, at start), a hang or a slow episode caught
+live (one line each), and the verdict at the end; report.json (schema ncclcheck.run/1)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -11,12 +12,13 @@ from rich.text import Text
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.ranks import span
-from ncclcheck.model.run import EnvSetting, HangRecord, RunVerdict
+from ncclcheck.model.run import EnvSetting, HangRecord, PaceNote, RunVerdict, SlowEpisode
 from ncclcheck.views.logs import to_json as logs_json
 
 SCHEMA = "ncclcheck.run/1"
-STYLE = {"pass": "bold green", "fail": "bold red", "hang": "bold red"}
-MARK = {"pass": "✓", "fail": "✗", "hang": "✗"}
+PACE = "communication-bound"
+STYLE = {"pass": "bold green", "slow": "bold yellow", "fail": "bold red", "hang": "bold red"}
+MARK = {"pass": "✓", "slow": "!", "fail": "✗", "hang": "✗"}
 
 
 def start_lines(settings: tuple[EnvSetting, ...], notes: tuple[str, ...], run_dir: str, console: Console) -> None:
@@ -34,6 +36,42 @@ def hang_line(record: HangRecord, console: Console) -> None:
     console.print(Text(f"ncclcheck run: hang: {record.message} (recorded in {record.path})", style="bold red"))
 
 
+def slow_line(episode: SlowEpisode, console: Console) -> None:
+    console.print(Text(f"ncclcheck run: slow: {episode.message} (recorded in {episode.path})", style="yellow"))
+
+
+def pace_line(note: PaceNote, console: Console) -> None:
+    console.print(Text(f"ncclcheck run: note: {PACE}: {note.message}", style="dim"))
+
+
+def episode_json(e: SlowEpisode) -> dict[str, Any]:
+    """A slow episode, as report.json lists it and its own record in DIR/slow carries it."""
+    return {
+        "kind": e.kind,
+        "culprits": list(e.culprits),
+        "start": round(e.start, 3),
+        "end": round(e.end, 3),
+        "seconds": round(e.seconds, 1),
+        "looks": e.looks,
+        "faster_without_wait": e.factor,
+        "message": e.message,
+        "fix": e.fix,
+        "path": e.path,
+    }
+
+
+def note_json(note: PaceNote | None) -> dict[str, Any] | None:
+    if note is None:
+        return None
+    return {
+        "first": round(note.first, 3),
+        "last": round(note.last, 3),
+        "looks": note.looks,
+        "message": note.message,
+        "fix": note.fix,
+    }
+
+
 def to_json(
     command: list[str],
     run_dir: str,
@@ -48,6 +86,8 @@ def to_json(
     files: dict[str, list[str]],
     report: LogReport,
     log_files: list[str],
+    slow: tuple[SlowEpisode, ...] = (),
+    pace: PaceNote | None = None,
 ) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
@@ -74,6 +114,8 @@ def to_json(
             }
             for h in hangs
         ],
+        "slow": [episode_json(e) for e in slow],
+        "communication_bound": note_json(pace),
         "evidence": {
             "set": {name: s.value for s in settings if not s.kept for name in s.names},
             "kept": {s.kept_name: s.value for s in settings if s.kept},
@@ -84,7 +126,15 @@ def to_json(
     }
 
 
-def render(verdict: RunVerdict, findings: tuple[Finding, ...], exit_code: int, run_dir: str, console: Console) -> None:
+def render(
+    verdict: RunVerdict,
+    findings: tuple[Finding, ...],
+    exit_code: int,
+    run_dir: str,
+    console: Console,
+    slow: tuple[SlowEpisode, ...] = (),
+    pace: PaceNote | None = None,
+) -> None:
     for f in findings:
         if f.severity in ("error", "warning"):
             who = f" (rank {span(f.blamed)})" if f.blamed else ""
@@ -96,6 +146,24 @@ def render(verdict: RunVerdict, findings: tuple[Finding, ...], exit_code: int, r
             )
             if f.fix:
                 console.print(Text(f"  fix: {f.fix}", style="dim"))
+    _slow_lines(slow, pace, console)
     who = f" (rank {span(verdict.ranks)})" if verdict.ranks else ""
     console.print(Text(f"{MARK[verdict.status]} {verdict.status}{who}: {verdict.message}", style=STYLE[verdict.status]))
     console.print(Text(f"exit code {exit_code}; report: {run_dir}/report.json", style="dim"))
+
+
+def _slow_lines(slow: tuple[SlowEpisode, ...], pace: PaceNote | None, console: Console) -> None:
+    for e in slow:
+        when = f"{_clock(e.start)}–{_clock(e.end)}, {e.seconds:.0f} s"
+        console.print(Text(f"! {e.kind} (rank {span(list(e.culprits))}), {when}: {e.message}", style="yellow"))
+        if e.fix:
+            console.print(Text(f"  fix: {e.fix}", style="dim"))
+        console.print(Text(f"  record: {e.path}", style="dim"))
+    if pace is not None:
+        looks = f"{pace.looks} look{'s' if pace.looks > 1 else ''}"
+        console.print(Text(f"note {PACE} ({looks}): {pace.message}", style="dim"))
+        console.print(Text(f"  fix: {pace.fix}", style="dim"))
+
+
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))

@@ -1,5 +1,9 @@
 """The one verdict of ``ncclcheck run``, from what it saw: the job's exit code, the hangs caught live, the logs
-analysis of the run dir, and the ranks that left before the others failed. Pure."""
+analysis of the run dir, the ranks that left before the others failed, and the slow episodes. Pure.
+
+A job that finished with exit code 0 but had ranks holding the others back is ``slow``: a word of its own, since a
+slow job is not a failed one (its exit code stays the job's own). A job that failed or hung keeps ``fail`` or
+``hang``: that is what the user must fix first; its slow episodes are still listed in the report."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from ncclcheck.analysis.logs.verdict import SYMPTOMS, hard_errors
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.ranks import span
-from ncclcheck.model.run import HangRecord, RankEnd, RunVerdict
+from ncclcheck.model.run import HangRecord, RankEnd, RunVerdict, SlowEpisode
 
 LEFT_FIX = (
     "see why that rank stopped: its last lines in the launcher output (a break, a return, a swallowed exception); "
@@ -61,6 +65,7 @@ def verdict(
     hangs: tuple[HangRecord, ...],
     report: LogReport,
     early: Finding | None,
+    slow: tuple[SlowEpisode, ...] = (),
 ) -> tuple[RunVerdict, tuple[Finding, ...]]:
     """The verdict and the findings of the run on top of the logs' own."""
     extra = [early] if early is not None and exit_code != 0 else []
@@ -75,6 +80,8 @@ def verdict(
     if interrupted:
         return RunVerdict("fail", "interrupted", (), "interrupted (^C) before any hang was seen"), tuple(extra)
     cause = report.root_cause
+    if not failed and slow:
+        return slow_verdict(slow), tuple(extra)
     if not failed:
         return RunVerdict("pass", None, (), "the job finished with exit code 0"), tuple(extra)
     if cause is not None:
@@ -85,3 +92,18 @@ def verdict(
         (),
         f"the job exited with code {exit_code}; its output names no known error (see launcher.log in the run dir)",
     ), tuple(extra)
+
+
+def slow_verdict(episodes: tuple[SlowEpisode, ...]) -> RunVerdict:
+    """``slow``: the longest episode named, with what it cost, and how many there were."""
+    longest = max(episodes, key=lambda e: e.seconds)
+    ranks = list(longest.culprits)
+    who = f"rank{'s' if len(ranks) > 1 else ''} {span(ranks)}"
+    if longest.kind == "slow-node":
+        who += " (every rank of one node)"
+    slower = f" (about {longest.factor:.1f}× slower)" if longest.factor else ""
+    more = (
+        f"; {len(episodes)} slow episodes, {sum(e.seconds for e in episodes):.0f} s in all" if len(episodes) > 1 else ""
+    )
+    message = f"{who} held the others back for {longest.seconds:.0f} s of the run{slower}{more}: see {longest.path}"
+    return RunVerdict("slow", longest.kind, longest.culprits, message)

@@ -11,9 +11,11 @@ unchanged and to DIR/logs/launcher.log. While it runs, the watch sampler looks a
 that stand still longer than --stall give a hang record (DIR/hangs/hang-<time>.json: the findings and every
 local rank's stack), one line here, every rank's live Flight Recorder and stacks through the control plane
 (DIR/control/hang-*/: the exact culprit when they name one), and a Flight Recorder dump request to NCCL ranks; the job goes on
-(--on-hang exit ends it). At the end, everything in DIR is diagnosed: DIR/report.json (ncclcheck.run/1).
+(--on-hang exit ends it). Ranks that hold the others back (the same ones named look after look) give a slow
+episode: DIR/slow/slow-<time>.json and one line here. At the end, everything in DIR is diagnosed:
+DIR/report.json (ncclcheck.run/1); a job that exited 0 but was slow gets the verdict "slow".
 ^C and SIGTERM go to the launcher (torchrun ends its workers); nothing is left running.
-Exit code: the job's own (128+N when a signal N ended it, 130 after ^C); 2 bad usage; 127 launcher not found.
+Exit code: the job's own, a slow job's too (128+N when a signal N ended it, 130 after ^C); 2 bad usage; 127 not found.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.run_job import END_GRACE_S, Launched
 from ncclcheck.commands.run import control
 from ncclcheck.commands.run.live import sample_live
+from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.exits import UsageError
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.run import HangRecord
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     host = socket.gethostname()
     run_dir = os.path.abspath(args.dir or f"ncclcheck-run-{host}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
-        for sub in ("logs", "nccl", "fr", "hangs"):
+        for sub in ("logs", "nccl", "fr", "hangs", "slow"):
             os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
     except OSError as exc:
         raise UsageError(f"ncclcheck run: cannot make the run dir {run_dir}: {exc.strerror} (give --dir)") from None
@@ -122,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     )
     stop, interrupted, end_now = threading.Event(), threading.Event(), threading.Event()
     hangs: list[HangRecord] = []
+    slow = SlowLog(run_dir, console)
     ends = RankEnds()
     received: list[tuple[int, float]] = []  # (signal, when)
 
@@ -134,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
     live = threading.Thread(
         target=sample_live,
-        args=(launched, args, run_dir, console, hangs, ends, stop, end_now, interrupted),
+        args=(launched, args, run_dir, console, hangs, slow, ends, stop, end_now, interrupted),
         daemon=True,
     )
     with handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), on_signal):
@@ -167,13 +171,15 @@ def run(args: argparse.Namespace) -> int:
     failed = {f.rank for f in report.failures}
     before = [e for e in ends.ends() if not received or e.time < received[0][1]]  # ours to end after a signal
     early = early_leaver(before, failed, report) if exit_code != 0 else None
-    result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early)
+    episodes, pace = slow.seen.episodes, slow.seen.note
+    result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early, episodes)
     findings = extra + report.findings
     files = {
         "launcher_log": [os.path.join(run_dir, "logs", "launcher.log")],
         "flight_recorder_dumps": sorted(str(p) for p in Path(run_dir, "fr").glob("rank_*")),
         "nccl_logs": sorted(str(p) for p in Path(run_dir, "nccl").iterdir()),
         "hang_records": [h.path for h in hangs],
+        "slow_records": [e.path for e in episodes],
         "control_plane": sorted(str(p) for p in Path(run_dir, "control").glob("hang-*")),
     }
     data = to_json(
@@ -190,12 +196,14 @@ def run(args: argparse.Namespace) -> int:
         files,
         report,
         log_files,
+        episodes,
+        pace,
     )
     _write(run_dir, "report.json", data)
     if args.json:
         print(json.dumps(data, indent=1), file=Lenient(sys.stdout))
     else:
-        render(result, findings, exit_code, run_dir, console)
+        render(result, findings, exit_code, run_dir, console, episodes, pace)
     return exit_code
 
 

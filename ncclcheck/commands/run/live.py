@@ -1,9 +1,11 @@
-"""The sampler beside a job that ``ncclcheck run`` launched: this node's agent lines, and a hang record (with
-a Flight Recorder dump request) when ranks stand still past --stall. It runs in a thread of ``run``."""
+"""The sampler beside a job that ``ncclcheck run`` launched: this node's agent lines, a hang record (with a Flight
+Recorder dump request) when ranks stand still past --stall, and a slow episode's record while ranks hold the others
+back. It runs in a thread of ``run``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -18,6 +20,7 @@ from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.commands.run.control import on_hang
+from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.stacks import Frame
 from ncclcheck.report_files import replace_json
@@ -37,12 +40,14 @@ def sample_live(
     run_dir: str,
     console: Any,
     hangs: list[HangRecord],
+    slow: SlowLog,
     ends: RankEnds,
     stop: threading.Event,
     end_now: threading.Event,
     interrupted: threading.Event,
 ) -> None:
-    """The watch sampler beside the job: a hang record when ranks stand still past --stall. Once the user or a
+    """The watch sampler beside the job: a hang record when ranks stand still past --stall, slow episodes while a
+    look names ranks that hold the others back (a hang keeps precedence: it closes the episode). Once the user or a
     signal ended the job (``interrupted``, set before the launcher is signalled), ranks that exit or stop answering
     do so because we ended them: that is neither a hang nor an early leaver, and nothing more is recorded.
 
@@ -106,8 +111,10 @@ def sample_live(
                     said.add(note)
                     console.print(f"ncclcheck run: {note}", style="yellow")
             if interrupted.is_set():  # this sample may already show the ranks the launcher is ending
+                slow.end()
                 stop.wait(args.interval)
                 continue
+            slow.look(state, now, args.interval)
             errors = [f for f in state.findings if f.severity == "error"]
             key = tuple((f.id, f.culprits) for f in errors)
             if errors and key != last and not stop.is_set():
@@ -131,6 +138,8 @@ def sample_live(
         lines.close()
         if source is not None:
             source.close()
+        with contextlib.suppress(OSError):  # the open episode's record, closed: the job is over
+            slow.end()
 
 
 def _pause(seconds: float, stop: threading.Event, ended: threading.Event) -> None:
