@@ -18,7 +18,7 @@ from ncclcheck.analysis.watch.shares import classify, rank_shares, tally
 from ncclcheck.analysis.watch.slow import slowness
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.collectors.recorder import main_thread_stacks
-from ncclcheck.model.shares import Round, tally_from_json, tally_to_json, window
+from ncclcheck.model.shares import Place, Round, Tally, tally_from_json, tally_to_json, window
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankView, Snapshot, WatchState
 from ncclcheck.views.watch import to_json
@@ -339,6 +339,13 @@ def test_shares_say_how_far_each_rank_sits_from_the_others() -> None:
 
 
 def _noisy(rank: int, share: float, n: int, rng: random.Random) -> RankView:
-    """A rank whose ``n`` rounds each hold a binomial draw of waits at ``share``."""
-    waits = [sum(rng.random() < share for _ in range(N)) / N for _ in range(n)]
-    return view(rank, waits)
+    """A rank whose ``n`` rounds each hold a binomial draw of waits at ``share`` (counted rounds made directly: 4,096
+    ranks of them stay quick)."""
+    s = sample(rank, stack("all_reduce"))
+    tallies = []
+    for i in range(n):
+        waited = sum(rng.random() < share for _ in range(N))
+        kinds = (("collective", waited), ("other", N - waited))
+        places = (Place("collective", "all_reduce", "/job/train.py:83 (main)", waited),)
+        tallies.append(Tally(1000.0 + 2.05 * i, 1002.0 + 2.05 * i, N, kinds, places, 1.0))
+    return RankView(s, "all_reduce", None, "all_reduce", 0, 0, 0, 0, 0, None, True, tallies=tuple(tallies))

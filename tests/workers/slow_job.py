@@ -73,8 +73,11 @@ def main() -> None:
         if loader is not None:
             next(loader)
         compute(step)
-        if MODE == "checkpoint" and rank == 0 and not written and time.monotonic() - start > float(
-            os.environ.get("CKPT_AFTER", "4")
+        if (
+            MODE == "checkpoint"
+            and rank == 0
+            and not written
+            and time.monotonic() - start > float(os.environ.get("CKPT_AFTER", "4"))
         ):
             write_checkpoint(float(os.environ.get("CKPT_S", "3")))
             written = True

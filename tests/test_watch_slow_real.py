@@ -1,0 +1,131 @@
+"""Fail-slow on real torchrun/gloo jobs (tests/workers/slow_job.py): ``watch --once`` names the rank the others wait
+for, and names nobody in a balanced job, one whose steps vary together, one checkpoint, or a compile's first step.
+Speed (seconds to name it, over repeated runs; the watched job's slowdown) lives in benchmarks/bench_slow.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_watch_real import RealJob, kinds, the
+
+from ncclcheck.cli import main
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(__file__).parent / "workers" / "slow_job.py"
+SOURCE = SCRIPT.read_text().splitlines()
+
+
+def at(statement: str) -> str:
+    return f"slow_job.py:{next(i for i, line in enumerate(SOURCE, 1) if statement in line)}"
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Iterator[Any]:
+    started: list[RealJob] = []
+
+    def start(mode: str, nproc: int = 3, **env: str) -> RealJob:
+        started.append(RealJob(mode, tmp_path / f"{mode}.log", nproc=nproc, env=env, script=SCRIPT))
+        return started[-1]
+
+    yield start
+    for j in started:
+        j.stop()
+
+
+def watch(j: RealJob, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any]]:
+    code = main(["watch", "--once", "--json", "--pid", str(j.proc.pid), "--stall", "30", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_rank_three_times_slower_in_compute_is_named(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --settle, watch answers as soon as the shares can be compared (about 10 s)."""
+    code, report = watch(job("compute", FACTOR="3"), capsys)
+    assert code == 1 and kinds(report) == {"slow-rank": [2]}, (report["verdict"], report["findings"])
+    f = the(report, "slow-rank")
+    assert f["message"].startswith(
+        f"rank 2 holds the others back: ranks 0-1 wait for it in all_reduce at {at('dist.all_reduce(t)')}"
+    )
+    assert f"in compute() at {at('x = torch.tanh(x @ x.T / 64)')} (busy" in f["message"]
+    assert f["roles"] == {"2": "slow", "0": "waiting", "1": "waiting"}
+    shares = {s["rank"]: s for s in report["shares"]}
+    assert shares[2]["wait"] < 0.2 < shares[0]["wait"] and shares[2]["deviation"] < -0.2
+    assert report["verdict"] == {"status": "warning", "message": "! slow-rank: see the findings"}
+
+
+def test_a_rank_waiting_on_its_data_loader_is_named_idle(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("data", FACTOR="3"), capsys)
+    assert code == 1 and kinds(report) == {"slow-rank": [2]}, (report["verdict"], report["findings"])
+    f = the(report, "slow-rank")
+    assert f"waiting for its DataLoader at {at('next(loader)')} (idle" in f["message"] and "num_workers" in f["fix"]
+
+
+def test_two_slow_ranks_of_eight_are_both_named(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = watch(job("compute", nproc=8, FACTOR="3", SLOW_RANKS="3,6", STEP_S="0.2"), capsys)
+    assert code == 1 and kinds(report) == {"slow-rank": [3, 6]}, (report["verdict"], report["findings"])
+
+
+@pytest.mark.parametrize(
+    ("mode", "env"),
+    [
+        ("checkpoint", {"CKPT_AFTER": "3", "CKPT_S": "3"}),  # rank 0 writes for 3 s once
+        ("vary", {}),  # every rank's step time changes each step, the same on all
+        ("warmup", {"SLOW_RANKS": "2", "WARMUP_S": "5"}),  # rank 2's first step takes 5 s longer (a compile)
+    ],
+)
+def test_a_job_that_is_not_held_back_by_a_rank_has_no_finding(
+    job: Any, capsys: pytest.CaptureFixture[str], mode: str, env: dict[str, str]
+) -> None:
+    code, report = watch(job(mode, **env), capsys, "--settle", "16")
+    assert code == 0 and report["findings"] == [], (report["verdict"], report["findings"])
+    assert report["verdict"]["status"] == "ok" and "none holds the others back" in report["verdict"]["message"]
+
+
+# A slow node of two: the test hosts (own network, PID, mount and UTS namespaces), watched from outside both.
+
+
+@pytest.mark.xdist_group("agents_and_test_hosts")
+def test_a_node_whose_ranks_are_all_slow_is_named_as_the_node(tmp_path: Path) -> None:
+    from netns import two_hosts
+
+    with two_hosts("10.79.20") as hosts:
+        logs = [tmp_path / f"node{i}.log" for i in (0, 1)]
+        for i, host in enumerate(hosts):
+            env = {**os.environ, "MODE": "compute", "SLOW_RANKS": "2,3", "GLOO_SOCKET_IFNAME": "eth0"}
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                f"--node-rank={i}",
+                "--nproc-per-node=2",
+                "--master-addr=node0",
+                "--master-port=29561",
+                "--monitor-interval=600",
+                str(SCRIPT),
+            ]
+            host.popen(cmd, env=env, stdout=logs[i].open("w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while sum(log.read_text(errors="replace").count("ready") for log in logs) < 4:
+            assert time.monotonic() < deadline, "\n".join(log.read_text(errors="replace") for log in logs)
+            time.sleep(0.2)
+        each = " ".join(str(h.pid1) for h in hosts)
+        fanout = f"for t in {each}; do nsenter -t $t -n -p -m -u -- {{}} & done; wait"
+        done = subprocess.run(
+            [sys.executable, "-m", "ncclcheck", "watch", "--fanout", fanout, "--once", "--json", "--stall", "30"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and kinds(report) == {"slow-node": [2, 3]}, (report["verdict"], report["findings"])
+    assert the(report, "slow-node")["message"].startswith("node node1 (ranks 2-3) holds the others back")
