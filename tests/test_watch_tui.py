@@ -12,14 +12,39 @@ from rich.text import Text
 from watch_states import all_in, job, sample, stack, states
 
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.shares import Place, RankShare, Round
 from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.tui.widgets import COLUMNS, JobPicker, RankTable
+from ncclcheck.views.shares import Pair, comparison, slow_pair, typical
 
 MISMATCH = states(job(4), *[all_in(4, "all_reduce", r2=sample(2, stack("all_gather", 57)))] * 4)
 TIE = states(job(2), *[all_in(2, "all_reduce", r1=sample(1, stack("broadcast", 60)))] * 4)
 HEALTHY = states(job(4), *[{r: sample(r, stack(None, 80 + i, "forward")) for r in range(4)} for i in range(3)])
 PTRACE = "py-spy may not read these processes (ptrace): run as root"
+
+
+def timed(waits: list[float], cpu: list[float], rounds: int = 8) -> WatchState:
+    """A job moving in user code, sampled every 5 s; each sample brings a round of 200 stacks per rank: the
+    share ``waits[r]`` in all_reduce at train.py:83, the rest computing at train.py:32, its main thread busy
+    ``cpu[r]`` of the round. Tracked and judged for real: the shares and the slow finding are the analysis's."""
+
+    def round_of(r: int, i: int) -> Round:
+        n = round(200 * waits[r])
+        stacks = ((stack("all_reduce", 83, "train_step"), n), (stack(None, 32, "compute"), 200 - n))
+        return Round(1000 + r, i * 5.0, i * 5.0 + 5.0, stacks, cpu[r] * 5.0)
+
+    world = range(len(waits))
+    samples = [
+        {r: dataclasses.replace(sample(r, stack(None, 80 + i, "forward")), rounds=(round_of(r, i),)) for r in world}
+        for i in range(rounds)
+    ]
+    return states(job(len(waits)), *samples)
+
+
+SLOW = timed([0.63, 0.61, 0.02, 0.66], [0.37, 0.39, 0.98, 0.34])  # rank 2 computes 3x as long; rank 0 typical
+BOUND = timed([0.70, 0.72, 0.69, 0.71], [0.3] * 4)  # every rank waits as much: communication-bound, info
+BALANCED = timed([0.30, 0.31, 0.29, 0.30], [0.7] * 4)
 COL = {name: i for i, name in enumerate(COLUMNS)}
 
 
@@ -317,6 +342,104 @@ def test_several_jobs_open_on_a_picker_and_the_pick_is_watched() -> None:
     run(go())
 
 
+def test_a_slow_rank_is_flagged_with_its_wait_share_and_compared_with_a_typical_one() -> None:
+    async def go() -> None:
+        a = app(Scripted(SLOW))
+        async with a.run_test(size=(120, 32)) as pilot:
+            await until(pilot, lambda: a.shown is not None)
+            assert [f.id for f in a.shown.findings] == ["slow-rank"]
+            assert text_of(a, "#verdict") == "! slow-rank: see the findings"
+            assert [r[COL[""]] for r in rows(a)] == ["", "", "✗", ""]
+            assert [r[COL["wait"]] for r in rows(a)] == ["63%", "61%", "2%", "66%"]
+            assert a.query_one(RankTable).cursor_row == 2
+            assert a.query_one("#compare").has_class("open")
+            compared = a.compare_text.shown_text
+            assert compared is not None
+            lines = compared.plain.splitlines()
+            assert "rank 2 (slow)" in lines[0] and "rank 0 (typical)" in lines[0]  # the waiting ones' median
+            assert lines[1].split() == ["compute()", "train.py:32", "98%", "37%"]
+            assert lines[2].split() == ["waiting", "in", "all_reduce", "train.py:83", "2%", "63%"]
+            assert lines[3].split() == ["main", "thread", "CPU", "98%", "37%"]
+            marked = [compared.plain[x.start : x.end].strip() for x in compared.spans if x.style == "bold red"]
+            assert marked == ["98%", "98%"]  # where the slow rank spends clearly more than the typical one
+            await pilot.press("c")  # the user hides it, and it stays hidden with the next samples
+            assert not a.query_one("#compare").has_class("open")
+            await pilot.pause()
+            assert not a.query_one("#compare").has_class("open")
+            await pilot.press("c")
+            assert a.query_one("#compare").has_class("open")
+
+    run(go())
+
+
+def test_no_comparison_without_a_slow_finding() -> None:
+    """Communication-bound (info), balanced shares, and a mismatch without any shares: no comparison panel."""
+    assert [f.id for f in BOUND.findings] == ["communication-bound"] and not BALANCED.findings
+
+    async def go(state: WatchState) -> None:
+        a = app(Scripted(state))
+        async with a.run_test(size=(120, 32)) as pilot:
+            await until(pilot, lambda: a.shown is not None)
+            assert not a.query_one("#compare").has_class("open") and not a.query_one("#compare").display
+            waits = [r[COL["wait"]] for r in rows(a)]
+            assert waits == ["", "", "", ""] if state is MISMATCH else all(waits)  # no rounds: no shares
+
+    for state in (BOUND, BALANCED, MISMATCH):
+        run(go(state))
+
+
+def test_c_compares_the_rank_under_the_cursor_when_none_is_slow() -> None:
+    async def go() -> None:
+        a = app(Scripted(BALANCED))
+        async with a.run_test(size=(120, 32)) as pilot:
+            await until(pilot, lambda: a.shown is not None)
+            await pilot.press("down", "c")
+            assert a.query_one("#compare").has_class("open")
+            assert "rank 1  " in text_of(a, "#compare-text")
+            assert "rank 0 (typical)" in text_of(a, "#compare-text")  # the median of the others: 30%, 30%, 29%
+            await pilot.press("down")  # it follows the cursor
+            assert "rank 2  " in text_of(a, "#compare-text")
+            await pilot.press("c")
+            assert not a.query_one("#compare").has_class("open")
+        b = app(Scripted(HEALTHY))  # no rounds sampled: nothing to compare, and it says so
+        async with b.run_test(size=(120, 32)) as pilot:
+            await until(pilot, lambda: b.shown is not None)
+            await pilot.press("c")
+            assert not b.query_one("#compare").has_class("open")
+            assert any("nothing to compare" in str(n.message) for n in b._notifications)
+
+    run(go())
+
+
+def share(rank: int, places: tuple[Place, ...], cpu: float | None = None) -> RankShare:
+    total = 100
+    kinds = tuple((k, sum(p.samples for p in places if p.kind == k) / total) for k in ("collective", "other"))
+    return RankShare(rank, "node0", total, 4, 20.0, kinds, places, cpu, 0.0)
+
+
+def test_the_comparison_text_by_hand() -> None:
+    """The lower middle of an even count is typical; a place one rank never showed is '-'; where a rank waits in
+    several collectives, their sum too; no CPU row where neither is known."""
+    a = share(5, (Place("data", "DataLoader", "/j/t.py:40 (load)", 80), Place("collective", "all_reduce", None, 20)))
+    a = dataclasses.replace(a, places=(*a.places, Place("other", "log", "/j/t.py:9 (log)", 3)))  # under 5%: left out
+    waiting = [
+        share(r, (Place("collective", "all_reduce", None, w), Place("collective", "backward", "/j/t.py:90", 10)))
+        for r, w in ((0, 70), (1, 60), (2, 65), (3, 75))
+    ]
+    assert typical(waiting) is waiting[2] and typical([]) is None
+    lines = comparison(Pair(a, "slow", waiting[2])).plain.splitlines()
+    assert "rank 5 (slow)" in lines[0] and "rank 2 (typical)" in lines[0]
+    assert [line.split()[-2:] for line in lines[1:]] == [["80%", "-"], ["20%", "65%"], ["-", "10%"], ["20%", "75%"]]
+    assert lines[1].startswith("waiting for DataLoader") and "t.py:40" in lines[1]
+    assert lines[4].startswith("waiting, all collectives") and len(lines) == 5
+    narrow = comparison(Pair(a, "", waiting[2]), 50).plain.splitlines()
+    assert all(len(line) <= 50 for line in narrow) and narrow[0].split()[-3:] == ["rank", "2", "(typical)"]
+    roles = ((2, "slow"), (3, "slow"), (0, "waiting"), (1, "waiting"))
+    node = Finding("slow-node", "warning", "node0 is slow", ranks=(0, 1, 2, 3), culprits=(2, 3), roles=roles)
+    pair = slow_pair(dataclasses.replace(SLOW, findings=(node,)))
+    assert pair is not None and (pair.subject.rank, pair.role, pair.typical.rank) == (2, "slow", 1)
+
+
 def test_snapshot_mismatch(snap_compare: object) -> None:
     async def first_sample(pilot: object) -> None:
         await until(pilot, lambda: a.shown is not None)
@@ -330,6 +453,14 @@ def test_snapshot_mismatch_at_80x24(snap_compare: object) -> None:
         await until(pilot, lambda: a.shown is not None)
 
     a = app(Scripted(MISMATCH))
+    assert snap_compare(a, terminal_size=(80, 24), run_before=first_sample)  # type: ignore[operator]
+
+
+def test_snapshot_slow_rank_at_80x24(snap_compare: object) -> None:
+    async def first_sample(pilot: object) -> None:
+        await until(pilot, lambda: a.shown is not None)
+
+    a = app(Scripted(SLOW))
     assert snap_compare(a, terminal_size=(80, 24), run_before=first_sample)  # type: ignore[operator]
 
 

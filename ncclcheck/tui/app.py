@@ -1,4 +1,5 @@
-"""The live view: a header, the verdict, one row per rank (the ranks to blame flagged ✗), findings, and a stack.
+"""The live view: a header, the verdict, one row per rank (the ranks to blame flagged ✗), findings, where a slow
+rank's time goes beside a typical rank's, and a stack.
 
 The app takes a *data source* (anything with ``poll() -> WatchState``): the live one samples the job,
 tests hand it a scripted one. The app owns the polling worker, a thread that posts each state and keeps
@@ -26,6 +27,7 @@ from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.model.watch import Job, RankView, WatchState
 from ncclcheck.report_files import new_json
 from ncclcheck.tui.widgets import COLUMNS, NODE_COLUMNS, NODE_SORTS, SORTS, Block, JobPicker, Line, RankTable
+from ncclcheck.views.shares import Pair, comparison, selected_pair, slow_pair
 from ncclcheck.views.watch import (
     CULPRIT,
     STYLE,
@@ -57,7 +59,11 @@ class PollFailed(Message):
 
 
 class WatchApp(App[None]):
-    """``ncclcheck watch``: Enter stack, q quit, p pause the view, s cycle sort, f flagged only, d save."""
+    """``ncclcheck watch``: Enter stack, q quit, p pause the view, s cycle sort, f flagged only, d save, c compare.
+
+    The comparison opens by itself under a slow-rank or slow-node finding: the findings say who is slow, the
+    comparison where its time goes instead; c hides it, or opens it for the rank under the cursor.
+    """
 
     CSS = """
     #job { height: 1; background: $primary-background; }
@@ -65,6 +71,8 @@ class WatchApp(App[None]):
     #ranks { height: 1fr; min-height: 3; }
     #findings { height: auto; max-height: 10; border: round $error; }
     #findings.clear { border: round $success; }
+    #compare { height: auto; max-height: 8; border: round $warning; display: none; }
+    #compare.open { display: block; }
     #stack { height: auto; max-height: 14; border: round $secondary; display: none; }
     #stack.open { display: block; }
     """
@@ -74,6 +82,7 @@ class WatchApp(App[None]):
         Binding("s", "sort", "sort"),
         Binding("f", "flagged", "flagged only"),
         Binding("d", "save", "save snapshot"),
+        Binding("c", "compare", "compare"),
         Binding("escape", "close_stack", "close stack", show=False),
     ]
 
@@ -99,6 +108,7 @@ class WatchApp(App[None]):
         self.received_at = 0.0
         self.stack_rank: int | None = None  # whose stack the open stack panel shows
         self.cursor_placed = False  # the cursor went to the first flagged rank once; then it is the user's
+        self.compare: bool | None = None  # c: the user's choice; None: shown while a slow finding is
         self.saves = 0
 
     def compose(self) -> ComposeResult:
@@ -108,12 +118,16 @@ class WatchApp(App[None]):
         self.verdict_line = Line(id="verdict")
         self.table = RankTable(NODE_COLUMNS if self.several_nodes else COLUMNS)
         self.findings_panel, self.findings_text_box = VerticalScroll(id="findings"), Block(id="findings-text")
+        self.compare_panel, self.compare_text = VerticalScroll(id="compare"), Block(id="compare-text")
+        self.compare_panel.border_subtitle = "c hides"  # the footer has no room left for c at 80 columns
         self.stack_panel, self.stack_text = VerticalScroll(id="stack"), Block(id="stack-text")
         yield self.job_line
         yield self.verdict_line
         yield self.table
         with self.findings_panel:
             yield self.findings_text_box
+        with self.compare_panel:
+            yield self.compare_text
         with self.stack_panel:
             yield self.stack_text
         yield Footer()
@@ -170,6 +184,7 @@ class WatchApp(App[None]):
         problems = any(f.severity in ("error", "warning") for f in self.shown.findings)
         self.findings_panel.set_class(not problems, "clear")  # a red border only for something wrong
         self.findings_panel.display = bool(self.shown.findings or self.shown.notes)
+        self.update_compare()
         self.update_stack()
 
     def place_cursor(self, table: RankTable) -> None:
@@ -215,6 +230,32 @@ class WatchApp(App[None]):
 
     def view_of(self, rank: int | None) -> RankView | None:
         return next((v for v in self.shown.ranks if v.rank == rank), None) if self.shown else None
+
+    def compared(self) -> Pair | None:
+        """The slow rank beside a typical one; without a slow finding, the rank under the cursor once asked for."""
+        if self.shown is None or self.compare is False:
+            return None
+        pair = slow_pair(self.shown)
+        if pair is None and self.compare:
+            pair = selected_pair(self.shown, self.table.rank_at(self.table.cursor_row))
+        return pair
+
+    def update_compare(self) -> None:
+        pair = self.compared()
+        if pair is not None:
+            self.compare_text.set(comparison(pair, self.size.width - 4))  # the border, and room for a scrollbar
+        self.compare_panel.set_class(pair is not None, "open")
+
+    def action_compare(self) -> None:
+        """c: hide the comparison, or show it (for the rank under the cursor where no rank is found slow)."""
+        self.compare = not self.compare_panel.has_class("open")
+        self.update_compare()
+        if self.compare and not self.compare_panel.has_class("open"):
+            self.notify("nothing to compare yet: where each rank's time goes comes from rounds of sampled stacks")
+
+    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
+        if self.compare and self.shown is not None and slow_pair(self.shown) is None:
+            self.update_compare()  # the comparison follows the cursor
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         self.toggle_stack(self.table.rank_at(message.cursor_row))

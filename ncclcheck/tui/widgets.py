@@ -14,22 +14,37 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ncclcheck.model.shares import RankShare
 from ncclcheck.model.watch import Job, RankView, WatchState
 from ncclcheck.views.watch import CULPRIT, UNDECIDED, cells, flags, jobs_lines
 
-# The columns a user needs to judge a rank come first, so that they stay on an 80-column screen.
-COLUMNS = ("", "rank", "state", "collective", "for", "cpu", "rss", "call site", "pid", "local", "host")
+# The columns a user needs to judge a rank come first, so that they stay on an 80-column screen (``wait``: its
+# share of the last minute waiting in collectives, empty until rounds of its stacks were sampled).
+COLUMNS = ("", "rank", "state", "collective", "for", "wait", "cpu", "rss", "call site", "pid", "local", "host")
 # Several nodes: the host comes right after the rank, and the rows are grouped by node.
-NODE_COLUMNS = ("", "rank", "host", "state", "collective", "for", "call site", "cpu", "rss", "pid", "local")
+NODE_COLUMNS = ("", "rank", "host", "state", "collective", "for", "wait", "call site", "cpu", "rss", "pid", "local")
 # Fixed widths where the values are bounded; call site and host grow (auto width) when a longer value comes.
-WIDTHS = {"": 1, "rank": 5, "state": 8, "collective": 26, "for": 6, "cpu": 5, "rss": 6, "pid": 8, "local": 5}
+WIDTHS = {
+    "": 1,
+    "rank": 5,
+    "state": 8,
+    "collective": 26,
+    "for": 6,
+    "wait": 4,
+    "cpu": 5,
+    "rss": 6,
+    "pid": 8,
+    "local": 5,
+}
 SORTS = ("rank", "time in state", "state")
 NODE_SORTS = ("node", "rank", "time in state", "state")
 MARGIN = 20  # rows above and below the screen kept up to date too
 
 
-def plain_row(v: RankView, flag: str = "", columns: tuple[str, ...] = COLUMNS) -> tuple[str, ...]:
-    text = cells(v, flag)
+def plain_row(
+    v: RankView, flag: str = "", columns: tuple[str, ...] = COLUMNS, share: RankShare | None = None
+) -> tuple[str, ...]:
+    text = cells(v, flag, share)
     return tuple(text[c] for c in columns)
 
 
@@ -76,7 +91,7 @@ class RankTable(DataTable[Text]):
         super().__init__(cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable", id="ranks")
         self.columns_shown = columns
         self.shown_cells: dict[int, tuple[str, tuple[str, ...]]] = {}  # per row position: flag, texts shown
-        self.latest: list[tuple[str, RankView]] = []  # per row position: flag, the rank's latest view
+        self.latest: list[tuple[str, RankView, RankShare | None]] = []  # per row position: flag, view, shares
         self.stale: set[int] = set()  # positions whose shown cells may be older than ``latest``
         self.grown: dict[str, int] = {}  # the widest text written so far in each auto-width column
 
@@ -99,7 +114,8 @@ class RankTable(DataTable[Text]):
         }[sort]
         views.sort(key=key)
         chosen = self.rank_at(self.cursor_row)
-        self.latest = [(marks.get(v.rank, ""), v) for v in views]
+        shares = {x.rank: x for x in state.shares}
+        self.latest = [(marks.get(v.rank, ""), v, shares.get(v.rank)) for v in views]
         with self.app.batch_update():
             for position in range(len(views), self.row_count):
                 self.remove_row(str(position))
@@ -117,7 +133,7 @@ class RankTable(DataTable[Text]):
         return self.latest[position][1].rank if 0 <= position < len(self.latest) else None
 
     def position_of(self, rank: int) -> int | None:
-        return next((i for i, (_, v) in enumerate(self.latest) if v.rank == rank), None)
+        return next((i for i, (_, v, _) in enumerate(self.latest) if v.rank == rank), None)
 
     def sync_visible(self) -> None:
         """Bring the rows on screen (and a margin) up to date; the others wait until scrolled to."""
@@ -128,8 +144,8 @@ class RankTable(DataTable[Text]):
             if position not in self.stale:
                 continue
             self.stale.discard(position)
-            flag, view = self.latest[position]
-            texts = plain_row(view, flag, self.columns_shown)
+            flag, view, share = self.latest[position]
+            texts = plain_row(view, flag, self.columns_shown, share)
             was_flag, before = self.shown_cells.get(position, (flag, ()))
             if flag == was_flag and texts == before:
                 continue
