@@ -37,14 +37,24 @@ def loader_stack() -> tuple[Frame, ...]:
     return (Frame("_next_data", DATA, 785), Frame("__next__", DATA, 725), Frame("main", "/job/train.py", 74))
 
 
-def rounds(waits: list[float], other: tuple[Frame, ...] | None = None, op: str = "all_reduce") -> list[Round]:
+def rounds(
+    waits: list[float], other: tuple[Frame, ...] | None = None, op: str = "all_reduce", offset: float = 0.0
+) -> list[Round]:
     """One round per share of waiting, 2 s each from t=1000, ``N`` samples: in ``op`` at train.py:83, else in
     ``other`` (compute() by default); the main thread busy outside its waits."""
     out = []
     for i, w in enumerate(waits):
         waited = round(w * N)
         stacks = ((stack(op, 83, "main"), waited), (other or compute_stack(), N - waited))
-        out.append(Round(1, 1000.0 + 2.05 * i, 1002.0 + 2.05 * i, tuple((s, n) for s, n in stacks if n), 2.0 - 2 * w))
+        out.append(
+            Round(
+                1,
+                1000.0 + offset + 2.05 * i,
+                1002.0 + offset + 2.05 * i,
+                tuple((s, n) for s, n in stacks if n),
+                2.0 - 2 * w,
+            )
+        )
     return out
 
 
@@ -97,6 +107,13 @@ def test_a_node_whose_ranks_are_all_slow_is_named_as_the_node() -> None:
     [f] = slowness(views, True)
     assert f.id == "slow-node" and f.culprits == (2, 3) and f.message.startswith("node b (ranks 2-3) holds the others")
     assert "look at the node" in f.fix
+
+
+def test_nodes_whose_rounds_start_at_other_moments_are_compared_from_their_first_rounds() -> None:
+    """Each node's agent starts its rounds when it starts: node b's come a second after node a's. Five rounds of
+    each are enough (four in the span every rank covers)."""
+    views = [view(r, [0.6] * 5, host="a") for r in (0, 1)] + [view(r, [0.0] * 5, host="b", offset=1.0) for r in (2, 3)]
+    assert found(views, True) == {"slow-node": (2, 3)}
 
 
 def test_two_slow_ranks_of_a_node_with_a_third_that_is_not_are_ranks_not_the_node() -> None:

@@ -65,7 +65,9 @@ def test_a_rank_waiting_on_its_data_loader_is_named_idle(job: Any, capsys: pytes
     code, report = watch(job("data", FACTOR="3"), capsys)
     assert code == 1 and kinds(report) == {"slow-rank": [2]}, (report["verdict"], report["findings"])
     f = the(report, "slow-rank")
-    assert f"waiting for its DataLoader at {at('next(loader)')} (idle" in f["message"] and "num_workers" in f["fix"]
+    # the call site is the user's innermost frame: the dataset's __getitem__, where the time goes
+    assert f"waiting for its DataLoader at {at('time.sleep(self.seconds)')} (idle" in f["message"]
+    assert "num_workers" in f["fix"]
 
 
 def test_two_slow_ranks_of_eight_are_both_named(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,7 +86,7 @@ def test_two_slow_ranks_of_eight_are_both_named(job: Any, capsys: pytest.Capture
 def test_a_job_that_is_not_held_back_by_a_rank_has_no_finding(
     job: Any, capsys: pytest.CaptureFixture[str], mode: str, env: dict[str, str]
 ) -> None:
-    code, report = watch(job(mode, **env), capsys, "--settle", "16")
+    code, report = watch(job(mode, **env), capsys, "--settle", "12")
     assert code == 0 and report["findings"] == [], (report["verdict"], report["findings"])
     assert report["verdict"]["status"] == "ok" and "none holds the others back" in report["verdict"]["message"]
 

@@ -78,6 +78,7 @@ def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     counts = {v.sample.rank: _Counts(s.waited, s.samples) for v, s in zip(views, pooled(views)) if s is not None}
     order = sorted(counts, key=lambda r: (counts[r].share, r))
     slow, others = _split(order, counts)
+    slow = sorted(slow)
     if slow and _clear(slow, others, counts, _parts(views, slow, others, start, end)):
         return (_slow_finding(views, slow, others, counts, end - start, hosts),)
     shares = [c.share for c in counts.values()]
@@ -114,25 +115,20 @@ def _span(views: Sequence[RankView]) -> tuple[float, float] | None:
 def _parts(
     views: Sequence[RankView], slow: list[int], others: list[int], start: float, end: float
 ) -> list[dict[int, _Counts]]:
-    """Each rank's waiting samples and samples in each of ``PARTS`` equal slices of the span (a round goes where
-    its middle is): the slow ranks' and, of many others, an even sample of ``SAMPLED`` (their pooled share is
-    as well known from those: thousands of samples a slice)."""
+    """Each rank's waiting samples and samples in each of ``PARTS`` parts of the span: its rounds in the span cut
+    into ``PARTS`` runs one after the other (rounds of ranks on different nodes start at different moments: a cut
+    by the clock could leave one rank's part empty), for the slow ranks and an even sample of ``SAMPLED`` others
+    (their pooled share is as well known from those: thousands of samples a part)."""
     step = max(len(others) // SAMPLED, 1)
     wanted = set(slow) | set(others[::step])
-    width = (end - start) / PARTS or 1.0
     parts: list[dict[int, _Counts]] = [{} for _ in range(PARTS)]
-    last = PARTS - 1
     for v in views:
-        if v.rank not in wanted:
+        if v.sample.rank not in wanted:
             continue
-        waited, samples = [0] * PARTS, [0] * PARTS
-        for t in v.tallies:
-            if start <= t.mid <= end:
-                i = min(int((t.mid - start) / width), last)
-                waited[i] += t.waited
-                samples[i] += t.samples
+        ts = [t for t in v.tallies if start <= t.mid <= end]
         for i in range(PARTS):
-            parts[i][v.rank] = _Counts(waited[i], samples[i])
+            run = ts[i * len(ts) // PARTS : (i + 1) * len(ts) // PARTS]
+            parts[i][v.sample.rank] = _Counts(sum(t.waited for t in run), sum(t.samples for t in run))
     return parts
 
 
