@@ -30,7 +30,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=25
 
 test-fast: lint
 	$(PY) -m pytest -m "not integration"

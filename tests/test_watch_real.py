@@ -203,17 +203,26 @@ def test_straggler_found_while_every_rank_logs_from_a_thread(job: Any, capsys: p
 def test_healthy_jobs_with_chatty_threads_have_no_finding(
     job: Any, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
-    """uneven: the last rank is 0.8 s slower per step, so the others wait in all_reduce a while every step."""
+    """uneven: the last rank is 0.8 s slower per step, so the others wait in all_reduce a while every step: no hang,
+    but a slow rank, named as such once the shares can be compared (about 8 s of rounds); the healthy job's ranks
+    spend most of their time in all_reduce: at most the note that it is communication-bound."""
     code, report = watch(job(mode, env={"CHATTY": "1"}), capsys, "--stall", "3", "--settle", "8", "--interval", "0.5")
-    assert code == 0 and report["findings"] == [], report["findings"]
-    assert report["verdict"]["status"] in ("ok", "pending") and report["window"]["seconds"] >= 8
+    allowed = {"healthy": [("communication-bound", [])], "uneven": [("slow-rank", [1])]}[mode]
+    found = [(f["kind"], f["culprits"]) for f in report["findings"]]
+    assert all(f in allowed for f in found), report["findings"]
+    assert code == (1 if found and found[0][0] == "slow-rank" else 0)
+    assert report["verdict"]["status"] in ("ok", "pending", "warning") and report["window"]["seconds"] >= 8
     assert {r["status"] for r in report["ranks"]} <= {"running", "sleeping"}
 
 
 def test_default_once_on_a_healthy_job_answers_early(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Early: once every rank moved and the ranks' shares could be compared (about 10 s), not at --stall. The job's
+    ranks spend most of their time in all_reduce: at most the note that it is communication-bound."""
     code, report = watch(job("healthy"), capsys, "--stall", "60")
-    assert code == 0 and report["findings"] == [] and report["verdict"]["status"] == "ok"
-    assert report["verdict"]["message"].startswith("✓") and report["window"]["seconds"] < 60
+    assert code == 0 and report["verdict"]["status"] == "ok", report["verdict"]
+    assert [f["kind"] for f in report["findings"]] in ([], ["communication-bound"]), report["findings"]
+    assert "none holds the others back" in report["verdict"]["message"]
+    assert report["verdict"]["message"].startswith("✓") and report["window"]["seconds"] < 30
 
 
 def test_once_with_settle_shorter_than_stall_judges_its_window(job: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,7 @@ data: the ranks in $SLOW_RANKS wait $FACTOR times the step for their DataLoader 
 checkpoint: rank 0 writes a checkpoint once, after $CKPT_AFTER s, taking $CKPT_S seconds (3), then goes on balanced.
 vary: balanced, but every rank's step takes the same varying time (0.5x..2x the step, changing each step).
 warmup: the ranks in $SLOW_RANKS take $WARMUP_S seconds longer on the first step (a compile), then balanced.
+mixed: warmup, then vary, and checkpoint.
 healthy: balanced.
 Runs for $DURATION seconds (default: until killed); rank 0 prints "steps/s <rate>" and each rank "cpu_s <s>" at the end.
 """
@@ -66,15 +67,15 @@ def main() -> None:
         step = STEP_S
         if MODE == "compute" and rank in slow:
             step = STEP_S * FACTOR
-        elif MODE == "vary":
+        elif MODE in ("vary", "mixed") and steps > 0:
             step = STEP_S * (0.5 + 1.5 * ((steps * 7919) % 13) / 12)  # the same on every rank
-        elif MODE == "warmup" and steps == 0 and rank in slow:
+        if MODE in ("warmup", "mixed") and steps == 0 and rank in slow:
             step = STEP_S + float(os.environ.get("WARMUP_S", "4"))
         if loader is not None:
             next(loader)
         compute(step)
         if (
-            MODE == "checkpoint"
+            MODE in ("checkpoint", "mixed")
             and rank == 0
             and not written
             and time.monotonic() - start > float(os.environ.get("CKPT_AFTER", "4"))
