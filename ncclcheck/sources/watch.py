@@ -30,10 +30,12 @@ REDISCOVER_S = 3.0
 class LiveSource:
     """Each ``poll`` takes one sample of every local rank and returns the tracked state."""
 
-    def __init__(self, job: Job, stall_s: float, stacks: bool = True, native: bool = False) -> None:
+    def __init__(
+        self, job: Job, stall_s: float, stacks: bool = True, native: bool = False, record: bool = True
+    ) -> None:
         self.job, self.judging = job, Judging(stall_s)
-        self.stacks, self.native = stacks and find_py_spy() is not None, native
-        self.sampler = Sampler(job, stacks=self.stacks, native=native)
+        self.stacks, self.native, self.record = stacks and find_py_spy() is not None, native, record
+        self.sampler = Sampler(job, stacks=self.stacks, native=native, record=record)
         self.state: WatchState | None = None
         self.samples = 0
         self.looked_again = time.monotonic()
@@ -94,7 +96,7 @@ class LiveSource:
             return
         self.job = fresh
         self.sampler.close()
-        self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native)
+        self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native, record=self.record)
         self.restarted = (time.strftime("%H:%M:%S"), tuple(r.pid for r in fresh.ranks))
 
 
@@ -121,7 +123,7 @@ class LauncherSource:
         if self.live is None:
             jobs = discover(self.launcher_pid)
             if jobs and len(jobs[0].ranks) >= self.nproc:
-                self.live = LiveSource(jobs[0], self.stall_s)
+                self.live = LiveSource(jobs[0], self.stall_s, record=False)  # a smoke test's pace is its own
         if self.live is not None:
             return self.live.poll()
         waiting = Job(f"launcher pid {self.launcher_pid}", self.nproc, None, self.launcher_pid, ())

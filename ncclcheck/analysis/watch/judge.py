@@ -43,6 +43,7 @@ __all__ = ["QUICK_S", "Judging", "decided", "doing", "judge", "next_delay", "rej
 QUICK_S = 1.5  # the quick window: no movement at all for this long, over at least QUICK_SAMPLES intervals
 QUICK_SAMPLES = 3
 QUICK_INTERVAL_S = 0.3
+ROUND_WAIT_FOR_S = 20.0
 ROUND_WAIT_S = 0.5  # until the ranks' shares can first be compared: each round is read soon after it ends
 EXITED = frozenset({"gone", "zombie", "missing"})
 ORDER = ("error", "warning", "info")
@@ -243,6 +244,7 @@ def next_delay(state: WatchState | None, interval_s: float) -> float:
     live = [v for v in state.ranks if v.sample.status not in DEAD]
     if any(v.collective and 0 < v.quiet_s < 2 * QUICK_S for v in live):
         return min(QUICK_INTERVAL_S, interval_s)
-    if state.recording and len(live) > 1 and not enough(live):  # the first comparison of the ranks' shares comes soon
+    # the first comparison of the ranks' shares comes soon (at most ROUND_WAIT_FOR_S: a rank py-spy cannot record)
+    if state.recording and len(live) > 1 and state.window_s < ROUND_WAIT_FOR_S and not enough(live):
         return min(ROUND_WAIT_S, interval_s)
     return interval_s

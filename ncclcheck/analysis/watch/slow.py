@@ -33,6 +33,7 @@ from ncclcheck.model.shares import Place, RankShare, Tally
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
 
+SLOW = frozenset({"slow-rank", "slow-node"})  # the warnings that a rank or node holds the job back
 PARTS = 4  # slices of the span the slowness must hold in (and the fewest rounds a rank needs)
 GAP = 0.10  # the least difference in waiting share worth naming: about 1.1x
 PART_Z = 2.0

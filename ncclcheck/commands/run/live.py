@@ -117,7 +117,7 @@ def sample_live(
             slow.look(state, now, args.interval)
             errors = [f for f in state.findings if f.severity == "error"]
             key = tuple((f.id, f.culprits) for f in errors)
-            if errors and key != last and not stop.is_set():
+            if errors and key != last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
                 path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")
                 replace_json(path, watch_json(state, args.interval))
                 first = errors[0]

@@ -5,8 +5,10 @@ torch.multiprocessing.spawn children; stacks are read with py-spy --nonblocking 
 paused, slowed or signalled; --native, which adds C/C++ frames, is the exception: py-spy pauses each
 rank briefly to unwind them). Without a terminal, or with --once, watches until the answer is clear
 (ranks blocked in different collectives: about 2 s; a rank outside any collective while the others
-wait: --stall) or --settle ends, and prints once. Exit code (--once): 0 no problem found (the verdict
-line says whether ranks were still being watched), 1 a problem or warning, 2 usage error (also:
+wait: --stall; a job that runs but is held back by a rank or node the others wait for in every step,
+from each rank's stacks sampled 10 times a second: about 10 s) or --settle ends, and prints once.
+Exit code (--once): 0 no problem found (the verdict line says whether ranks were still being
+watched), 1 a problem or warning (a slow rank is a warning), 2 usage error (also:
 several jobs and no --job), 3 no job found, 4 the evidence cannot decide (ranks stood still with busy
 main threads: a long computation and a hang at a CUDA sync look alike); the live view exits 0 on q.
 
@@ -16,7 +18,8 @@ started through SLURM (--slurm) or any command that runs it on every node and fo
 that sends nothing is named.
 
 examples:
-  ncclcheck watch                       # the live view (Enter stack, q quit, p pause, s sort, f flagged, d save)
+  ncclcheck watch                       # the live view (Enter stack, q quit, p pause, s sort, f flagged, d save,
+                                        # c compare a slow rank's call sites with a typical one's)
   ncclcheck watch --once --json
   ncclcheck watch --pid 4242            # a rank or the launcher of the job to watch
   ncclcheck watch --slurm 81234         # every node of SLURM job 81234 (srun --overlap, one agent per node)

@@ -19,6 +19,7 @@ from types import FrameType
 from ncclcheck import exits
 from ncclcheck.analysis.watch.judge import decided, next_delay
 from ncclcheck.analysis.watch.nodes import SILENT_MIN_S
+from ncclcheck.analysis.watch.slow import SLOW
 from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command, slurm_nodes
 from ncclcheck.collectors.agent_streams import FanOut
 from ncclcheck.exits import UsageError
@@ -106,7 +107,9 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
         if state.verdict.status == "finished" and not state.launcher_running:
             return source.poll() if source.with_map() else state
         judged = first is not None and time.monotonic() - first >= args.stall  # node warnings come at once
-        if args.settle is None and decided(state) and (state.verdict.status != "warning" or judged):
+        # a slow rank or node is judged over its own window already (every part of it)
+        slow = all(f.id in SLOW for f in state.findings if f.severity == "warning")
+        if args.settle is None and decided(state) and (state.verdict.status != "warning" or judged or slow):
             return source.poll() if source.with_map() else state  # the answer carries torchrun's map too
         time.sleep(next_delay(state, args.interval))
         state = source.poll()
