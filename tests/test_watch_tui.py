@@ -421,7 +421,7 @@ def test_the_comparison_text_by_hand() -> None:
     """The lower middle of an even count is typical; a place one rank never showed is '-'; where a rank waits in
     several collectives, their sum too; no CPU row where neither is known."""
     a = share(5, (Place("data", "DataLoader", "/j/t.py:40 (load)", 80), Place("collective", "all_reduce", None, 20)))
-    a = dataclasses.replace(a, places=(*a.places, Place("other", "log", "/j/t.py:9 (log)", 3)))  # under 5%: left out
+    a = a._replace(top=(*a.places, Place("other", "log", "/j/t.py:9 (log)", 3)))  # under 5%: left out
     waiting = [
         share(r, (Place("collective", "all_reduce", None, w), Place("collective", "backward", "/j/t.py:90", 10)))
         for r, w in ((0, 70), (1, 60), (2, 65), (3, 75))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ncclcheck.model.stacks import Frame
 
@@ -37,9 +37,9 @@ class Round:
         return sum(n for _, n in self.stacks)
 
 
-@dataclass(frozen=True)
-class Place:
-    """Where some of a round's samples were: their kind, the collective or function, and the call site."""
+class Place(NamedTuple):
+    """Where some of a round's samples were: their kind, the collective or function, and the call site. (A named
+    tuple, immutable like the rest of the model: thousands are made at each round of a 4,096-rank job.)"""
 
     kind: str
     what: str
@@ -68,10 +68,11 @@ class Tally:
         return next((n for k, n in self.kinds if k == kind), 0)
 
 
-@dataclass(frozen=True)
-class RankShare:
+class RankShare(NamedTuple):
     """A rank over the window: the share of its samples of each kind, its main thread's CPU, and how far its
-    share of waiting in collectives sits from the others' (``deviation``: its share minus the others' median)."""
+    share of waiting in collectives sits from the others' (``deviation``: its share minus the others' median).
+    Its places (most seen first) are added up from its rounds when asked (``top`` where given): most refreshes
+    of a 4,096-rank view never ask. (A named tuple: one is made per rank at each round of a 4,096-rank view.)"""
 
     rank: int
     host: str
@@ -79,9 +80,10 @@ class RankShare:
     rounds: int
     seconds: float
     shares: tuple[tuple[str, float], ...]
-    places: tuple[Place, ...]
+    top: tuple[Place, ...]
     cpu_percent: float | None
     deviation: float
+    tallies: tuple[Tally, ...] = ()
 
     def share(self, kind: str) -> float:
         return next((s for k, s in self.shares if k == kind), 0.0)
@@ -90,6 +92,20 @@ class RankShare:
     def wait(self) -> float:
         """The share of its time spent waiting in a collective."""
         return self.share("collective")
+
+    @property
+    def places(self) -> tuple[Place, ...]:
+        return self.top or merged(self.tallies)
+
+
+def merged(tallies: Sequence[Tally]) -> tuple[Place, ...]:
+    """The places of several rounds added up, most seen first."""
+    counts: dict[tuple[str, str, str | None], int] = {}
+    for t in tallies:
+        for p in t.places:
+            key = (p.kind, p.what, p.site)
+            counts[key] = counts.get(key, 0) + p.samples
+    return tuple(Place(*k, n) for k, n in sorted(counts.items(), key=lambda item: -item[1]))
 
 
 def tally_to_json(t: Tally) -> dict[str, Any]:

@@ -15,14 +15,14 @@ from ncclcheck.model.watch import RankView
 
 
 class Sums:
-    """A rank's rounds added up: samples by kind and by place, waiting ones, seconds, main-thread CPU."""
+    """A rank's rounds added up: samples by kind, waiting ones, seconds, main-thread CPU (places are added up only
+    where asked: ``model.shares.merged``)."""
 
-    __slots__ = ("cpu_missing", "cpu_s", "kinds", "places", "samples", "seconds", "tallies", "waited")
+    __slots__ = ("cpu_missing", "cpu_s", "kinds", "samples", "seconds", "tallies", "waited")
 
     def __init__(self, tallies: tuple[Tally, ...]) -> None:
         self.tallies = tallies
         self.kinds: dict[str, int] = {}
-        self.places: dict[tuple[str, str, str | None], int] = {}
         self.samples = self.waited = self.cpu_missing = 0
         self.seconds = self.cpu_s = 0.0
         for t in tallies:
@@ -32,23 +32,14 @@ class Sums:
         self.samples += sign * t.samples
         self.waited += sign * t.waited
         self.seconds += sign * (t.end - t.start)
-        if t.main_cpu_s is None:
+        cpu = t.main_cpu_s
+        if cpu is None:
             self.cpu_missing += sign
         else:
-            self.cpu_s += sign * t.main_cpu_s
+            self.cpu_s += sign * cpu
+        kinds = self.kinds
         for kind, n in t.kinds:
-            left = self.kinds.get(kind, 0) + sign * n
-            if left:
-                self.kinds[kind] = left
-            else:
-                self.kinds.pop(kind, None)
-        for p in t.places:
-            key = (p.kind, p.what, p.site)
-            left = self.places.get(key, 0) + sign * p.samples
-            if left:
-                self.places[key] = left
-            else:
-                self.places.pop(key, None)
+            kinds[kind] = kinds.get(kind, 0) + sign * n  # a kind that drops to 0 stays, at 0
 
     def follow(self, now: tuple[Tally, ...]) -> bool:
         """Move on to ``now`` where it continues the rounds held (some left at the front, some added at the back);

@@ -65,26 +65,17 @@ def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
         return _last[2]
     counted = [(v, s) for v, s in zip(views, pooled(views)) if s is not None and s.samples]
     ordered = sorted([s.waited / s.samples for _, s in counted])
-    out = []
-    by_count = operator.itemgetter(1)
+    n, out = len(ordered) - 1, []
     for v, s in counted:
         total = s.samples
         wait = s.waited / total
-        others = _median_without(ordered, bisect.bisect_left(ordered, wait))
+        deviation = wait - _median_without(ordered, bisect.bisect_left(ordered, wait)) if n > 0 else 0.0
         used = None if s.cpu_missing or s.seconds <= 0 else min(s.cpu_s / s.seconds * 100, 100.0)
-        places = sorted(s.places.items(), key=by_count, reverse=True)
         kinds = s.kinds
+        shares = tuple([(k, kinds[k] / total) for k in KINDS if kinds.get(k)])
         out.append(
             RankShare(
-                v.sample.rank,
-                v.sample.host,
-                total,
-                len(v.tallies),
-                s.seconds,
-                tuple([(k, kinds[k] / total) for k in KINDS if k in kinds]),
-                tuple([Place(k[0], k[1], k[2], n) for k, n in places]),
-                used,
-                wait - others if others is not None else 0.0,
+                v.sample.rank, v.sample.host, total, len(v.tallies), s.seconds, shares, (), used, deviation, v.tallies
             )
         )
     _last = (held, who, tuple(out))
@@ -94,13 +85,12 @@ def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
 _last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], tuple[RankShare, ...]] | None = None
 
 
-def _median_without(ordered: list[float], i: int) -> float | None:
-    """The median of ``ordered`` (sorted) with its ``i``-th value left out."""
+def _median_without(ordered: list[float], i: int) -> float:
+    """The median of ``ordered`` (sorted, two values or more) with its ``i``-th value left out."""
     n = len(ordered) - 1
-    if n <= 0:
-        return None
-
-    def at(k: int) -> float:
-        return ordered[k] if k < i else ordered[k + 1]
-
-    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+    h = n // 2
+    if n % 2:
+        return ordered[h] if h < i else ordered[h + 1]
+    low = ordered[h - 1] if h - 1 < i else ordered[h]
+    high = ordered[h] if h < i else ordered[h + 1]
+    return (low + high) / 2

@@ -120,8 +120,7 @@ def _parts(
     into ``PARTS`` runs one after the other (rounds of ranks on different nodes start at different moments: a cut
     by the clock could leave one rank's part empty), for the slow ranks and an even sample of ``SAMPLED`` others
     (their pooled share is as well known from those: thousands of samples a part)."""
-    step = max(len(others) // SAMPLED, 1)
-    wanted = set(slow) | set(others[::step])
+    wanted = set(slow) | set(_even(others))
     parts: list[dict[int, _Counts]] = [{} for _ in range(PARTS)]
     for v in views:
         if v.sample.rank not in wanted:
@@ -131,6 +130,11 @@ def _parts(
             run = ts[i * len(ts) // PARTS : (i + 1) * len(ts) // PARTS]
             parts[i][v.sample.rank] = _Counts(sum(t.waited for t in run), sum(t.samples for t in run))
     return parts
+
+
+def _even(ranks: list[int]) -> list[int]:
+    """At most about ``SAMPLED`` of ``ranks``, evenly spread."""
+    return ranks[:: max(len(ranks) // SAMPLED, 1)]
 
 
 def _split(order: list[int], counts: dict[int, _Counts]) -> tuple[list[int], list[int]]:
@@ -190,7 +194,7 @@ def _slow_finding(
     typical = statistics.median(counts[r].share for r in others)
     behind = statistics.mean(counts[r].share for r in slow)
     faster = 1 / max(1 - (typical - behind), 0.05)
-    waits_in = _top(shares, others, ("collective",))
+    waits_in = _top(shares, _even(others), ("collective",))
     doing = _top(shares, slow, ("other", "data", "io", "p2p"))
     cpu = [c for r in slow if r in shares and (c := shares[r].cpu_percent) is not None]
     busy = _busy(shares, slow)
@@ -306,7 +310,7 @@ def _node(views: Sequence[RankView], slow: list[int]) -> str | None:
 def _comm_bound(views: Sequence[RankView], counts: dict[int, _Counts], seconds: float) -> Finding:
     shares = {s.rank: s for s in rank_shares(views)}
     ranks = sorted(counts)
-    waits_in = _top(shares, ranks, ("collective",))
+    waits_in = _top(shares, _even(ranks), ("collective",))
     where = _where(waits_in)
     low, high = min(c.share for c in counts.values()), max(c.share for c in counts.values())
     return Finding(
