@@ -126,3 +126,24 @@ def test_a_node_whose_ranks_are_all_slow_is_named_as_the_node(tmp_path: Path) ->
     report = json.loads(done.stdout)
     assert done.returncode == 1 and kinds(report) == {"slow-node": [2, 3]}, (report["verdict"], report["findings"])
     assert the(report, "slow-node")["message"].startswith("node node1 (ranks 2-3) holds the others back")
+
+
+def test_ranks_blocked_in_a_collective_are_not_recorded_again(tmp_path: Path) -> None:
+    """A stuck job: after one round that shows each rank's main thread never ran, its rounds are that stack again,
+    at the cost of /proc reads (no py-spy). (A job that runs is recorded every round: the tests above need it.)"""
+    from ncclcheck.collectors.jobs import discover
+    from ncclcheck.collectors.recorder import Recorder
+
+    stuck = RealJob("op", tmp_path / "op.log", nproc=2, script=Path(__file__).parent / "workers" / "watch_job.py")
+    try:
+        time.sleep(1.5)  # the stuck ranks are blocked by now
+        recorder = Recorder([r.pid for r in discover(stuck.proc.pid)[0].ranks]).start()
+        time.sleep(7.5)
+        recorder.close()
+        rounds = recorder.take()
+    finally:
+        stuck.stop()
+    assert recorder.recorded == 2 and len(rounds) == 2 and all(len(rs) >= 3 for rs in rounds.values()), rounds
+    for rs in rounds.values():
+        assert all(len(r.stacks) == 1 and r.main_cpu_s == 0.0 for r in rs[1:]) and rs[1].stacks == rs[-1].stacks
+        assert any(f.filename.endswith("distributed_c10d.py") for f in rs[-1].stacks[0][0])  # blocked in it

@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 
-from ncclcheck.collectors.processes import main_thread_cpu
+from ncclcheck.collectors.processes import main_thread_cpu, main_thread_switches
 from ncclcheck.model.shares import Round
 from ncclcheck.model.stacks import Frame
 from ncclcheck.probes.host import find_py_spy
@@ -43,6 +43,9 @@ class Recorder:
         self.folder = tempfile.mkdtemp(prefix="ncclcheck-record-")
         self.done: dict[int, list[Round]] = {pid: [] for pid in self.pids}
         self.running: dict[int, subprocess.Popen[bytes]] = {}
+        # per rank whose main thread did not run through its last round: its counters, its one stack, how many samples
+        self.still: dict[int, tuple[tuple[int | None, float | None], tuple[Frame, ...], int]] = {}
+        self.recorded = 0  # py-spy records started so far (what the rounds have cost)
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.readable = self.binary is not None and bool(self.pids)  # until every rank's round failed
@@ -95,11 +98,16 @@ class Recorder:
             return [self.done[pid][-1] for pid in pids if self.done[pid]]
 
     def _round(self, pids: list[int]) -> dict[int, Round]:
-        """One round of every rank at once."""
+        """One round of every rank at once. A rank whose main thread did not run at all through its last round (no
+        CPU time, no context switch: blocked in a collective, a lock, a sleep) and has not run since is not read
+        again: its frames cannot have moved, so its round is the last one's stack, if it still has not run at the
+        end. A stuck job costs /proc reads only."""
         assert self.binary is not None
-        start, cpu = time.time(), {pid: main_thread_cpu(pid) for pid in pids}
+        start = time.time()
+        ran = {pid: _ran(pid) for pid in pids}
+        held = {pid: self.still[pid] for pid in pids if pid in self.still and self.still[pid][0] == ran[pid]}
         procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
-        for pid in pids:
+        for pid in (p for p in pids if p not in held):
             path = os.path.join(self.folder, f"{pid}.txt")
             argv = [self.binary, "record", "--pid", str(pid), "--rate", str(self.rate), "--duration", str(self.round_s)]
             argv += ["--format", "raw", "--idle", "--threads", "--full-filenames", "--nonblocking", "--output", path]
@@ -108,8 +116,11 @@ class Recorder:
             except OSError as exc:
                 return {p: Round(p, start, start, (), None, f"py-spy record could not start: {exc}") for p in pids}
             procs[pid] = (proc, path)
+            self.recorded += 1
             with self.lock:
                 self.running[pid] = proc
+        if not procs:
+            self.stop.wait(self.round_s)
         out = {}
         for pid, (proc, path) in procs.items():
             try:
@@ -117,13 +128,29 @@ class Recorder:
             except subprocess.TimeoutExpired:
                 _end(proc)
                 err = b"py-spy record did not end"
-            end, spent = time.time(), main_thread_cpu(pid)
-            before = cpu[pid]
+            end, now = time.time(), _ran(pid)
+            before, spent = ran[pid][1], now[1]
             used = None if before is None or spent is None else max(spent - before, 0.0)
-            out[pid] = _read(pid, path, start, end, used, proc.returncode, err)
+            found = out[pid] = _read(pid, path, start, end, used, proc.returncode, err)
+            if now == ran[pid] and None not in now and len(found.stacks) == 1:
+                self.still[pid] = (now, found.stacks[0][0], found.samples)
+            else:
+                self.still.pop(pid, None)
+        end = time.time()
+        for pid, (counters, stack, samples) in held.items():
+            if _ran(pid) == counters:
+                out[pid] = Round(pid, start, end, ((stack, samples),), 0.0)
+            else:
+                self.still.pop(pid, None)  # it ran meanwhile: this round is not known; the next is read
         with self.lock:
             self.running.clear()
         return out
+
+
+def _ran(pid: int) -> tuple[int | None, float | None]:
+    """The main thread's context switches and CPU seconds so far (switches first: a switch in between makes it look
+    as if it ran)."""
+    return main_thread_switches(pid), main_thread_cpu(pid)
 
 
 def _read(pid: int, path: str, start: float, end: float, used: float | None, code: int | None, err: bytes) -> Round:
