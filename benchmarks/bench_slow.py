@@ -195,7 +195,7 @@ def refresh(world: int = 4096, rounds: int = 29) -> tuple[float, float, float]:
     same = statistics.median(once(views) for _ in range(5))
     arrived = []
     for _ in range(5):
-        views = [dataclasses.replace(v, tallies=window(v.tallies, [_next(v.tallies[-1], rng)])) for v in views]
+        views = [dataclasses.replace(v, tallies=window(v.tallies, [next_round(v.tallies[-1], rng)])) for v in views]
         arrived.append(once(views))
     assert [f.culprits for f in slowness(views, False)] == [(1234,)], "the refresh benchmark lost its slow rank"
     return same, statistics.median(arrived), base
@@ -205,11 +205,11 @@ def _view(rank: int, share: float, n: int, rng: random.Random) -> RankView:
     s = dataclasses.replace(sample(rank, stack("all_reduce")), net_bytes=rank)
     tallies: list[Tally] = []
     for _ in range(n):
-        tallies.append(_next(tallies[-1] if tallies else None, rng, share))
+        tallies.append(next_round(tallies[-1] if tallies else None, rng, share))
     return RankView(s, "all_reduce", None, "all_reduce", 0, 0, 0, 0, 0, 50.0, True, 3, tallies=tuple(tallies))
 
 
-def _next(last: Tally | None, rng: random.Random, share: float | None = None) -> Tally:
+def next_round(last: Tally | None, rng: random.Random, share: float | None = None) -> Tally:
     """The round after ``last`` (2.05 s later), 20 samples drawn at ``share`` (``last``'s own share if None)."""
     if share is None and last is not None:
         share = last.waited / last.samples if last.samples else 0.0

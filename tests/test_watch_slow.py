@@ -338,7 +338,7 @@ def test_stacks_are_classified_by_what_they_are_in() -> None:
 
 def test_a_round_travels_in_an_agent_line_and_back() -> None:
     t = tally(rounds([0.4])[0])
-    assert tally_from_json(tally_to_json(t)) == dataclasses.replace(t, start=round(t.start, 3), end=round(t.end, 3))
+    assert tally_from_json(tally_to_json(t)) == t._replace(start=round(t.start, 3), end=round(t.end, 3))
     assert tally_from_json({"start": 1}) is None and tally_from_json("x") is None
 
 
