@@ -82,7 +82,7 @@ def pooled(views: Sequence[RankView]) -> list[Sums | None]:
             out.append(None)
             continue
         key = (v.sample.host, v.sample.rank)
-        sums = _held.get(key)
+        sums = _held.get(key) if key not in kept else None  # the same rank twice: the first one's sums stay its own
         if sums is None or not sums.follow(v.tallies):
             sums = Sums(v.tallies)
         kept[key] = sums
