@@ -78,10 +78,10 @@ def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     found = _span(views)
     if found is None:
         return ()
-    start, end = found
-    held = [(v, s) for v, s in zip(views, pooled(views)) if s is not None]
-    sums = {v.sample.rank: s for v, s in held}
-    counts = {v.sample.rank: _counts(v.tallies, s, start, end) for v, s in held}
+    start, end, outside = found
+    held = [(v.sample.rank, s, out) for v, s, out in zip(views, pooled(views), outside) if s is not None]
+    sums = {r: s for r, s, _ in held}
+    counts = {r: _counts(s, out) for r, s, out in held}
     order = sorted(counts, key=lambda r: (counts[r].share, r))
     slow, others = _split(order, counts)
     slow = sorted(slow)
@@ -93,7 +93,7 @@ def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
         return ()
     # in the collectives themselves: DDP's backward holds its own compute too, and a rank well below the rest may
     # be one held back by a rank not yet proven
-    explicit = {v.sample.rank: _explicit(v.tallies, s, counts[v.sample.rank], start, end) for v, s in held}
+    explicit = {r: _explicit(s, out, counts[r]) for r, s, out in held}
     waits = {r: c.share for r, c in explicit.items()}
     if min(waits.values()) < COMM_BOUND or max(waits.values()) - min(waits.values()) > 2 * GAP or _behind(explicit):
         return ()
@@ -103,22 +103,18 @@ def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     return ()
 
 
-def _counts(tallies: tuple[Tally, ...], sums: Sums, start: float, end: float) -> _Counts:
+def _counts(sums: Sums, outside: tuple[Tally, ...]) -> _Counts:
     """A rank's samples over the span every rank covers: its sums less its rounds outside (a rank that restarted,
     or a node whose agent began later, covers less: the others' earlier rounds are no part of the comparison)."""
-    low, high = _inside(tallies, start, end)
-    if low == 0 and high == len(tallies) - 1:  # the usual case, and 4,096 ranks' worth of it each round
+    if not outside:  # the usual case, and 4,096 ranks' worth of it each round
         return _Counts(sums.waited, sums.samples)
-    outside = tallies[:low] + tallies[high + 1 :]
     return _Counts(sums.waited - sum(t.waited for t in outside), sums.samples - sum(t.samples for t in outside))
 
 
-def _explicit(tallies: tuple[Tally, ...], sums: Sums, counts: _Counts, start: float, end: float) -> _Counts:
+def _explicit(sums: Sums, outside: tuple[Tally, ...], counts: _Counts) -> _Counts:
     """A rank's samples over the span in collectives other than DDP's backward."""
-    low, high = _inside(tallies, start, end)
-    outside = [((p.kind, p.what, p.site), p.samples) for t in tallies[:low] + tallies[high + 1 :] for p in t.places]
-    backward = _backward(sums.places.items()) - _backward(outside)
-    return _Counts(counts.waited - backward, counts.samples)
+    out = [((p.kind, p.what, p.site), p.samples) for t in outside for p in t.places]
+    return _Counts(counts.waited - _backward(sums.places.items()) + _backward(out), counts.samples)
 
 
 def _backward(places: Iterable[tuple[tuple[str, str, str | None], int]]) -> int:
@@ -130,17 +126,21 @@ def enough(views: Sequence[RankView]) -> bool:
     return _span(views) is not None
 
 
-def _span(views: Sequence[RankView]) -> tuple[float, float] | None:
-    """The span every rank's rounds cover; None while it holds fewer than ``PARTS`` rounds of some rank."""
+def _span(views: Sequence[RankView]) -> tuple[float, float, list[tuple[Tally, ...]]] | None:
+    """The span every rank's rounds cover, and each rank's rounds outside it; None while it holds fewer than
+    ``PARTS`` rounds of some rank."""
     if len(views) < 2 or any(not v.tallies for v in views):
         return None
     start = max([v.tallies[0].start for v in views])
     end = min([v.tallies[-1].end for v in views])
+    outside = []
     for v in views:
-        low, high = _inside(v.tallies, start, end)
+        ts = v.tallies
+        low, high = _inside(ts, start, end)
         if high - low + 1 < PARTS:
             return None
-    return start, end
+        outside.append(ts[:low] + ts[high + 1 :] if low or high < len(ts) - 1 else ())
+    return start, end, outside
 
 
 def _inside(ts: tuple[Tally, ...], start: float, end: float) -> tuple[int, int]:
@@ -218,14 +218,21 @@ def _lowest(ranks: int) -> float:
 def _away(sums: dict[int, Sums], slow: list[int], others: list[int]) -> bool:
     """Whether a slow rank waits itself (``GAP``/2 of its time or more): in send/recv, on a peer (a pipeline
     stage), or in a collective none of the others is ever seen in (its own group's: another role, whose low share
-    in the others' collective says nothing of whether they wait for it)."""
-    joined = {(what, site) for r in others for (kind, what, site) in sums[r].places if kind == "collective"}
+    in the others' collective says nothing of whether they wait for it); or waits that much in collectives, yet
+    never in the one the others wait in most (they wait in a group it is seen no part of)."""
+    seen: dict[tuple[str, str | None], int] = {}
+    for r in others:
+        for (kind, what, site), n in sums[r].places.items():
+            if kind == "collective":
+                seen[(what, site)] = seen.get((what, site), 0) + n
+    most = max(seen, key=lambda place: seen[place]) if seen else None
     for r in slow:
         s = sums[r]
-        apart = sum(
-            n for (kind, what, site), n in s.places.items() if kind == "collective" and (what, site) not in joined
-        )
+        mine = {(what, site): n for (kind, what, site), n in s.places.items() if kind == "collective"}
+        apart = sum(n for place, n in mine.items() if place not in seen)
         if s.kinds.get("p2p", 0) + apart >= GAP / 2 * s.samples:
+            return True
+        if most is not None and most not in mine and s.waited >= GAP / 2 * s.samples:
             return True
     return False
 
