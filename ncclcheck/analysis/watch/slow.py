@@ -16,8 +16,9 @@ below the others', and the finding needs all of:
   collective): one slow step, a checkpoint or a log flush fills one or two slices, not all; a compile or a stall
   keeps the others in one long wait, which is no step at all;
 - the slow ranks not waiting themselves: in send/recv (a pipeline stage waits on its peer) or in a collective none
-  of the others is ever seen in (their own group's: another role). Which groups a rank is in is in no stack: slow
-  ranks never seen in any collective are named with that caveat.
+  of the others is ever seen in (their own group's: another role); nor waiting in collectives yet never seen in the
+  one the others wait in most. Which groups a rank is in is in no stack: slow ranks never seen in any collective
+  are named with that caveat.
 
 Every rank waiting much in the collectives themselves (DDP's backward holds its own compute too), none below the
 others beyond chance, is ``communication-bound`` (info). A balanced job whose steps vary together moves every
