@@ -11,6 +11,7 @@ by place.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -131,13 +132,15 @@ def tally_to_json(t: Tally) -> dict[str, Any]:
 
 
 def tally_from_json(data: object) -> Tally | None:
-    """A round from an agent's line; None where it cannot be read."""
+    """A round from an agent's line; None where it cannot be read, or its numbers cannot be a round's (a count below
+    zero or above its samples, a time that is not a number, an end before its start): one such round would make a
+    rank's shares impossible."""
     if not isinstance(data, dict):
         return None
     try:
         kinds = data.get("kinds") or {}
         cpu = data.get("cpu_s")
-        return Tally(
+        t = Tally(
             float(data["start"]),
             float(data["end"]),
             int(data["samples"]),
@@ -145,8 +148,23 @@ def tally_from_json(data: object) -> Tally | None:
             tuple(Place(str(p[0]), str(p[1]), None if p[2] is None else str(p[2]), int(p[3])) for p in data["places"]),
             None if cpu is None else float(cpu),
         )
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError):
         return None
+    return t if _possible(t) else None
+
+
+def _possible(t: Tally) -> bool:
+    counts = [n for _, n in t.kinds] + [p.samples for p in t.places]
+    cpu = t.main_cpu_s
+    return (
+        math.isfinite(t.start)
+        and math.isfinite(t.end)
+        and t.start <= t.end
+        and t.samples >= 0
+        and all(0 <= n <= t.samples for n in counts)
+        and sum(n for _, n in t.kinds) <= t.samples
+        and (cpu is None or (math.isfinite(cpu) and cpu >= 0))
+    )
 
 
 def window(tallies: Sequence[Tally], new: Sequence[Tally]) -> tuple[Tally, ...]:

@@ -18,11 +18,13 @@ class Sums:
     """A rank's rounds added up: samples by kind, waiting ones, seconds, main-thread CPU (places are added up only
     where asked: ``model.shares.merged``)."""
 
-    __slots__ = ("cpu_missing", "cpu_s", "kinds", "samples", "seconds", "tallies", "waited")
+    __slots__ = ("_places", "_places_of", "cpu_missing", "cpu_s", "kinds", "samples", "seconds", "tallies", "waited")
 
     def __init__(self, tallies: tuple[Tally, ...]) -> None:
         self.tallies = tallies
         self.kinds: dict[str, int] = {}
+        self._places: dict[tuple[str, str, str | None], int] = {}
+        self._places_of: tuple[Tally, ...] | None = None
         self.samples = self.waited = self.cpu_missing = 0
         self.seconds = self.cpu_s = 0.0
         for t in tallies:
@@ -40,6 +42,18 @@ class Sums:
         kinds = self.kinds
         for kind, n in t.kinds:
             kinds[kind] = kinds.get(kind, 0) + sign * n  # a kind that drops to 0 stays, at 0
+
+    @property
+    def places(self) -> dict[tuple[str, str, str | None], int]:
+        """Its samples by place (kind, what, call site), added up when first asked for these rounds."""
+        if self._places_of is not self.tallies:
+            counts: dict[tuple[str, str, str | None], int] = {}
+            for t in self.tallies:
+                for p in t.places:
+                    key = (p.kind, p.what, p.site)
+                    counts[key] = counts.get(key, 0) + p.samples
+            self._places, self._places_of = counts, self.tallies
+        return self._places
 
     def follow(self, now: tuple[Tally, ...]) -> bool:
         """Move on to ``now`` where it continues the rounds held (some left at the front, some added at the back);
@@ -73,7 +87,7 @@ def pooled(views: Sequence[RankView]) -> list[Sums | None]:
             out.append(None)
             continue
         key = (v.sample.host, v.sample.rank)
-        sums = _held.get(key)
+        sums = _held.get(key) if key not in kept else None  # the same rank twice: the first one's sums stay its own
         if sums is None or not sums.follow(v.tallies):
             sums = Sums(v.tallies)
         kept[key] = sums

@@ -5,16 +5,24 @@ inside a collective. Ranks that wait for a slow one spend the difference in the 
 arrives last and hardly waits. So the slow ranks are the few (at most half) whose share of waiting sits clearly
 below the others', and the finding needs all of:
 
-- every rank's rounds over a common span of at least ``PARTS`` rounds;
-- a clear gap: the others' median share at least ``GAP`` above the slow ranks', and no rank between;
+- every rank's rounds over a common span of at least ``PARTS`` rounds; the shares are compared over that span only
+  (a rank that restarted, or a node whose agent began later, covers less of the window than the others);
+- a clear gap: the others' median share at least ``GAP`` above the slow ranks', and no rank between: only the last
+  to arrive holds the others back, and a rank that waits surely more than it waits for it too (it joins the others);
+  one that may, not beyond chance, leaves the answer undecided;
 - each slow rank below the others' pooled share beyond chance (a two-proportion z-test, its threshold raised with
   the number of ranks, so that the lowest of 4,096 balanced ranks is not named by luck);
 - the same in each of ``PARTS`` equal slices of the span, with the others stepping in each (some samples outside the
   collective): one slow step, a checkpoint or a log flush fills one or two slices, not all; a compile or a stall
-  keeps the others in one long wait, which is no step at all.
+  keeps the others in one long wait, which is no step at all;
+- the slow ranks not waiting themselves: in send/recv (a pipeline stage waits on its peer) or in a collective none
+  of the others is ever seen in (their own group's: another role); nor waiting in collectives yet never seen in the
+  one the others wait in most. Which groups a rank is in is in no stack: slow ranks never seen in any collective
+  are named with that caveat.
 
-Every rank waiting much, none behind, is ``communication-bound`` (info). A balanced job whose steps vary together
-moves every rank's share together: no gap, no finding.
+Every rank waiting much in the collectives themselves (DDP's backward holds its own compute too), none below the
+others beyond chance, is ``communication-bound`` (info). A balanced job whose steps vary together moves every
+rank's share together: no gap, no finding.
 """
 
 from __future__ import annotations
@@ -25,12 +33,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ncclcheck.analysis.watch.pooled import pooled
-from ncclcheck.analysis.watch.shares import rank_shares
+from ncclcheck.analysis.watch.pooled import Sums, pooled
+from ncclcheck.analysis.watch.slow_findings import comm_bound, slow_finding
 from ncclcheck.model.findings import Finding
-from ncclcheck.model.ranks import span
-from ncclcheck.model.shares import Place, RankShare, Tally
-from ncclcheck.model.stacks import short
+from ncclcheck.model.shares import Tally
 from ncclcheck.model.watch import RankView
 
 SLOW = frozenset({"slow-rank", "slow-node"})  # the warnings that a rank or node holds the job back
@@ -40,7 +46,6 @@ PART_Z = 2.0
 STEPPING = 0.97  # the others waiting more than this share of a slice: one long wait (a compile, a stall), not steps
 COMM_BOUND = 0.5  # every rank waiting at least this share, none behind: the collectives set the pace
 SAMPLED = 64  # other ranks whose slices are counted (evenly spread): enough to know their pooled share
-BUSY = 50.0  # main-thread CPU % (outside its waits) above which a rank computes rather than sleeps
 
 
 @dataclass(frozen=True)
@@ -75,19 +80,47 @@ def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     found = _span(views)
     if found is None:
         return ()
-    start, end = found
-    counts = {v.sample.rank: _Counts(s.waited, s.samples) for v, s in zip(views, pooled(views)) if s is not None}
+    start, end, outside = found
+    held = [(v.sample.rank, s, out) for v, s, out in zip(views, pooled(views), outside) if s is not None]
+    sums = {r: s for r, s, _ in held}
+    counts = {r: _counts(s, out) for r, s, out in held}
     order = sorted(counts, key=lambda r: (counts[r].share, r))
     slow, others = _split(order, counts)
     slow = sorted(slow)
-    if slow and _clear(slow, others, counts, _parts(views, slow, others, start, end)):
-        return (_slow_finding(views, slow, others, counts, end - start, hosts),)
-    shares = [c.share for c in counts.values()]
+    if slow and _clear(slow, others, counts, _parts(views, slow, others, start, end)) and not _away(sums, slow, others):
+        samples = min(c.samples for c in counts.values())
+        waits = {r: c.share for r, c in counts.items()}
+        return (slow_finding(views, sums, slow, others, waits, samples, end - start, PARTS, hosts),)
+    if min(c.share for c in counts.values()) < COMM_BOUND:
+        return ()
+    # in the collectives themselves: DDP's backward holds its own compute too, and a rank well below the rest may
+    # be one held back by a rank not yet proven
+    explicit = {r: _explicit(s, out, counts[r]) for r, s, out in held}
+    waits = {r: c.share for r, c in explicit.items()}
+    if min(waits.values()) < COMM_BOUND or max(waits.values()) - min(waits.values()) > 2 * GAP or _behind(explicit):
+        return ()
     parts = _parts(views, [], order, start, end)
-    stepping = all(0 < _pool(p.values()).share <= STEPPING for p in parts)
-    if min(shares) >= COMM_BOUND and max(shares) - min(shares) <= 2 * GAP and stepping:
-        return (_comm_bound(views, counts, end - start),)
+    if all(0 < _pool(p.values()).share <= STEPPING for p in parts):
+        return (comm_bound(views, waits, end - start),)
     return ()
+
+
+def _counts(sums: Sums, outside: tuple[Tally, ...]) -> _Counts:
+    """A rank's samples over the span every rank covers: its sums less its rounds outside (a rank that restarted,
+    or a node whose agent began later, covers less: the others' earlier rounds are no part of the comparison)."""
+    if not outside:  # the usual case, and 4,096 ranks' worth of it each round
+        return _Counts(sums.waited, sums.samples)
+    return _Counts(sums.waited - sum(t.waited for t in outside), sums.samples - sum(t.samples for t in outside))
+
+
+def _explicit(sums: Sums, outside: tuple[Tally, ...], counts: _Counts) -> _Counts:
+    """A rank's samples over the span in collectives other than DDP's backward."""
+    out = [((p.kind, p.what, p.site), p.samples) for t in outside for p in t.places]
+    return _Counts(counts.waited - _backward(sums.places.items()) + _backward(out), counts.samples)
+
+
+def _backward(places: Iterable[tuple[tuple[str, str, str | None], int]]) -> int:
+    return sum(n for (kind, what, _), n in places if kind == "collective" and what == "backward")
 
 
 def enough(views: Sequence[RankView]) -> bool:
@@ -95,22 +128,31 @@ def enough(views: Sequence[RankView]) -> bool:
     return _span(views) is not None
 
 
-def _span(views: Sequence[RankView]) -> tuple[float, float] | None:
-    """The span every rank's rounds cover; None while it holds fewer than ``PARTS`` rounds of some rank."""
+def _span(views: Sequence[RankView]) -> tuple[float, float, list[tuple[Tally, ...]]] | None:
+    """The span every rank's rounds cover, and each rank's rounds outside it; None while it holds fewer than
+    ``PARTS`` rounds of some rank."""
     if len(views) < 2 or any(not v.tallies for v in views):
         return None
     start = max([v.tallies[0].start for v in views])
     end = min([v.tallies[-1].end for v in views])
+    outside = []
     for v in views:
         ts = v.tallies
-        low, high = 0, len(ts) - 1
-        while low < len(ts) and ts[low].mid < start:
-            low += 1
-        while high >= 0 and ts[high].mid > end:
-            high -= 1
+        low, high = _inside(ts, start, end)
         if high - low + 1 < PARTS:
             return None
-    return start, end
+        outside.append(ts[:low] + ts[high + 1 :] if low or high < len(ts) - 1 else ())
+    return start, end, outside
+
+
+def _inside(ts: tuple[Tally, ...], start: float, end: float) -> tuple[int, int]:
+    """The first and last of a rank's rounds whose middle lies in ``start``..``end``."""
+    low, high = 0, len(ts) - 1
+    while low < len(ts) and ts[low].mid < start:
+        low += 1
+    while high >= 0 and ts[high].mid > end:
+        high -= 1
+    return low, high
 
 
 def _parts(
@@ -138,13 +180,80 @@ def _even(ranks: list[int]) -> list[int]:
 
 
 def _split(order: list[int], counts: dict[int, _Counts]) -> tuple[list[int], list[int]]:
-    """The few ranks below the widest gap in waiting share (at most half of them), and the rest."""
+    """The few ranks below the widest gap in waiting share (at most half of them), and the rest; none where a rank
+    may sit between them. Only the last to arrive holds the others back: of the few, one that waits more than the
+    others of them beyond chance waits for them, and joins the rest; one that may (a difference a part's test
+    would take, not beyond chance), or a lowest of the rest that sits below the rest as if waiting less than they
+    do but not surely more than the few, leaves it undecided."""
     best, cut = 0.0, 0
     for k in range(1, len(order) // 2 + 1):
         gap = counts[order[k]].share - counts[order[k - 1]].share
         if gap > best:
             best, cut = gap, k
-    return order[:cut], order[cut:]
+    needed = _needed(len(order))
+    while cut > 1 and _above(counts[order[cut - 1]], _pool(counts[r] for r in order[: cut - 1])) >= needed:
+        cut -= 1
+    if not cut:
+        return [], order
+    slow, others = order[:cut], order[cut:]
+    if cut > 1 and _above(counts[slow[-1]], _pool(counts[r] for r in slow[:-1])) >= _lowest(cut):
+        return [], order
+    between = counts[others[0]]
+    below_rest = len(others) > 1 and _above(_pool(counts[r] for r in others[1:]), between) >= _lowest(len(others))
+    if below_rest and _above(between, _pool(counts[r] for r in slow)) < needed:
+        return [], order
+    return slow, others
+
+
+def _above(high: _Counts, low: _Counts) -> float:
+    """How far ``high`` waits above ``low`` in standard errors; 0 where the difference is below a part's."""
+    return _z(low, high) if high.share - low.share >= GAP / 2 else 0.0
+
+
+def _needed(ranks: int) -> float:
+    """The z a rank's difference needs to be beyond chance over every rank (the lowest of 4,096 balanced ones is
+    about 3.5 below the rest)."""
+    return max(4.0, math.sqrt(2 * math.log(ranks)) + 1.5)
+
+
+def _lowest(ranks: int) -> float:
+    """The z beyond which the lowest (or highest) of ``ranks`` balanced ones is seldom found by chance."""
+    return max(PART_Z, math.sqrt(2 * math.log(ranks)) + 0.5)
+
+
+def _away(sums: dict[int, Sums], slow: list[int], others: list[int]) -> bool:
+    """Whether a slow rank waits itself (``GAP``/2 of its time or more): in send/recv, on a peer (a pipeline
+    stage), or in a collective none of the others is ever seen in (its own group's: another role, whose low share
+    in the others' collective says nothing of whether they wait for it); or waits that much in collectives, yet
+    never in the one the others wait in most (they wait in a group it is seen no part of)."""
+    seen: dict[tuple[str, str | None], int] = {}
+    for r in _even(others):  # of thousands of others, an even sample tells where they wait
+        for (kind, what, site), n in sums[r].places.items():
+            if kind == "collective":
+                seen[(what, site)] = seen.get((what, site), 0) + n
+    most = max(seen, key=lambda place: seen[place]) if seen else None
+    for r in slow:
+        s = sums[r]
+        mine = {(what, site): n for (kind, what, site), n in s.places.items() if kind == "collective"}
+        apart = sum(n for place, n in mine.items() if place not in seen)
+        if s.kinds.get("p2p", 0) + apart >= GAP / 2 * s.samples:
+            return True
+        if most is not None and most not in mine and s.waited >= GAP / 2 * s.samples:
+            return True
+    return False
+
+
+def _behind(counts: dict[int, _Counts]) -> bool:
+    """Whether some rank waits below the typical by a difference worth a part's test, beyond what chance gives
+    the lowest of this many: it may be held back (or behind) although its slowness is not proven yet."""
+    typical = statistics.median(c.share for c in counts.values())
+    every = _pool(counts.values())
+    needed = _lowest(len(counts))
+    for c in counts.values():
+        rest = _Counts(every.waited - c.waited, every.samples - c.samples)
+        if typical - c.share >= GAP / 2 and _z(c, rest) >= needed:
+            return True
+    return False
 
 
 def _clear(slow: list[int], others: list[int], counts: dict[int, _Counts], parts: list[dict[int, _Counts]]) -> bool:
@@ -153,7 +262,7 @@ def _clear(slow: list[int], others: list[int], counts: dict[int, _Counts], parts
     if typical - highest < GAP or min(counts[r].share for r in others) - highest < GAP / 2:
         return False
     pool = _pool(counts[r] for r in others)
-    needed = max(4.0, math.sqrt(2 * math.log(len(counts))) + 1.5)  # chance alone, over every rank
+    needed = _needed(len(counts))
     if any(_z(counts[r], pool) < needed for r in slow):
         return False
     for part in parts:
@@ -180,145 +289,3 @@ def _z(low: _Counts, high: _Counts) -> float:
     if se == 0:
         return math.inf if diff > 0 else 0.0
     return diff / se
-
-
-def _slow_finding(
-    views: Sequence[RankView],
-    slow: list[int],
-    others: list[int],
-    counts: dict[int, _Counts],
-    seconds: float,
-    hosts: bool,
-) -> Finding:
-    shares = {s.rank: s for s in rank_shares(views)}
-    typical = statistics.median(counts[r].share for r in others)
-    behind = statistics.mean(counts[r].share for r in slow)
-    faster = 1 / max(1 - (typical - behind), 0.05)
-    waits_in = _top(shares, _even(others), ("collective",))
-    doing = _top(shares, slow, ("other", "data", "io", "p2p"))
-    cpu = [c for r in slow if r in shares and (c := shares[r].cpu_percent) is not None]
-    busy = _busy(shares, slow)
-    node = _node(views, slow) if hosts else None
-    who = f"node {node} ({_ranks(slow)})" if node else _ranks(slow)
-    where = _where(waits_in)
-    spends = _doing(doing, busy, cpu)
-    samples = min(counts[r].samples for r in counts)
-    one = len(slow) == 1 or node is not None
-    message = (
-        f"{who} {'holds' if one else 'hold'} the others back: {_ranks(others)} wait for {'it' if one else 'them'}"
-        f"{where} {typical:.0%} of the time ({_ranks(slow)}: {behind:.0%}); {spends}; without the wait the job "
-        f"would run about {faster:.1f}× faster. Seen in each of {PARTS} parts of the last {seconds:.0f} s "
-        f"({samples}+ samples a rank)"
-    )
-    roles = tuple((r, "slow") for r in slow) + tuple((r, "waiting") for r in others)
-    return Finding(
-        "slow-node" if node else "slow-rank",
-        "warning",
-        message,
-        _fix(node, slow, doing, busy),
-        tuple(sorted(counts)),
-        culprits=tuple(slow),
-        roles=roles,
-    )
-
-
-def _ranks(ranks: list[int]) -> str:
-    return f"rank{'s' if len(ranks) > 1 else ''} {span(ranks)}"
-
-
-def _where(place: Place | None) -> str:
-    if place is None:
-        return ""
-    return f" in {place.what}" + (f" at {short(place.site)}" if place.site else "")
-
-
-def _top(shares: dict[int, RankShare], ranks: list[int], kinds: tuple[str, ...]) -> Place | None:
-    merged: dict[tuple[str, str, str | None], int] = {}
-    for r in ranks:
-        for p in shares[r].places if r in shares else ():
-            if p.kind in kinds:
-                merged[(p.kind, p.what, p.site)] = merged.get((p.kind, p.what, p.site), 0) + p.samples
-    if not merged:
-        return None
-    (kind, what, site), n = max(merged.items(), key=lambda item: item[1])
-    return Place(kind, what, site, n)
-
-
-def _busy(shares: dict[int, RankShare], slow: list[int]) -> bool | None:
-    """Whether the slow ranks' main threads ran through the time they did not wait (CPU over that time)."""
-    out = []
-    for r in slow:
-        s = shares.get(r)
-        if s is None or s.cpu_percent is None:
-            return None
-        outside = 1 - s.wait
-        out.append(s.cpu_percent / 100 / outside * 100 if outside > 0 else 0.0)
-    return statistics.mean(out) >= BUSY if out else None
-
-
-def _doing(doing: Place | None, busy: bool | None, cpu: list[float]) -> str:
-    if doing is None:
-        return "what they do meanwhile was not sampled"
-    used = f"{statistics.mean(cpu):.0f} %" if cpu else "unknown"
-    state = {True: f"busy: its main thread used {used} CPU", False: f"idle: its main thread used {used} CPU"}
-    how = state.get(busy, "its CPU time is unknown") if busy is not None else "its CPU time is unknown"
-    at = f" at {short(doing.site)}" if doing.site else ""
-    kind = {
-        "data": f"waiting for its DataLoader{at}",
-        "io": f"in {doing.what}{at} (saving or loading)",
-        "p2p": f"in {doing.what}{at}",
-    }.get(doing.kind, f"in {doing.what}(){at}")
-    return f"it spends that time {kind} ({how})"
-
-
-def _fix(node: str | None, slow: list[int], doing: Place | None, busy: bool | None) -> str:
-    who = _ranks(slow)
-    if node:
-        return (
-            f"every rank of node {node} is slow: look at the node rather than the code: its CPU and GPU clocks and "
-            "throttling (nvidia-smi -q -d PERFORMANCE,CLOCK), a competing process (top), its memory and network"
-        )
-    if doing is not None and doing.kind == "data":
-        return (
-            f"{who} waits for its input: more DataLoader workers (num_workers, persistent_workers, pin_memory), "
-            "faster storage for its shard, or items that cost the same on every rank"
-        )
-    if doing is not None and doing.kind == "io":
-        return f"{who} saves or loads on the step path: move it off (asynchronous checkpointing) or spread it evenly"
-    if busy is False:
-        return (
-            f"{who} sleeps or blocks outside any collective (a lock, a queue, a file, a sleep): see its call site, "
-            "and compare it with a typical rank's in `ncclcheck watch`"
-        )
-    return (
-        f"see what {who} computes that the others do not (more work on its shard, uneven sequence lengths), or "
-        "what slows its device: a throttled or shared GPU/CPU (nvidia-smi -q -d PERFORMANCE,CLOCK; top for a "
-        "competing process); `ncclcheck watch` compares its call sites with a typical rank's"
-    )
-
-
-def _node(views: Sequence[RankView], slow: list[int]) -> str | None:
-    """The node whose ranks are all slow (and only them), where that node runs at least two ranks."""
-    hosts = {v.sample.host for v in views if v.rank in slow}
-    if len(hosts) != 1:
-        return None
-    host = hosts.pop()
-    mine = {v.rank for v in views if v.sample.host == host}
-    return host if mine == set(slow) and len(mine) >= 2 else None
-
-
-def _comm_bound(views: Sequence[RankView], counts: dict[int, _Counts], seconds: float) -> Finding:
-    shares = {s.rank: s for s in rank_shares(views)}
-    ranks = sorted(counts)
-    waits_in = _top(shares, _even(ranks), ("collective",))
-    where = _where(waits_in)
-    low, high = min(c.share for c in counts.values()), max(c.share for c in counts.values())
-    return Finding(
-        "communication-bound",
-        "info",
-        f"every rank waits{where} {low:.0%}–{high:.0%} of its time over the last {seconds:.0f} s and no rank is "
-        "behind: the collectives themselves (their size, the network or transport) set the job's pace",
-        "overlap communication with compute (DDP's bucket_cap_mb, FSDP prefetch), fewer or larger collectives, a "
-        "faster transport; `ncclcheck smoke` measures what the collectives reach on this job's ranks",
-        tuple(ranks),
-    )
