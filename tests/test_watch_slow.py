@@ -252,6 +252,17 @@ def test_a_healthy_job_is_ok_only_once_the_shares_were_compared() -> None:
     assert "none holds the others back (each waits 30%–30% of its time in collectives)" in later.verdict.message
 
 
+def test_a_rank_that_waits_less_but_not_in_every_part_is_never_given_a_tick() -> None:
+    """Rank 2 waits less than the others over the window, but one part shows no difference: not named, and the
+    verdict says it may hold them back instead of ✓; --once keeps watching."""
+    state = _snapshots({0: [0.6, 0.6, 0.05, 0.6, 0.6], 1: [0.6, 0.6, 0.05, 0.6, 0.6], 2: [0.0] * 5})
+    assert state.findings == () and state.verdict.status == "pending", state.verdict
+    assert "rank 2 waits less than the others (0% of the time, against 49%): it may hold them back" in (
+        state.verdict.message
+    )
+    assert not decided(state)
+
+
 def test_a_hang_is_judged_as_a_hang_whatever_the_shares_say() -> None:
     state = _snapshots({0: [0.65] * 5, 1: [0.65] * 5, 2: [0.0] * 5})
     j = state.job

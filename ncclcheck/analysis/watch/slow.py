@@ -61,6 +61,17 @@ class _Counts:
 def slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     """``slow-rank`` or ``slow-node`` (a warning), or ``communication-bound`` (info), or nothing. The last answer is
     kept while every rank holds the same rounds (the same tuples): the viewer refreshes many times between two."""
+    return _judged(views, hosts)[0]
+
+
+def suspects(views: Sequence[RankView], hosts: bool) -> tuple[tuple[int, float], ...]:
+    """Where no rank is named: the ranks that wait below the others' median beyond chance (each with its share of
+    waiting), which may hold them back although the window has not proven it; and the median itself last, as
+    rank -1. Empty where nothing sits below."""
+    return _judged(views, hosts)[1]
+
+
+def _judged(views: Sequence[RankView], hosts: bool) -> tuple[tuple[Finding, ...], tuple[tuple[int, float], ...]]:
     global _last
     held = tuple([v.tallies for v in views])
     who = tuple([(v.sample.rank, v.sample.host) for v in views])
@@ -73,13 +84,14 @@ def slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     return found
 
 
-_last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], bool, tuple[Finding, ...]] | None = None
+Judged = tuple[tuple[Finding, ...], tuple[tuple[int, float], ...]]
+_last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], bool, Judged] | None = None
 
 
-def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
+def _slowness(views: Sequence[RankView], hosts: bool) -> Judged:
     found = _span(views)
     if found is None:
-        return ()
+        return (), ()
     start, end, outside = found
     held = [(v.sample.rank, s, out) for v, s, out in zip(views, pooled(views), outside) if s is not None]
     sums = {r: s for r, s, _ in held}
@@ -90,19 +102,20 @@ def _slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
     if slow and _clear(slow, others, counts, _parts(views, slow, others, start, end)) and not _away(sums, slow, others):
         samples = min(c.samples for c in counts.values())
         waits = {r: c.share for r, c in counts.items()}
-        return (slow_finding(views, sums, slow, others, waits, samples, end - start, PARTS, hosts),)
-    if min(c.share for c in counts.values()) < COMM_BOUND:
-        return ()
+        return (slow_finding(views, sums, slow, others, waits, samples, end - start, PARTS, hosts),), ()
+    behind = _suspects(counts)
+    if behind or min(c.share for c in counts.values()) < COMM_BOUND:
+        return (), behind
     # in the collectives themselves: DDP's backward holds its own compute too, and a rank well below the rest may
     # be one held back by a rank not yet proven
     explicit = {r: _explicit(s, out, counts[r]) for r, s, out in held}
     waits = {r: c.share for r, c in explicit.items()}
     if min(waits.values()) < COMM_BOUND or max(waits.values()) - min(waits.values()) > 2 * GAP or _behind(explicit):
-        return ()
+        return (), ()
     parts = _parts(views, [], order, start, end)
     if all(0 < _pool(p.values()).share <= STEPPING for p in parts):
-        return (comm_bound(views, waits, end - start),)
-    return ()
+        return (comm_bound(views, waits, end - start),), ()
+    return (), ()
 
 
 def _counts(sums: Sums, outside: tuple[Tally, ...]) -> _Counts:
@@ -241,6 +254,20 @@ def _away(sums: dict[int, Sums], slow: list[int], others: list[int]) -> bool:
         if most is not None and most not in mine and s.waited >= GAP / 2 * s.samples:
             return True
     return False
+
+
+def _suspects(counts: dict[int, _Counts]) -> tuple[tuple[int, float], ...]:
+    """The ranks below the others' median by a part's difference, beyond chance for the lowest of this many, with
+    their shares; the median last (as rank -1). Empty where none is."""
+    typical = statistics.median(c.share for c in counts.values())
+    every = _pool(counts.values())
+    needed = _lowest(len(counts))
+    found = []
+    for r, c in sorted(counts.items()):
+        rest = _Counts(every.waited - c.waited, every.samples - c.samples)
+        if typical - c.share >= GAP / 2 and _z(c, rest) >= needed:
+            found.append((r, c.share))
+    return (*found, (-1, typical)) if found else ()
 
 
 def _behind(counts: dict[int, _Counts]) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.shares import rank_shares
-from ncclcheck.analysis.watch.slow import enough
+from ncclcheck.analysis.watch.slow import enough, suspects
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -55,6 +55,9 @@ def summarise(
                 "ok",
                 f"✓ every rank moved (collective bytes on its sockets) in {seen}; no stacks: collectives not compared",
             )
+        behind = _behind(live)
+        if behind:  # a rank may hold the others back, not proven yet: never ✓ over it
+            return Verdict("pending", f"… every rank is moving in {seen}; {behind}")
         return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving{_balance(live, recording)}")
     longest = max(v.still_s for v in still)
     if longest < limit:
@@ -112,6 +115,20 @@ def _undecided(still: Sequence[RankView], live: Sequence[RankView], limit: float
         "or a wait on the GPU (an NCCL hang spins the main thread in a CUDA synchronisation) look the same from the "
         "stacks; --native shows where it spins, and a Flight Recorder dump (ncclcheck logs) which collective NCCL "
         "waits in"
+    )
+
+
+def _behind(live: Sequence[RankView]) -> str:
+    """Ranks that wait less than the others beyond chance, not (yet) named: what the verdict says of them."""
+    found = suspects(live, len({v.sample.host for v in live}) > 1) if len(live) > 1 else ()
+    if not found:
+        return ""
+    ranks, typical = [r for r, _ in found[:-1]], found[-1][1]
+    shares = ", ".join(f"{w:.0%}" for _, w in found[:-1])
+    return (
+        f"rank {span(ranks)} {'waits' if len(ranks) == 1 else 'wait'} less than the others ({shares} of the time, "
+        f"against {typical:.0%}): {'it' if len(ranks) == 1 else 'they'} may hold them back, not proven over the "
+        "window yet (it must hold in each part of it)"
     )
 
 
