@@ -137,9 +137,10 @@ def healthy(seconds: float, interval: float = 1.5) -> tuple[int, int, list[str]]
     return looks, bad, said
 
 
-def step_rate(duration: float, watched: bool) -> float:
+def step_rate(duration: float, watched: bool) -> tuple[float, float]:
     """steps/s of a 2-rank gloo job with a fixed amount of compute a step (benchmarks/steady_job.py: on 2 cores,
-    CPU that watching takes is taken from its ranks) over ``duration`` s, watched at the default interval or not."""
+    CPU that watching takes is taken from its ranks) over ``duration`` s, watched at the default interval or not;
+    and the watcher's CPU (py-spy included) as a share of one core."""
     argv = [
         sys.executable,
         "-m",
@@ -155,7 +156,7 @@ def step_rate(duration: float, watched: bool) -> float:
         text=True,
         env={**os.environ, "DURATION": str(duration)},
     )
-    watcher = None
+    watcher, used, began = None, 0.0, time.monotonic()
     try:
         if watched:
             deadline = time.monotonic() + 60
@@ -165,13 +166,21 @@ def step_rate(duration: float, watched: bool) -> float:
                 time.sleep(0.1)
             cmd = [sys.executable, "-m", "ncclcheck", "watch", "--once", "--pid", str(launched.pid), "--stall", "60"]
             watcher = subprocess.Popen([*cmd, "--settle", str(duration + 30)], stdout=subprocess.DEVNULL)
+            began = time.monotonic()
         out, _ = launched.communicate(timeout=duration + 120)
+        if watcher is not None:
+            import psutil
+
+            times = psutil.Process(watcher.pid).cpu_times()
+            used = (times.user + times.system + times.children_user + times.children_system) / (
+                time.monotonic() - began
+            )
     finally:
         for proc in (watcher, launched):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait()
-    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("steps/s")))
+    return float(next(line.split()[1] for line in out.splitlines() if line.startswith("steps/s"))), used * 100
 
 
 def refresh(world: int = 4096, rounds: int = 29) -> tuple[float, float, float]:
@@ -252,14 +261,17 @@ def main() -> int:
                 + (f"; otherwise said: {wrong}" if wrong else "")
             )
     if "cost" in only:
-        bare, watched = [], []
+        bare, watched, cpu = [], [], []
         for _ in range(args.n):
-            bare.append(step_rate(args.duration, False))
-            watched.append(step_rate(args.duration, True))
+            bare.append(step_rate(args.duration, False)[0])
+            rate, used = step_rate(args.duration, True)
+            watched.append(rate)
+            cpu.append(used)
         b, w = statistics.median(bare), statistics.median(watched)
         print(
             f"step rate: {b:.2f} steps/s bare ({', '.join(f'{x:.2f}' for x in bare)}), {w:.2f} watched "
-            f"({', '.join(f'{x:.2f}' for x in watched)}): slowdown {(b - w) / b * 100:+.1f} %"
+            f"({', '.join(f'{x:.2f}' for x in watched)}): slowdown {(b - w) / b * 100:+.1f} %; the watcher, py-spy "
+            f"included, used {statistics.median(cpu):.1f} % of one core ({', '.join(f'{x:.1f}' for x in cpu)})"
         )
     if "healthy" in only:
         looks, bad, said = healthy(args.healthy_s)
