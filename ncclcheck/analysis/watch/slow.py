@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ncclcheck.analysis.watch.pooled import Sums, pooled
-from ncclcheck.analysis.watch.slow_findings import comm_bound, slow_finding
+from ncclcheck.analysis.watch.slow_findings import comm_bound, even, slow_finding
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.shares import Tally
 from ncclcheck.model.watch import RankView
@@ -45,7 +45,6 @@ GAP = 0.10  # the least difference in waiting share worth naming: about 1.1x
 PART_Z = 2.0
 STEPPING = 0.97  # the others waiting more than this share of a slice: one long wait (a compile, a stall), not steps
 COMM_BOUND = 0.5  # every rank waiting at least this share, none behind: the collectives set the pace
-SAMPLED = 64  # other ranks whose slices are counted (evenly spread): enough to know their pooled share
 
 
 @dataclass(frozen=True)
@@ -175,7 +174,7 @@ def _parts(
     into ``PARTS`` runs one after the other (rounds of ranks on different nodes start at different moments: a cut
     by the clock could leave one rank's part empty), for the slow ranks and an even sample of ``SAMPLED`` others
     (their pooled share is as well known from those: thousands of samples a part)."""
-    wanted = set(slow) | set(_even(others))
+    wanted = set(slow) | set(even(others))
     parts: list[dict[int, _Counts]] = [{} for _ in range(PARTS)]
     for v in views:
         if v.sample.rank not in wanted:
@@ -185,11 +184,6 @@ def _parts(
             run = ts[i * len(ts) // PARTS : (i + 1) * len(ts) // PARTS]
             parts[i][v.sample.rank] = _Counts(sum(t.waited for t in run), sum(t.samples for t in run))
     return parts
-
-
-def _even(ranks: list[int]) -> list[int]:
-    """At most about ``SAMPLED`` of ``ranks``, evenly spread."""
-    return ranks[:: max(len(ranks) // SAMPLED, 1)]
 
 
 def _split(order: list[int], counts: dict[int, _Counts]) -> tuple[list[int], list[int]]:
@@ -240,7 +234,7 @@ def _away(sums: dict[int, Sums], slow: list[int], others: list[int]) -> bool:
     in the others' collective says nothing of whether they wait for it); or waits that much in collectives, yet
     never in the one the others wait in most (they wait in a group it is seen no part of)."""
     seen: dict[tuple[str, str | None], int] = {}
-    for r in _even(others):  # of thousands of others, an even sample tells where they wait
+    for r in even(others):  # of thousands of others, an even sample tells where they wait
         for (kind, what, site), n in sums[r].places.items():
             if kind == "collective":
                 seen[(what, site)] = seen.get((what, site), 0) + n

@@ -16,6 +16,12 @@ from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
 
 BUSY = 50.0  # main-thread CPU % (outside its waits) above which a rank computes rather than sleeps
+SAMPLED = 64  # of thousands of other ranks, this many (evenly spread) tell their pooled share and where they wait
+
+
+def even(ranks: list[int]) -> list[int]:
+    """At most about ``SAMPLED`` of ``ranks``, evenly spread."""
+    return ranks[:: max(len(ranks) // SAMPLED, 1)]
 
 
 def slow_finding(
@@ -35,7 +41,7 @@ def slow_finding(
     typical = statistics.median(waits[r] for r in others)
     behind = statistics.mean(waits[r] for r in slow)
     faster = 1 / max(1 - (typical - behind), 0.05)
-    waits_in = _top(shares, others[:: max(len(others) // 64, 1)], ("collective",))  # an even sample of many
+    waits_in = _top(shares, even(others), ("collective",))
     doing = _top(shares, slow, ("other", "data", "io", "p2p"))
     cpu = [c for r in slow if r in shares and (c := shares[r].cpu_percent) is not None]
     busy = _busy(shares, slow)
@@ -73,8 +79,7 @@ def _unseen(sums: Mapping[int, Sums], slow: list[int], others: list[int], doing:
         return ""
     one = len(slow) == 1
     nor = ""
-    sampled = others[:: max(len(others) // 64, 1)]  # of thousands of others, an even sample
-    if doing is not None and not any((doing.kind, doing.what, doing.site) in sums[r].places for r in sampled):
+    if doing is not None and not any((doing.kind, doing.what, doing.site) in sums[r].places for r in even(others)):
         what = {"data": "a DataLoader", "other": f"{doing.what}()"}.get(doing.kind, doing.what)
         nor = f" (nor the others in {what}" + (f" at {short(doing.site)})" if doing.site else ")")
     return (
