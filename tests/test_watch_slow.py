@@ -94,6 +94,18 @@ def test_a_rank_idle_in_its_data_loader_is_named_with_the_loader_fix() -> None:
     assert "num_workers" in f.fix
 
 
+def test_a_rank_starved_of_cpu_is_busy_and_the_message_says_something_else_runs_there() -> None:
+    """A noisy neighbour: rank 2 computes, but another process takes its core: its main thread gets 30 % of the
+    time and waits runnable 65 %. Busy, not idle, and said so."""
+    starved = [dataclasses.replace(r, main_cpu_s=0.6, run_delay_s=1.3) for r in rounds([0.0] * 4)]
+    slow = dataclasses.replace(view(2, [0.0] * 4), tallies=tuple(tally(r) for r in starved))
+    [f] = slowness([view(0, [0.7] * 4), view(1, [0.7] * 4), slow], False)
+    assert f.culprits == (2,)
+    assert "(busy: its main thread used 30 % CPU and waited for a CPU 65 % of the time: something else runs" in (
+        f.message
+    )
+
+
 def test_two_slow_ranks_of_eight_are_both_named() -> None:
     views = [view(r, [0.0] * 4 if r in (3, 6) else [0.5] * 4) for r in range(8)]
     [f] = slowness(views, False)

@@ -39,6 +39,17 @@ def _stat_fields(path: str) -> list[str] | None:
     return text[text.rfind(")") + 2 :].split()
 
 
+def main_thread_run_delay(pid: int) -> float | None:
+    """Seconds the process's main thread has spent runnable but waiting for a CPU (``schedstat``'s run delay): a
+    thread that computes on cores other processes take has little CPU time and much of this."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as handle:
+            fields = handle.read().split()
+        return int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def main_thread_cpu(pid: int) -> float | None:
     """CPU seconds the process's main thread has used (user + system): moves only while that thread runs."""
     fields = _stat_fields(f"/proc/{pid}/task/{pid}/stat")

@@ -11,6 +11,7 @@ What it costs the job: py-spy's own CPU, about 1 % of one core per rank (``bench
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import re
 import shutil
@@ -20,7 +21,7 @@ import threading
 import time
 import weakref
 
-from ncclcheck.collectors.processes import main_thread_cpu, main_thread_switches
+from ncclcheck.collectors.processes import main_thread_cpu, main_thread_run_delay, main_thread_switches
 from ncclcheck.model.shares import Round
 from ncclcheck.model.stacks import Frame
 from ncclcheck.probes.host import find_py_spy
@@ -105,6 +106,7 @@ class Recorder:
         assert self.binary is not None
         start = time.time()
         ran = {pid: _ran(pid) for pid in pids}
+        delayed = {pid: main_thread_run_delay(pid) for pid in pids}
         held = {pid: self.still[pid] for pid in pids if pid in self.still and self.still[pid][0] == ran[pid]}
         procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
         for pid in (p for p in pids if p not in held):
@@ -131,7 +133,10 @@ class Recorder:
             end, now = time.time(), _ran(pid)
             before, spent = ran[pid][1], now[1]
             used = None if before is None or spent is None else max(spent - before, 0.0)
-            found = out[pid] = _read(pid, path, start, end, used, proc.returncode, err)
+            found = out[pid] = dataclasses.replace(
+                _read(pid, path, start, end, used, proc.returncode, err),
+                run_delay_s=_since(delayed[pid], main_thread_run_delay(pid)),
+            )
             if now == ran[pid] and None not in now and len(found.stacks) == 1:
                 self.still[pid] = (now, found.stacks[0][0], found.samples)
             else:
@@ -139,12 +144,18 @@ class Recorder:
         end = time.time()
         for pid, (counters, stack, samples) in held.items():
             if _ran(pid) == counters:
-                out[pid] = Round(pid, start, end, ((stack, samples),), 0.0)
+                out[pid] = Round(
+                    pid, start, end, ((stack, samples),), 0.0, None, _since(delayed[pid], main_thread_run_delay(pid))
+                )
             else:
                 self.still.pop(pid, None)  # it ran meanwhile: this round is not known; the next is read
         with self.lock:
             self.running.clear()
         return out
+
+
+def _since(before: float | None, now: float | None) -> float | None:
+    return None if before is None or now is None else max(now - before, 0.0)
 
 
 def _ran(pid: int) -> tuple[int | None, float | None]:

@@ -32,6 +32,7 @@ class Round:
     stacks: tuple[tuple[tuple[Frame, ...], int], ...]  # each distinct stack (innermost first), how often seen
     main_cpu_s: float | None = None  # the main thread's CPU seconds over the round; None: unreadable
     error: str | None = None
+    run_delay_s: float | None = None  # seconds it was runnable but waited for a CPU (another process on its cores)
 
     @property
     def samples(self) -> int:
@@ -59,6 +60,7 @@ class Tally(NamedTuple):
     kinds: tuple[tuple[str, int], ...]
     places: tuple[Place, ...]
     main_cpu_s: float | None = None
+    run_delay_s: float | None = None  # runnable but waiting for a CPU: busy, on cores something else takes
 
     @property
     def waited(self) -> int:
@@ -95,6 +97,7 @@ class RankShare(NamedTuple):
     cpu_percent: float | None
     deviation: float
     tallies: tuple[Tally, ...] = ()
+    cpu_wait_percent: float | None = None  # of the window, runnable but waiting for a CPU
 
     def share(self, kind: str) -> float:
         return next((s for k, s in self.shares if k == kind), 0.0)
@@ -128,6 +131,7 @@ def tally_to_json(t: Tally) -> dict[str, Any]:
         "kinds": dict(t.kinds),
         "places": [[p.kind, p.what, p.site, p.samples] for p in t.places],
         "cpu_s": None if t.main_cpu_s is None else round(t.main_cpu_s, 3),
+        "delay_s": None if t.run_delay_s is None else round(t.run_delay_s, 3),
     }
 
 
@@ -147,6 +151,7 @@ def tally_from_json(data: object) -> Tally | None:
             tuple((str(k), int(kinds[k])) for k in KINDS if k in kinds),
             tuple(Place(str(p[0]), str(p[1]), None if p[2] is None else str(p[2]), int(p[3])) for p in data["places"]),
             None if cpu is None else float(cpu),
+            None if data.get("delay_s") is None else float(data["delay_s"]),
         )
     except (KeyError, TypeError, ValueError, IndexError, OverflowError):
         return None

@@ -18,15 +18,27 @@ class Sums:
     """A rank's rounds added up: samples by kind, waiting ones, seconds, main-thread CPU (places are added up only
     where asked: ``model.shares.merged``)."""
 
-    __slots__ = ("_places", "_places_of", "cpu_missing", "cpu_s", "kinds", "samples", "seconds", "tallies", "waited")
+    __slots__ = (
+        "_places",
+        "_places_of",
+        "cpu_missing",
+        "cpu_s",
+        "delay_missing",
+        "delay_s",
+        "kinds",
+        "samples",
+        "seconds",
+        "tallies",
+        "waited",
+    )
 
     def __init__(self, tallies: tuple[Tally, ...]) -> None:
         self.tallies = tallies
         self.kinds: dict[str, int] = {}
         self._places: dict[tuple[str, str, str | None], int] = {}
         self._places_of: tuple[Tally, ...] | None = None
-        self.samples = self.waited = self.cpu_missing = 0
-        self.seconds = self.cpu_s = 0.0
+        self.samples = self.waited = self.cpu_missing = self.delay_missing = 0
+        self.seconds = self.cpu_s = self.delay_s = 0.0
         for t in tallies:
             self.add(t, 1)
 
@@ -39,6 +51,10 @@ class Sums:
             self.cpu_missing += sign
         else:
             self.cpu_s += sign * cpu
+        if t.run_delay_s is None:
+            self.delay_missing += sign
+        else:
+            self.delay_s += sign * t.run_delay_s
         kinds = self.kinds
         for kind, n in t.kinds:
             kinds[kind] = kinds.get(kind, 0) + sign * n  # a kind that drops to 0 stays, at 0

@@ -52,7 +52,7 @@ def tally(found: Round) -> Tally:
         mine = sorted(((k, n) for k, n in places.items() if k[0] == kind), key=lambda item: -item[1])
         kept += [Place(k[0], k[1], k[2], n) for k, n in mine[:PLACES]]
     counted = tuple((k, kinds[k]) for k in KINDS if k in kinds)
-    return Tally(found.start, found.end, found.samples, counted, tuple(kept), found.main_cpu_s)
+    return Tally(found.start, found.end, found.samples, counted, tuple(kept), found.main_cpu_s, found.run_delay_s)
 
 
 def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
@@ -71,11 +71,22 @@ def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
         wait = s.waited / total
         deviation = wait - _median_without(ordered, bisect.bisect_left(ordered, wait)) if n > 0 else 0.0
         used = None if s.cpu_missing or s.seconds <= 0 else min(s.cpu_s / s.seconds * 100, 100.0)
+        delayed = None if s.delay_missing or s.seconds <= 0 else min(s.delay_s / s.seconds * 100, 100.0)
         kinds = s.kinds
         shares = tuple([(k, kinds[k] / total) for k in KINDS if kinds.get(k)])
         out.append(
             RankShare(
-                v.sample.rank, v.sample.host, total, len(v.tallies), s.seconds, shares, (), used, deviation, v.tallies
+                v.sample.rank,
+                v.sample.host,
+                total,
+                len(v.tallies),
+                s.seconds,
+                shares,
+                (),
+                used,
+                deviation,
+                v.tallies,
+                delayed,
             )
         )
     _last = (held, who, tuple(out))

@@ -16,6 +16,7 @@ from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
 
 BUSY = 50.0  # main-thread CPU % (outside its waits) above which a rank computes rather than sleeps
+STARVED = 20.0  # % of the time runnable without a CPU above which the message says another process takes it
 SAMPLED = 64  # of thousands of other ranks, this many (evenly spread) tell their pooled share and where they wait
 
 
@@ -47,7 +48,9 @@ def slow_finding(
     busy = _busy(shares, slow)
     node = _node(views, slow) if hosts else None
     who = f"node {node} ({_ranks(slow)})" if node else _ranks(slow)
-    spends = _doing(doing, busy, cpu, "its ranks" if node else "it" if len(slow) == 1 else "they")
+    spends = _doing(
+        doing, busy, cpu, "its ranks" if node else "it" if len(slow) == 1 else "they", _starved(shares, slow)
+    )
     one = len(slow) == 1 or node is not None
     # DDP's backward holds the slow rank's own backward too: the difference in waiting is then a floor on the gain
     more = " or more" if waits_in is not None and waits_in.what == "backward" else ""
@@ -113,25 +116,35 @@ def _top(shares: dict[int, RankShare], ranks: list[int], kinds: tuple[str, ...],
 
 
 def _busy(shares: dict[int, RankShare], slow: list[int]) -> bool | None:
-    """Whether the slow ranks' main threads ran through the time they did not wait (CPU over that time)."""
+    """Whether the slow ranks' main threads ran, or wanted to (runnable, waiting for a CPU that another process
+    took), through the time they did not wait in a collective."""
     out = []
     for r in slow:
         s = shares.get(r)
         if s is None or s.cpu_percent is None:
             return None
         outside = 1 - s.wait
-        out.append(s.cpu_percent / 100 / outside * 100 if outside > 0 else 0.0)
+        wanted = s.cpu_percent + (s.cpu_wait_percent or 0.0)
+        out.append(wanted / 100 / outside * 100 if outside > 0 else 0.0)
     return statistics.mean(out) >= BUSY if out else None
 
 
-def _doing(doing: Place | None, busy: bool | None, cpu: list[float], who: str) -> str:
+def _starved(shares: dict[int, RankShare], slow: list[int]) -> str:
+    """Where the slow ranks waited for a CPU a good part of the time: how much (another process takes their cores)."""
+    delays = [d for r in slow if r in shares and (d := shares[r].cpu_wait_percent) is not None]
+    if not delays or statistics.mean(delays) < STARVED:
+        return ""
+    return f" and waited for a CPU {statistics.mean(delays):.0f} % of the time: something else runs on its cores"
+
+
+def _doing(doing: Place | None, busy: bool | None, cpu: list[float], who: str, starved: str = "") -> str:
     """What the slow ranks do while the others wait: ``who`` is ``it`` (one rank), ``they`` or ``its ranks`` (a node)."""
     one = who == "it"
     its, threads = ("its", "its main thread") if one else ("their", "their main threads")
     if doing is None:
         return f"what {who} {'does' if one else 'do'} meanwhile was not sampled"
     used = f"{statistics.mean(cpu):.0f} %" if cpu else "unknown"
-    state = {True: f"busy: {threads} used {used} CPU", False: f"idle: {threads} used {used} CPU"}
+    state = {True: f"busy: {threads} used {used} CPU{starved}", False: f"idle: {threads} used {used} CPU"}
     how = state.get(busy, f"{its} CPU time is unknown") if busy is not None else f"{its} CPU time is unknown"
     at = f" at {short(doing.site)}" if doing.site else ""
     kind = {
