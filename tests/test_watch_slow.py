@@ -253,6 +253,7 @@ def test_watch_names_the_slow_rank_and_its_verdict_is_a_warning() -> None:
     shares = {s["rank"]: s for s in report["shares"]}
     assert shares[2]["wait"] == 0.0 and shares[0]["wait"] == 0.65 and shares[2]["deviation"] == -0.65
     assert shares[2]["kinds"] == {"other": 1.0} and shares[2]["places"][0]["what"] == "compute"
+    assert shares[2]["main_thread_cpu_percent"] == 100.0 and shares[2]["main_thread_cpu_wait_percent"] is None
 
 
 def test_a_healthy_job_is_ok_only_once_the_shares_were_compared() -> None:

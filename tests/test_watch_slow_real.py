@@ -83,7 +83,12 @@ def test_a_job_that_no_rank_holds_back_has_no_finding(job: Any, capsys: pytest.C
     env = {"SLOW_RANKS": "2", "WARMUP_S": "4", "CKPT_AFTER": "5", "CKPT_S": "3"}
     code, report = watch(job("mixed", **env), capsys, "--settle", "14")
     assert code == 0 and report["findings"] == [], (report["verdict"], report["findings"])
-    assert report["verdict"]["status"] == "ok" and "none holds the others back" in report["verdict"]["message"]
+    # over a window this short the compile and the checkpoint still show in the pooled shares: at most "may hold
+    # them back, not proven" (pending), never a finding
+    verdict = report["verdict"]
+    assert (verdict["status"], "none holds the others back" in verdict["message"]) == ("ok", True) or (
+        verdict["status"] == "pending" and "not proven over the window yet" in verdict["message"]
+    ), verdict
 
 
 # A slow node of two: the test hosts (own network, PID, mount and UTS namespaces), watched from outside both.

@@ -59,6 +59,7 @@ def share_json(x: RankShare) -> dict[str, Any]:
         "deviation": round(x.deviation, 3),
         "kinds": {kind: round(share, 3) for kind, share in x.shares},
         "main_thread_cpu_percent": None if x.cpu_percent is None else round(x.cpu_percent, 1),
+        "main_thread_cpu_wait_percent": None if x.cpu_wait_percent is None else round(x.cpu_wait_percent, 1),
         "places": [
             {"kind": p.kind, "what": p.what, "call_site": p.site, "share": round(p.samples / x.samples, 3)}
             for p in x.places[:PLACES]
