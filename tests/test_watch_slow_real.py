@@ -85,10 +85,10 @@ def test_a_job_that_no_rank_holds_back_has_no_finding(job: Any, capsys: pytest.C
     assert code == 0 and report["findings"] == [], (report["verdict"], report["findings"])
     # over a window this short the compile and the checkpoint still show in the pooled shares: at most "may hold
     # them back, not proven" (pending), never a finding
+    # (on a loaded machine the rounds may not yet cover 4 parts of the window: "too soon to tell", never a finding)
     verdict = report["verdict"]
-    assert (verdict["status"], "none holds the others back" in verdict["message"]) == ("ok", True) or (
-        verdict["status"] == "pending" and "not proven over the window yet" in verdict["message"]
-    ), verdict
+    said = ("none holds the others back", "too soon to tell", "not proven over the window yet")
+    assert verdict["status"] in ("ok", "pending") and any(s in verdict["message"] for s in said), verdict
 
 
 # A slow node of two: the test hosts (own network, PID, mount and UTS namespaces), watched from outside both.
@@ -133,22 +133,23 @@ def test_a_node_whose_ranks_are_all_slow_is_named_as_the_node(tmp_path: Path) ->
     assert the(report, "slow-node")["message"].startswith("node node1 (ranks 2-3) holds the others back")
 
 
-def test_ranks_blocked_in_a_collective_are_not_recorded_again(tmp_path: Path) -> None:
-    """A stuck job: after one round that shows each rank's main thread never ran, its rounds are that stack again,
-    at the cost of /proc reads (no py-spy). (A job that runs is recorded every round: the tests above need it.)"""
-    from ncclcheck.collectors.jobs import discover
+def test_a_rank_whose_main_thread_does_not_run_is_not_recorded_again() -> None:
+    """A process whose main thread is blocked (as a rank in a collective is: here a plain sleep, which starts in a
+    moment): after one round that shows it never ran, its rounds are that stack again, at the cost of /proc reads
+    (no py-spy). (A process that runs is recorded every round: the tests above need it.)"""
     from ncclcheck.collectors.recorder import Recorder
 
-    stuck = RealJob("op", tmp_path / "op.log", nproc=2, script=Path(__file__).parent / "workers" / "watch_job.py")
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(600)\n"
+    blocked = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)  # the stuck ranks are blocked by now
-        recorder = Recorder([r.pid for r in discover(stuck.proc.pid)[0].ranks]).start()
+        assert blocked.stdout is not None and blocked.stdout.readline().strip() == "ready"
+        recorder = Recorder([blocked.pid]).start()
         time.sleep(7.5)
         recorder.close()
-        rounds = recorder.take()
+        rounds = recorder.take().get(blocked.pid, ())
     finally:
-        stuck.stop()
-    assert recorder.recorded == 2 and len(rounds) == 2 and all(len(rs) >= 3 for rs in rounds.values()), rounds
-    for rs in rounds.values():
-        assert all(len(r.stacks) == 1 and r.main_cpu_s == 0.0 for r in rs[1:]) and rs[1].stacks == rs[-1].stacks
-        assert any(f.filename.endswith("distributed_c10d.py") for f in rs[-1].stacks[0][0])  # blocked in it
+        blocked.kill()
+        blocked.wait()
+    assert recorder.recorded == 1 and len(rounds) >= 3, rounds
+    assert all(len(r.stacks) == 1 and r.main_cpu_s == 0.0 for r in rounds[1:]) and rounds[1].stacks == rounds[-1].stacks
+    assert rounds[-1].stacks[0][0][0].line == 3  # time.sleep(600), the <module> frame's line
