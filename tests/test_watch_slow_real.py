@@ -143,6 +143,7 @@ def test_a_rank_whose_main_thread_does_not_run_is_not_recorded_again() -> None:
     blocked = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert blocked.stdout is not None and blocked.stdout.readline().strip() == "ready"
+        time.sleep(1)  # asleep by now (a loaded machine may still run it a moment after the print)
         recorder = Recorder([blocked.pid]).start()
         time.sleep(7.5)
         recorder.close()
@@ -150,6 +151,7 @@ def test_a_rank_whose_main_thread_does_not_run_is_not_recorded_again() -> None:
     finally:
         blocked.kill()
         blocked.wait()
-    assert recorder.recorded == 1 and len(rounds) >= 3, rounds
+    # one record shows it never ran (two where it still ran a moment in the first); after that, none
+    assert recorder.recorded <= 2 and len(rounds) >= 3 and recorder.recorded < len(rounds), rounds
     assert all(len(r.stacks) == 1 and r.main_cpu_s == 0.0 for r in rounds[1:]) and rounds[1].stacks == rounds[-1].stacks
     assert rounds[-1].stacks[0][0][0].line == 3  # time.sleep(600), the <module> frame's line
