@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ncclcheck.model.args import RECVS, SENDS
-from ncclcheck.model.stacks import Frame
+from ncclcheck.model.stacks import Frame, mine
 
 COLLECTIVES = (
     "all_reduce",
@@ -34,15 +33,23 @@ COLLECTIVES = (
     "scatter_object_list",
     "all_gather_object",
 )
-C10D_FILES = ("distributed_c10d.py", "_functional_collectives.py")
+# Calls every rank of the world must make, in the same order, before any may go on: start-up and group creation. A
+# rank inside one waits for the ranks of the world not yet in it (their store keys, their connections).
+WORLD_CALLS = (
+    "init_process_group",
+    "new_group",
+    "new_subgroups",
+    "new_subgroups_by_enumeration",
+    "split_group",
+    "init_device_mesh",
+)
+C10D_FILES = ("distributed_c10d.py", "_functional_collectives.py", "device_mesh.py")
 P2P = SENDS | RECVS | {"batch_isend_irecv"}
-LIBRARY_PARTS = ("/torch/", "/threading.py", "<frozen runpy>", "/runpy.py")
-# the interpreter's own library (/usr/lib/python3.11/queue.py, a conda or pyenv prefix alike), not what pip installs
-STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?!site-packages/|dist-packages/)")
 
 
 def collective(frames: Sequence[Frame]) -> str | None:
-    """The outermost torch.distributed collective on the stack (innermost first), if any.
+    """The outermost torch.distributed collective on the stack (innermost first), if any; start-up and group creation
+    (``WORLD_CALLS``) are collectives of the whole world.
 
     Only c10d's own API files count: other torch.distributed code names its own functions after
     collectives (DCP's ``_DistWrapper.all_reduce`` writes a checkpoint inside one). With ``--native``, a
@@ -50,7 +57,7 @@ def collective(frames: Sequence[Frame]) -> str | None:
     """
     found = None
     for frame in frames:
-        if frame.filename.endswith(C10D_FILES) and frame.function in COLLECTIVES:
+        if frame.filename.endswith(C10D_FILES) and (frame.function in COLLECTIVES or frame.function in WORLD_CALLS):
             found = frame.function
     if found is None and any(f.native and "c10d::" in f.function and "::wait" in f.function for f in frames):
         return "wait"
@@ -62,19 +69,13 @@ def user_frame(frames: Sequence[Frame]) -> Frame | None:
 
     A rank blocked in ``queue.get`` is in ``Condition.wait`` (threading.py) under ``Queue.get`` (queue.py) under
     the user's ``next_batch``: the place to show is ``next_batch``, the frames below stay in the stack view."""
-    return next((frame for frame in frames if _mine(frame)), None)
-
-
-def _mine(frame: Frame) -> bool:
-    if frame.native or frame.filename.startswith("<") or STDLIB.search(frame.filename):
-        return False
-    return not any(part in frame.filename for part in LIBRARY_PARTS)
+    return next((frame for frame in frames if mine(frame)), None)
 
 
 def call_path(frames: Sequence[Frame]) -> tuple[str, ...]:
     """``file:line`` of each frame of the user's own code, innermost first: the whole call, of which the call site
     is the innermost line (a helper called from two places has one call site and two call paths)."""
-    return tuple(f"{f.filename}:{f.line}" for f in frames if _mine(f))
+    return tuple(f"{f.filename}:{f.line}" for f in frames if mine(f))
 
 
 def call_site(frames: Sequence[Frame]) -> str | None:

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ncclcheck.model.args import args_from_json
+from ncclcheck.model.args import args_from_json, posted_from_json
 from ncclcheck.model.flight import FrDump, dump_from_json
 from ncclcheck.model.shares import Tally, tally_from_json, window
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
@@ -155,6 +156,9 @@ def _view(
         stack=stacks.get((host, rank), ()),
         stack_error=r.get("stack_error"),
         exit_code=_int(r.get("exit_code")),
+        deep=deep_from_json(r.get("deep")),
+        p2p=posted_from_json(r.get("p2p")),
+        ended=_float(r.get("ended")),
     )
     cpu = r.get("main_cpu_percent")
     return RankView(
@@ -172,6 +176,7 @@ def _view(
         moved_samples=int(r.get("moved_samples", 0)),
         args=args_from_json(r.get("args")),
         tallies=tallies.get((host, rank), ()),
+        held_s=float(r.get("held_s") or 0.0),
     )
 
 

@@ -174,9 +174,9 @@ def use_debug_server(control_dir: str) -> None:
         _note(control_dir, rank, f"the job's debug server not used: {type(exc).__name__}: {exc}")
 
 
-def _after(module: ModuleType, name: str, then: Any) -> tuple[Any, Any] | None:
+def _after(module: ModuleType, name: str, then: Any, interruptible: bool = False) -> tuple[Any, Any] | None:
     """Wrap ``module.<name>`` so that ``then()`` runs after each call: (the original, the wrapper), or None when it is
-    wrapped already."""
+    wrapped already. ``interruptible``: ^C ends the process while the call waits (``_interruptible``)."""
     import functools
 
     original = getattr(module, name)
@@ -185,7 +185,7 @@ def _after(module: ModuleType, name: str, then: Any) -> tuple[Any, Any] | None:
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        out = original(*args, **kwargs)
+        out = _interruptible(lambda: original(*args, **kwargs)) if interruptible else original(*args, **kwargs)
         then()
         return out
 
@@ -200,11 +200,39 @@ def wrap_debug(module: ModuleType, control_dir: str) -> None:
 
 
 def wrap(module: ModuleType, control_dir: str) -> None:
-    """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server."""
-    wrapped = _after(module, "init_process_group", lambda: start_server(control_dir))
+    """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server, and
+    the point-to-point calls to record what each rank has in flight (``ncclcheck_hook_p2p``)."""
+    wrapped = _after(module, "init_process_group", lambda: start_server(control_dir), interruptible=True)
     parent = sys.modules.get("torch.distributed")
     if wrapped is not None and parent is not None and getattr(parent, "init_process_group", None) is wrapped[0]:
         parent.init_process_group = wrapped[1]  # type: ignore[attr-defined]
+    try:
+        try:
+            import ncclcheck_hook_p2p as p2p  # type: ignore[import-not-found]  # run's copy, beside this file
+        except ImportError:
+            from ncclcheck.collectors import control_hook_p2p as p2p
+        p2p.install(module)
+    except Exception as exc:  # the user's program must never see our failure
+        _note(control_dir, "?", f"point-to-point record not installed: {type(exc).__name__}: {exc}")
+
+
+def _interruptible(call: Any) -> Any:
+    """``call()`` with ^C ending the process at once, as it ends a program in C: init_process_group waits in C++ (the
+    store, gloo's connections), where Python's SIGINT handler never runs, so a rank waiting there for a rank that never
+    comes would sit out torchrun's SIGINT until its SIGKILL. Only where SIGINT is Python's own default handler (the
+    job installed none) and in the main thread; the handler is back once the call returns."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return call()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        return call()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class _AfterImport:

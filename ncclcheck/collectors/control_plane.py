@@ -18,7 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ncclcheck.collectors.control_hook import CONTROL_DIR, GROUPS, THEIR_SOCKET, socket_path
+from ncclcheck.collectors.control_hook_p2p import HANDLER as P2P_HANDLER
 from ncclcheck.collectors.flight import parse, pg_ranks
+from ncclcheck.model.args import PostedOps, posted_from_json
 from ncclcheck.model.flight import FrDump, Unreadable
 
 ANSWER_S = 1.0  # a rank whose server does not answer within this is named as not answering
@@ -163,6 +165,22 @@ def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable]
     were not dumps, and the ranks that did not answer (with why). Ranks without a control socket are left out."""
     sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
     return recorders(fetch(sockets, FLIGHT), lambda a, h: f"{a.socket}:{h}")
+
+
+def posted(pids: Mapping[int, int], timeout: float = 0.5) -> dict[int, PostedOps]:
+    """The point-to-point ops each rank (rank -> pid) has posted, where ``ncclcheck run``'s hook records them; ranks
+    without a control plane, or whose answer did not come, are left out."""
+    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
+    out: dict[int, PostedOps] = {}
+    for a in fetch(sockets, (P2P_HANDLER,), timeout) if sockets else []:
+        body = a.body(P2P_HANDLER)
+        try:
+            found = posted_from_json(json.loads(body)) if body else None
+        except ValueError:
+            found = None
+        if found is not None:
+            out[a.rank] = found
+    return out
 
 
 def recorders(

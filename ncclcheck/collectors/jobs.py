@@ -12,6 +12,7 @@ Reading another user's environment needs root or the same user; those processes 
 from __future__ import annotations
 
 import socket
+import time
 from collections import defaultdict
 
 import psutil
@@ -32,6 +33,34 @@ def discover(pid: int | None = None) -> tuple[Job, ...]:
     if pid is None:
         return jobs
     return tuple(j for j in jobs if _holds(j, pid))
+
+
+def launcher_waiting(pid: int) -> bool:
+    """Whether ``pid`` is a live launcher (torchrun, srun, ...) with no rank of a job under it yet: its ranks are
+    still to come (it is starting, or waiting in its rendezvous)."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and _is_launcher(proc)
+    except psutil.Error:
+        return False
+
+
+def wait_for_ranks(pid: int, timeout_s: float, whole_s: float = 10.0, step_s: float = 0.2) -> tuple[Job, ...]:
+    """The job under launcher ``pid`` once its ranks exist here: all of this node's, or those that came within
+    ``whole_s`` of the first; () when none came within ``timeout_s`` or the launcher ended."""
+    deadline = time.monotonic() + timeout_s
+    first: float | None = None
+    while True:
+        jobs = discover(pid)
+        now = time.monotonic()
+        if jobs:
+            first = first if first is not None else now
+            whole = len(jobs[0].ranks) >= len(jobs[0].expected_local())
+            if whole or now - first >= whole_s or now >= deadline:
+                return jobs
+        elif now >= deadline or not launcher_waiting(pid):
+            return ()
+        time.sleep(step_s)
 
 
 def pick(jobs: tuple[Job, ...], wanted: str) -> tuple[Job, ...]:

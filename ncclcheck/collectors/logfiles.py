@@ -25,7 +25,7 @@ from ncclcheck.collectors.flight import sniff
 SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin", ".tmp")
 # ncclcheck's own files in a run dir that are not logs: the live watch agent's states (JSON lines whose stacks
 # and notes say "Exception" where the job never raised one)
-OWN_FILES = frozenset({"watch-agent.jsonl", "sitecustomize.py"})  # and run's control plane hook (control/hook/)
+OWN_FILES = frozenset({"watch-agent.jsonl", "sitecustomize.py", "ncclcheck_hook_p2p.py"})  # run's hook (control/hook/)
 # What run fetched through the ranks' control plane on a hang (control/hang-*/), judged then into the hang record:
 # left out of a run dir read whole; the Flight Recorders are read when that hang's folder is given itself.
 OWN_PREFIXES = ("live_stacks_rank",)

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ncclcheck.model.args import FrameLocals
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import ThreadSample
 from ncclcheck.probes.host import find_py_spy
 
 DUMP_TIMEOUT_S = 10.0
@@ -99,3 +100,60 @@ def main_thread_locals(threads: object) -> tuple[FrameLocals, ...] | None:
         )
         for f in main.get("frames", [])
     )
+
+
+def dump_threads(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[ThreadSample, ...], str | None]:
+    """Every Python thread of a process with its frames and their locals (``--locals --nonblocking``), the main
+    thread first; or why none could be read."""
+    binary = find_py_spy()
+    if binary is None:
+        return (), "py-spy is not installed (pip install py-spy)"
+    try:
+        done = subprocess.run(
+            [binary, "dump", "--pid", str(pid), "--json", "--locals", "--nonblocking"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return (), f"py-spy dump timed out after {timeout_s:.0f} s"
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["unknown error"])[0]
+        return (), f"py-spy could not read pid {pid}: {reason}"
+    try:
+        threads = json.loads(done.stdout)
+    except ValueError:
+        return (), "py-spy printed no JSON"
+    return threads_of(threads), None
+
+
+def threads_of(threads: object) -> tuple[ThreadSample, ...]:
+    """py-spy's JSON (a list of threads) as threads with their frames and locals, the main thread first."""
+    if not isinstance(threads, list):
+        return ()
+    out = []
+    for t in threads:
+        if not isinstance(t, dict):
+            continue
+        frames = t.get("frames") or []
+        out.append(
+            ThreadSample(
+                int(t.get("os_thread_id") or t.get("thread_id") or 0),
+                str(t.get("thread_name") or ""),
+                tuple(
+                    Frame(str(f.get("name", "?")), str(f.get("filename", "?")), int(f.get("line", 0))) for f in frames
+                ),
+                locals=tuple(
+                    (
+                        str(f.get("filename", "?")),
+                        int(f.get("line", 0)),
+                        tuple((str(v.get("name", "")), str(v.get("repr", ""))) for v in f.get("locals") or []),
+                    )
+                    for f in frames
+                    if f.get("locals")
+                ),
+            )
+        )
+    out.sort(key=lambda t: t.name != "MainThread")
+    return tuple(out)

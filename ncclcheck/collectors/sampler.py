@@ -10,18 +10,24 @@ no context switch: blocked in a collective, a lock, a sleep) keeps that dump: it
 Every other rank is dumped at every sample.
 
 The locals of the main thread (``py-spy --locals``: the collective's arguments) are read only for a rank that
-stands still inside a torch.distributed call (the same frames as at the last sample, no collective bytes since),
-or outside one with its main thread asleep since (no CPU time, no context switch: a ``work.wait()``).
-They are read once per place and kept while the rank stays there, so a healthy job never pays for them.
+stands still inside a torch.distributed call (the same frames as at the last sample, no collective bytes since).
+A rank that stands still outside one gets a closer look (``collectors.deep``): every thread with its locals, what
+each waits on in the kernel, its child processes read the same way, and the source at their frames; what it waits
+on is followed from there. Both are read once per place and kept while the rank stays there (the closer look is
+taken again after ``REFRESH`` samples: a child may have moved or died), so a healthy job never pays for them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import psutil
 
+from ncclcheck.collectors.control_plane import posted
+from ncclcheck.collectors.deep import deep_look
 from ncclcheck.collectors.processes import (
     exit_status,
     main_thread_cpu,
@@ -30,10 +36,12 @@ from ncclcheck.collectors.processes import (
     process_state,
 )
 from ncclcheck.collectors.pyspy import dump_all, dump_locals_all
+from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.recorder import Recorder
 from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
-from ncclcheck.model.args import FrameLocals
+from ncclcheck.model.args import FrameLocals, PostedOps
 from ncclcheck.model.stacks import Frame, in_c10d
+from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
 REFRESH = 4
@@ -51,6 +59,18 @@ class _State:
     net: int | None = None
     exit_code: int | None = None
     switches: int | None = None  # the main thread's context switches so far
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What was read of a rank at its place: its locals, a closer look (outside a collective), and for how many
+    samples it has been kept."""
+
+    stack: tuple[Frame, ...]
+    locals: tuple[FrameLocals, ...] | None
+    deep: Deep | None
+    age: int
+    p2p: PostedOps | None = None
 
 
 @dataclass(frozen=True)
@@ -85,12 +105,17 @@ class Sampler:
         self.net_moved: dict[int, int] = {}  # per rank pid: bytes that counted as a collective's, since watching began
         self.last_sample: float | None = None
         self.floor = SMALL
+        self.sockets: dict[int, TcpSocket] | None = None  # the socket table of the last sample
         # per pid: the last sample's stack, socket bytes, and main thread's CPU seconds and context switches
         self.seen: dict[int, tuple[tuple[Frame, ...], int | None, tuple[float | None, int | None]]] = {}
-        self.held: dict[int, tuple[tuple[Frame, ...], tuple[FrameLocals, ...] | None]] = {}  # per pid: place, locals
+        self.held: dict[int, _Held] = {}  # per pid: what was read at its place
         self.locals_read = 0  # py-spy --locals dumps taken so far (what reading arguments has cost)
+        self.deep_read = 0  # closer looks taken so far
         # where each rank's time goes: its main thread sampled at a fixed rate, in rounds (fail-slow's evidence)
         self.recorder = Recorder([r.pid for r in job.ranks]).start() if stacks and record else None
+        self.ends = RankEnds()  # when each rank ends, and its exit code, before its launcher reaps it
+        for r in job.ranks:
+            self.ends.add(r.rank, r.pid)
         for r in job.ranks:
             try:
                 self.procs[r.pid] = psutil.Process(r.pid)
@@ -101,6 +126,7 @@ class Sampler:
     def sample(self) -> Snapshot:
         by_rank = {r.rank: r for r in self.job.ranks}
         sockets = tcp_sockets()
+        self.sockets = sockets
         now = time.monotonic()
         # heartbeats are a rate (NCCL RAS: ~120 B/s a connection): the floor grows with the time between samples
         self.floor = max(SMALL, int(SMALL * (now - self.last_sample))) if self.last_sample is not None else SMALL
@@ -111,8 +137,9 @@ class Sampler:
             [pid for pid, s in states.items() if s.status not in ("gone", "zombie", "stopped")] if self.stacks else []
         )
         dumps = self._stacks(live, states)
-        frame_locals = self._locals(dumps, states)
+        frame_locals, deep, p2p = self._locals(dumps, states)
         rounds = self.recorder.take() if self.recorder is not None else {}
+        ended = {e.pid: e for e in self.ends.ends()}
         samples = []
         for rank in self.job.expected_local():
             proc = by_rank.get(rank)
@@ -120,6 +147,9 @@ class Sampler:
                 samples.append(RankSample(rank, None, None, "", "missing", 0.0, 0, 0, None, None, (), None))
                 continue
             st = states[proc.pid]
+            end = ended.get(proc.pid)
+            if end is not None and st.status in ("gone", "zombie") and st.exit_code is None:
+                st = dataclasses.replace(st, exit_code=end.exit_code)
             stack, error = dumps.get(proc.pid, ((), None))
             samples.append(
                 RankSample(
@@ -138,6 +168,9 @@ class Sampler:
                     st.exit_code,
                     frame_locals.get(proc.pid),
                     rounds.get(proc.pid, ()),
+                    deep.get(proc.pid),
+                    p2p.get(proc.pid),
+                    end.time if end is not None and st.status in ("gone", "zombie") else None,
                 )
             )
         launcher = self.job.launcher_pid
@@ -155,6 +188,7 @@ class Sampler:
         """End the recording (its py-spy processes) now."""
         if self.recorder is not None:
             self.recorder.close()
+        self.ends.close()
 
     def _stacks(self, pids: list[int], states: dict[int, _State]) -> dict[int, tuple[tuple[Frame, ...], str | None]]:
         """Each live rank's stack: the last dump while its main thread has not run since (no CPU time, no
@@ -179,12 +213,15 @@ class Sampler:
 
     def _locals(
         self, dumps: dict[int, tuple[tuple[Frame, ...], str | None]], states: dict[int, _State]
-    ) -> dict[int, tuple[FrameLocals, ...] | None]:
-        """Locals for the ranks standing still in a torch.distributed call, or asleep outside one (a main thread
-        blocked in ``work.wait()`` on an isend/irecv/batch handle shows only the user's frame): read once per
-        place, kept while the rank stands still there (not once it moved, though to the same frames)."""
+    ) -> tuple[dict[int, tuple[FrameLocals, ...] | None], dict[int, Deep], dict[int, PostedOps]]:
+        """Locals for the ranks standing still in a torch.distributed call, and a closer look (with locals) at those
+        standing still outside one: read once per place, kept while the rank stands still there (not once it moved,
+        though to the same frames); a closer look is taken again every ``REFRESH`` samples. With them, the
+        point-to-point ops each has posted, where ``ncclcheck run``'s hook records them."""
         out: dict[int, tuple[FrameLocals, ...] | None] = {}
-        wanted = []
+        deep: dict[int, Deep] = {}
+        p2p: dict[int, PostedOps] = {}
+        wanted, closer = [], []
         for pid, (stack, error) in dumps.items():
             st = states[pid]
             now = (stack, st.net, (st.main_cpu_s, st.switches))
@@ -192,20 +229,42 @@ class Sampler:
             self.seen[pid] = now
             held = self.held.get(pid)
             still = before is not None and before[:2] == now[:2]
-            asleep = still and before is not None and None not in now[2] and before[2] == now[2]
             # a rank that moved (collective bytes, or other frames since the last look) may have finished its call
             # and begun the next at the same frames (a loop's broadcast, its src now another): read it afresh
-            if error is not None or not stack or not still or not (in_c10d(stack) or asleep or held):
+            if error is not None or not stack or not still:
                 self.held.pop(pid, None)
-            elif held is not None and held[0] == stack:
-                out[pid] = held[1]
-            else:
+            elif held is not None and held.stack == stack and (held.deep is None or held.age + 1 < REFRESH):
+                self.held[pid] = dataclasses.replace(held, age=held.age + 1)
+                out[pid] = held.locals
+                if held.deep is not None:
+                    deep[pid] = held.deep
+                if held.p2p is not None:
+                    p2p[pid] = held.p2p
+            elif in_c10d(stack):
                 wanted.append(pid)
+            else:
+                closer.append(pid)
+        ranks = {r.pid: r.rank for r in self.job.ranks}
+        asked = posted({ranks[pid]: pid for pid in wanted + closer if pid in ranks}) if wanted or closer else {}
         for pid, found in dump_locals_all(wanted, self.timeout_s, self.concurrency).items():
-            self.held[pid] = (dumps[pid][0], found)
+            self.held[pid] = _Held(dumps[pid][0], found, None, 0, asked.get(ranks.get(pid, -1)))
             out[pid] = found
-        self.locals_read += len(wanted)
-        return out
+        for pid, (look, found) in self._closer(closer).items():
+            self.held[pid] = _Held(dumps[pid][0], found, look, 0, asked.get(ranks.get(pid, -1)))
+            out[pid], deep[pid] = found, look
+        for pid in wanted + closer:
+            ops = self.held[pid].p2p
+            if ops is not None:
+                p2p[pid] = ops
+        self.locals_read += len(wanted) + len(closer)
+        self.deep_read += len(closer)
+        return out, deep, p2p
+
+    def _closer(self, pids: list[int]) -> dict[int, tuple[Deep, tuple[FrameLocals, ...] | None]]:
+        if not pids:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(pids))) as pool:
+            return dict(zip(pids, pool.map(lambda pid: deep_look(pid, self.sockets, self.timeout_s), pids)))
 
     def _state(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> _State:
         proc = self.procs.get(rank.pid)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ncclcheck.model.waits import End, Hop
+
 SEVERITIES = ("error", "warning", "info")
 
 
@@ -32,6 +34,8 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     culprits: tuple[int, ...] = ()  # the ranks to blame, only where the evidence singles them out
     roles: tuple[tuple[int, str], ...] = ()  # what each rank named does in it (``waiting``, ``dst=1``), where said
+    chain: tuple[Hop, ...] = ()  # the waits followed from the waiting ranks to where they end (watch, run)
+    end: End | None = None  # the class of wait the chain ends in, which picks the fix
 
     @property
     def blamed(self) -> tuple[int, ...]:
@@ -48,6 +52,7 @@ class Finding:
             "message": self.message,
             "fix": self.fix,
             "evidence": [{"file": e.file, "line": e.line, "text": e.text} for e in self.evidence],
+            **({"chain": [h.to_json() for h in self.chain], "end": self.end} if self.chain else {}),
         }
 
 

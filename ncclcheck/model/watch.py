@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ncclcheck.model.args import CallArgs, FrameLocals
+from ncclcheck.model.args import CallArgs, FrameLocals, PostedOps
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
 from ncclcheck.model.shares import RankShare, Round, Tally
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import Deep
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
 
@@ -82,6 +83,9 @@ class RankSample:
     exit_code: int | None = None  # a zombie's exit code; negative: killed by that signal
     locals: tuple[FrameLocals, ...] | None = None  # read only while it stands still in a torch.distributed call
     rounds: tuple[Round, ...] = ()  # its main thread's stacks sampled many times a second, finished since the last look
+    deep: Deep | None = None  # its threads, children, kernel waits and source, read while it stands still outside c10d
+    p2p: PostedOps | None = None  # its point-to-point ops as run's hook recorded them, read while it stands still
+    ended: float | None = None  # when it ended (epoch seconds, to the millisecond: a pidfd), where seen
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ class RankView:
     - ``quiet_s``: also, where its sockets cannot be counted, main-thread CPU: what findings about
       collectives wait for, so that a healthy loop seen without socket counters is never called stuck;
     - ``idle_s``: also main-thread CPU in any case: nothing runs at all.
+    ``held_s`` is the other way round: only a new *position* resets it, the user's functions it is called through
+    (not their lines: a rank spinning in a loop, or polling for a file, stays at one position while its line moves).
     """
 
     sample: RankSample
@@ -123,6 +129,7 @@ class RankView:
     place: tuple[object, ...] = ()  # the last place seen (Python frames, state): a failed dump does not move it
     args: CallArgs | None = None  # the arguments of the torch.distributed call it stands in, where they were read
     tallies: tuple[Tally, ...] = ()  # its rounds of sampled stacks over the last minute, counted (where its time goes)
+    held_s: float = 0.0  # at one position: the same functions of the user's code (a loop's lines may change)
 
     @property
     def rank(self) -> int:

@@ -131,6 +131,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "message": f.message,
         "fix": f.fix,
         **({"roles": {str(rank): role for rank, role in f.roles}} if f.roles else {}),
+        **({"chain": [h.to_json() for h in f.chain], "end": f.end} if f.chain or f.end else {}),
     }
 
 
@@ -159,6 +160,8 @@ def rank_json(v: RankView) -> dict[str, Any]:
         "stack": [{"function": f.function, "file": f.filename, "line": f.line, "native": f.native} for f in s.stack],
         "stack_error": s.stack_error,
         "args": v.args.to_json() if v.args else None,
+        **({"deep": s.deep.to_json()} if s.deep is not None else {}),
+        **({"p2p": s.p2p.to_json()} if s.p2p is not None else {}),
     }
 
 

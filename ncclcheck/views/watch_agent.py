@@ -87,9 +87,16 @@ def agent_line(
             "moved_samples": v.moved_samples,
             "progressing": v.progressing,
             "main_cpu_percent": None if v.main_cpu_percent is None else round(v.main_cpu_percent, 1),
+            "held_s": round(v.held_s, 2),
         }
         if v.args is not None:
             rank["args"] = v.args.to_json()
+        if s.deep is not None:  # a rank standing still outside a collective: what it waits on, for the viewer's chain
+            rank["deep"] = s.deep.to_json()
+        if s.p2p is not None:
+            rank["p2p"] = s.p2p.to_json()
+        if s.ended is not None:
+            rank["ended"] = round(s.ended, 3)
         if sent.get(s.rank) != s.stack:
             rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
             sent[s.rank] = s.stack

@@ -36,8 +36,9 @@ def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
 
 
 def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
-    """Add the hangs ``ncclcheck run`` caught live: the first one is the root cause over the echoes a hang
-    leaves in the logs (timeouts, torchrun's failure table); a hardware or transport error stays the cause."""
+    """Add the hangs ``ncclcheck run`` caught live: the first one that names culprits (else the first) is the root
+    cause over the echoes a hang leaves in the logs (timeouts, torchrun's failure table); a hardware or transport
+    error stays the cause."""
     seen = [
         Finding(
             "hang-recorded",
@@ -52,7 +53,8 @@ def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
     if not seen:
         return report
     hard = hard_errors(report.findings)
-    cause = hard[0] if hard else seen[0]
+    # a node whose ranks only waited on ranks elsewhere names nobody; the node that saw the culprit does
+    cause = hard[0] if hard else next((f for f in seen if f.culprits), seen[0])
     return dataclasses.replace(report, findings=by_severity(tuple(seen) + report.findings), root_cause=cause)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ncclcheck.analysis.stacks import C10D_FILES, COLLECTIVES
+from ncclcheck.analysis.stacks import C10D_FILES, COLLECTIVES, WORLD_CALLS
 from ncclcheck.model.args import P2P, RECVS, SENDS, CallArgs, FrameLocals
 
 WRAPPER_FILE = "c10d_logger.py"
@@ -31,10 +31,12 @@ def parse(frames: Sequence[FrameLocals]) -> CallArgs | None:
     """The arguments of the outermost torch.distributed collective on the stack (innermost first), if any."""
     at = None
     for i, frame in enumerate(frames):
-        if frame.filename.endswith(C10D_FILES) and frame.function in COLLECTIVES:
+        if frame.filename.endswith(C10D_FILES) and (frame.function in COLLECTIVES or frame.function in WORLD_CALLS):
             at = i
     if at is None:
         return _handle(frames)
+    if frames[at].function in WORLD_CALLS:
+        return _world_call(frames, at)
     call = frames[at]
     outer = frames[at + 1] if at + 1 < len(frames) else None
     wrapper = outer if outer is not None and outer.filename.endswith(WRAPPER_FILE) else None
@@ -43,11 +45,49 @@ def parse(frames: Sequence[FrameLocals]) -> CallArgs | None:
     pending = any(WORK in text for frame in frames[at + 1 :] for _, text in frame.values)
     return CallArgs(
         call.function,
-        **numbers,
+        numbers["src"],
+        numbers["dst"],
+        numbers["group_src"],
+        numbers["group_dst"],
+        tag=numbers["tag"],
         group=group,
         p2p=_p2p(call.function, numbers, group, call.get("src") is not None),
         pending=pending,
     )
+
+
+def _world_call(frames: Sequence[FrameLocals], at: int) -> CallArgs:
+    """Start-up or group creation, and whom it waits for: the ranks of the group it creates (``ranks``), and the
+    world it waits to fill (``world_size``): init_process_group's own, or the count of a group's store-based barrier
+    (``TORCH_DIST_INIT_BARRIER=1``: the whole world; with ``use_local_synchronization``, the members). A rank still in
+    ``_new_process_group_helper`` waits only for the group's members to connect (``world_size`` None). The group's
+    name comes from the innermost c10d frame that has one."""
+    call = frames[at]
+    inner = frames[:at]
+    name = next((_text(f.get("group_name")) for f in inner if f.get("group_name") is not None), None)
+    barrier = next((f for f in inner if f.function == "_store_based_barrier"), None)
+    count = _int(barrier.get("rendezvous_count")) if barrier is not None else None
+    return CallArgs(
+        call.function,
+        world_size=_int(call.get("world_size")) if call.function == "init_process_group" else count,
+        ranks=_ranks(call.get("ranks")),
+        group_name=name,
+    )
+
+
+def _text(value: str | None) -> str | None:
+    """A string local's value (py-spy shows its repr in quotes)."""
+    if value is None:
+        return None
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
+
+
+def _ranks(value: str | None) -> tuple[int, ...] | None:
+    """``[0, 1]`` as py-spy shows a list of ints; None when it is not one (or cut short)."""
+    if value is None or CUT in value or not (value.startswith("[") and value.endswith("]")):
+        return None
+    items = [x.strip() for x in value[1:-1].split(",") if x.strip()]
+    return tuple(int(x) for x in items) if all(_INT.fullmatch(x) for x in items) else None
 
 
 def _handle(frames: Sequence[FrameLocals]) -> CallArgs | None:

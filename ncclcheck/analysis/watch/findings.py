@@ -6,9 +6,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ncclcheck.analysis.stacks import P2P
+from ncclcheck.analysis.watch.chains import FIXES, sentence
+from ncclcheck.analysis.watch.local import follow
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
+from ncclcheck.model.waits import End, Hop
 from ncclcheck.model.watch import RankView
 
 Places = dict[tuple[str, str], list[RankView]]
@@ -74,12 +77,17 @@ def who(v: RankView, hosts: bool) -> str:
     return f"rank {v.rank} on {v.sample.host}" if hosts and v.sample.host else f"rank {v.rank}"
 
 
-def where(places: Places) -> str:
-    return "; ".join(
+def where(places: Places, lead: bool = True) -> str:
+    """``rank 0-2 wait in all_reduce at train.py:88; rank 3 waits in barrier at train.py:90``; without ``lead``,
+    the first group's ranks are left for the caller to say."""
+    parts = [
         f"rank {span([v.rank for v in g])} {'wait' if len(g) > 1 else 'waits'} in {op}"
         + (f" at {short(site)}" if site else "")
         for (op, site), g in places.items()
-    )
+    ]
+    if not lead and len(places) == 1:
+        return parts[0].split(" ", 2)[2]
+    return "; ".join(parts) if lead else "wait: " + "; ".join(parts)
 
 
 def ranks(*groups: Sequence[RankView]) -> tuple[int, ...]:
@@ -96,6 +104,7 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Findi
     codes = {v.rank: v.sample.exit_code for v in exited}
     failed = sorted(r for r, c in codes.items() if c not in (None, 0))
     known = [r for r, c in codes.items() if c is not None]
+    first, order = first_to_fail(exited)
     if failed:
         message = "every rank of the job on this node has exited: " + "; ".join(
             f"rank {r} {exit_words(codes[r])}" for r in failed
@@ -109,12 +118,48 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Findi
             "every rank of the job on this node has exited (exit codes not known here: their launcher reaped them;"
             " its output says how they ended)"
         )
+    message += order
     if launcher_running:
         message += "; its launcher still runs: it may restart them (elastic) or be about to exit"
-    fix = "read the failed ranks' logs (ncclcheck logs)" if failed else ""
-    return Finding(
-        "finished", "warning" if failed else "info", message, fix, ranks=ranks(exited), culprits=tuple(failed)
+    fix = "read the failed ranks' logs (ncclcheck logs)" if failed or first else ""
+    severity = "warning" if failed or first else "info"
+    return Finding("finished", severity, message, fix, ranks=ranks(exited), culprits=first)
+
+
+ENDED_BY_LAUNCHER = -15  # SIGTERM: what torchrun sends every rank left once one fails, or when it is told to stop
+
+
+def first_to_fail(gone: Sequence[RankView]) -> tuple[tuple[int, ...], str]:
+    """The rank(s) that began the end, and the words saying so. A rank killed by SIGTERM is what its launcher does to
+    every rank left once one fails (or when it is itself told to stop): never the culprit. Where the ranks' ends were
+    timed (``ended``), the first to end is the cause: a failure, or a clean exit while the others still ran and then
+    failed (it left early); without times, the ranks that failed other than by SIGTERM."""
+    timed = sorted((v for v in gone if v.sample.ended is not None), key=lambda v: v.sample.ended or 0.0)
+    terms = [v.rank for v in gone if v.sample.exit_code == ENDED_BY_LAUNCHER]
+    ended = (
+        f"; rank {span(terms)} {'was' if len(terms) == 1 else 'were'} ended by SIGTERM (its launcher ends the "
+        "ranks left once one fails): not to blame"
+        if terms and len(terms) < len(gone)
+        else ""
     )
+    if len(timed) == len(gone) and len(gone) > 1:
+        head = timed[0]
+        code = head.sample.exit_code
+        later = [v for v in timed[1:] if v.sample.exit_code not in (None, 0)]
+        if code == ENDED_BY_LAUNCHER:
+            return (), f"; every rank was ended by SIGTERM, rank {head.rank} first: by its launcher or from outside"
+        if code == 0 and later:
+            gap = (later[0].sample.ended or 0.0) - (head.sample.ended or 0.0)
+            return (head.rank,), (
+                f"; rank {head.rank} exited first with code 0 while the others still ran, and rank "
+                f"{span([v.rank for v in later])} failed {gap:.2f} s later: it left early and the others failed for "
+                f"want of it{ended}"
+            )
+        if code not in (None, 0):
+            return (head.rank,), f"; rank {head.rank} ended first ({exit_words(code)}){ended}"
+        return (), ""
+    failed = tuple(sorted(v.rank for v in gone if v.sample.exit_code not in (None, 0, ENDED_BY_LAUNCHER)))
+    return failed, ended if failed else ""
 
 
 def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool = False) -> Finding:
@@ -122,7 +167,7 @@ def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool
     noticed; ``stuck``: the ranks left, when none of them has moved since (they may wait on it elsewhere:
     NCCL's host thread spins in a CUDA sync for a collective the exited rank never joins)."""
     parts = [f"{who(v, hosts)} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
-    failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0))
+    failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0, ENDED_BY_LAUNCHER))
     if stuck:
         tail = (
             f" — rank {span([v.rank for v in stuck])} {'has' if len(stuck) == 1 else 'have'} not moved for "
@@ -161,21 +206,60 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = Fa
 
 
 def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: float, hosts: bool = False) -> Finding:
-    """Ranks outside any collective while others wait: an error once one of them has stood at one place for
-    ``limit``; while their stacks still change they are slow, maybe not stuck: a warning."""
-    parts = []
+    """Ranks outside any collective while others wait, each followed inside to where its wait ends (its threads, its
+    children, the kernel: ``analysis.watch.local``). An error once one of them has stood at one place for ``limit``,
+    or at one position (its functions, a loop's line moving) while it waits on something (not computing); while its
+    stack still changes as it computes it is slow, maybe not stuck: a warning."""
+    waiters = [v for g in places.values() for v in g]
+    quiet = min(v.quiet_s for v in waiters)
+    chain = [
+        Hop(
+            f"rank {span([v.rank for v in waiters])}",
+            f"{where(places, lead=False)} for rank {span([v.rank for v in busy])} (no progress for {quiet:.0f} s)",
+        )
+    ]
+    ends: list[End] = []
+    stuck = False
     for v in sorted(busy, key=lambda v: v.rank):
+        followed = follow(v)
+        if followed is not None and (followed.end != "unknown" or len(followed.hops) > 1):
+            first, *rest = followed.hops
+            details = [f"for {v.held_s:.0f} s"] if v.held_s >= 1 else []
+            if followed.end == "computing" and v.main_cpu_percent is not None:
+                details.append(f"its main thread is busy: {v.main_cpu_percent:.0f}% CPU")
+            lasting = f" ({'; '.join(details)})" if details else ""
+            lead = Hop(
+                who(v, hosts),
+                f"is not in any collective: it {first.what}{lasting}",
+                first.site,
+                first.code,
+                first.function,
+            )
+            chain += [lead, *rest]
+            ends.append(followed.end)
+            stuck = stuck or v.still_s >= limit or (v.held_s >= limit and followed.end != "computing")
+            continue
         at = f" at {short(v.call_site)}" if v.call_site else ""
         least = "at least " if v.since_s >= window_s - 1e-6 else ""  # there before watching began
         if v.since_s >= 1:
             how = f"has been in {v.doing}{at} for {least}{v.since_s:.0f} s{cpu_note(v)}"
         else:
             how = f"is busy in {v.doing}{at} (its stack changes: slow, not stuck, as far as the stacks show)"
-        parts.append(f"{who(v, hosts)} is not in any collective: it {how}")
-    waiters = [v for g in places.values() for v in g]
-    message = "; ".join(parts) + f" — {where(places)} (no progress for {min(v.quiet_s for v in waiters):.0f} s)"
-    severity = "error" if any(v.still_s >= limit for v in busy) else "warning"
-    return Finding("straggler", severity, message, STRAGGLER_FIX, ranks=ranks(busy, waiters), culprits=ranks(busy))
+        chain.append(Hop(who(v, hosts), f"is not in any collective: it {how}"))
+        stuck = stuck or v.still_s >= limit
+    severity = "error" if stuck else "warning"
+    end = ends[0] if len(set(ends)) == 1 and len(ends) == len(busy) else None
+    fix = FIXES[end] if end is not None else STRAGGLER_FIX
+    return Finding(
+        "straggler",
+        severity,
+        sentence(chain),
+        fix,
+        ranks=ranks(busy, waiters),
+        culprits=ranks(busy),
+        chain=tuple(chain),
+        end=end,
+    )
 
 
 def cpu_note(v: RankView) -> str:

@@ -64,11 +64,33 @@ def asked_for(state: WatchState) -> tuple[tuple[str, tuple[int, ...]], ...]:
     )
 
 
+# Stack findings that follow the ranks a Flight Recorder calls "not joined" to what they wait on instead (their
+# point-to-point ops from run's record, their start-up or group creation): the recorder sees only the collective
+# the others entered, so where one of these names culprits among its ranks, it stands first.
+FOLLOWED = frozenset({"p2p-deadlock", "p2p-wrong-peer", "p2p-tag-mismatch", "p2p-unmatched"})
+FOLLOWED |= {"startup", "group-creation", "group-order"}
+
+
+def overrides(stacks: Sequence[Finding], found: Sequence[Finding]) -> bool:
+    """Whether the Flight Recorders' culprits go before the stacks' first error: they name other culprits, and the
+    stacks did not follow those ranks further (a finding of ``FOLLOWED`` that names culprits among them)."""
+    first = next((f for f in stacks if f.severity == "error"), None)
+    blamed = culprits(found)
+    if not blamed or (first is not None and blamed == first.culprits):
+        return False
+    return not (first is not None and first.id in FOLLOWED and first.culprits and set(blamed) <= set(first.ranks))
+
+
 def with_exact(state: WatchState, found: Sequence[Finding]) -> WatchState:
     """The state with the Flight Recorders' findings first, and the top line theirs, where they name other culprits
-    than the stacks' first error; where they agree (or name nobody), the stacks' findings stand alone."""
-    first = next((f.culprits for f in state.findings if f.severity == "error"), ())
-    if not culprits(found) or culprits(found) == first:
+    than the stacks' first error (``overrides``); else the stacks' findings first, the recorders' after them."""
+    if not culprits(found):
         return state
+    if not overrides(state.findings, found):
+        first = next((f.culprits for f in state.findings if f.severity == "error"), ())
+        if culprits(found) == first:
+            return state
+        said = tuple(dataclasses.replace(f, culprits=()) for f in found if f.severity != "info")  # facts, not blame
+        return dataclasses.replace(state, findings=state.findings + said)
     findings = tuple(found) + state.findings
     return dataclasses.replace(state, findings=findings, verdict=problem(findings) or state.verdict)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ncclcheck.analysis.watch import findings as make
 from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
+from ncclcheck.analysis.watch.posted import unmatched
 from ncclcheck.analysis.watch.shares import rank_shares
 from ncclcheck.analysis.watch.slow import enough, slowness
 from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
@@ -34,11 +35,12 @@ from ncclcheck.analysis.watch.track import Tracked, advance, doing
 from ncclcheck.analysis.watch.uneven import NOT_COLLECTIVES, uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
 from ncclcheck.analysis.watch.waitfor import p2p_deadlock
+from ncclcheck.analysis.watch.world import world_waits
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, RankView, Snapshot, WatchState
 
-__all__ = ["QUICK_S", "Judging", "decided", "doing", "judge", "next_delay", "rejudge", "short", "track"]
+__all__ = ["QUICK_S", "Judging", "decided", "doing", "hangs_in", "judge", "next_delay", "rejudge", "short", "track"]
 
 QUICK_S = 1.5  # the quick window: no movement at all for this long, over at least QUICK_SAMPLES intervals
 QUICK_SAMPLES = 3
@@ -152,8 +154,11 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     s = _sides(tracked.views, job, limit)
     if tracked.views and len(s.exited) == len(tracked.views):
         return (make.finished(s.exited, tracked.launcher_running),)
-    waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
+    world = world_waits(tracked.views, job, lambda v: v.quiet_s >= limit or _blocked(v), limit, hosts)
+    if world:  # start-up or group creation: the ranks not there are the culprits, whatever the others' vote
+        return tuple(sorted(world, key=lambda f: ORDER.index(f.severity)))
+    waiters = list({v.rank: v for v in s.waiting + s.blocked}.values())
     settled = not s.remote and not s.exited and not s.stopped and not s.pausing
     everyone_blocked = settled and len(s.blocked) == len(s.live) > 1
     # before --stall, only when every rank is blocked: a slow step leaves a few ranks standing in a collective a while
@@ -196,8 +201,9 @@ def _code(s: _Sides, waiters: list[RankView], job: Job, hosts: bool, members: Me
     clean = [v for v in s.exited if v.sample.exit_code in (0, None)]
     judged = {v.rank for v in waiters}
     arriving = [v for v in s.moving if v.rank not in judged]  # blocked ranks judged in the quick window are not
+    deadlock = p2p_deadlock(waiters, job.world_size, hosts)
     found = [
-        p2p_deadlock(waiters, job.world_size, hosts),
+        deadlock if deadlock is not None else unmatched(waiters, s.live),
         # only where every other rank is seen waiting: else a straggler, a rank just arriving (maybe the missing
         # member), one elsewhere or a dead one explains it
         subgroup_wait(waiters, members)
@@ -218,6 +224,20 @@ def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list
         stuck = [v for v in s.live if v.still_s >= limit] if s.live else []
         out.append(make.exited(s.exited, stuck if len(stuck) == len(s.live) else (), hosts))
     return out
+
+
+# a slow job, a job ended, a rank gone while the others run on (a "dead" follows once they wait on it), a rank's
+# control plane silent: none of them is ranks standing still past --stall
+NOT_HANGS = frozenset({"slow-rank", "slow-node", "communication-bound", "finished", "exited", "control-silent"})
+
+
+def hangs_in(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """The findings that say ranks stand still (errors and warnings: a straggler whose line still moves, a start-up
+    wait on a rank that may yet come), not that a job runs slowly or has ended; errors first."""
+    found = [f for f in findings if f.severity in ("error", "warning") and f.id not in NOT_HANGS]
+    if any(f.id == "exited" for f in found) and not any(f.id != "exited" for f in found):
+        found = [f for f in found if f.id != "exited" or (f.severity == "warning" and "not moved" in f.message)]
+    return tuple(sorted(found, key=lambda f: ORDER.index(f.severity)))
 
 
 def decided(state: WatchState) -> bool:

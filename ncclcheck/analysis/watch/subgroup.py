@@ -47,6 +47,8 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
     if not sub or not elsewhere:
         return None
     culprits = _culprits(sub, there, known)
+    wrong = _wrong_group(sub, elsewhere) if not culprits else {}
+    culprits = culprits or tuple(sorted(wrong))
     waiting = "; ".join(
         f"rank {v.rank} waits in {v.collective} on a sub-group" + (f" at {short(v.call_site)}" if v.call_site else "")
         for v in sorted(sub, key=lambda v: v.rank)
@@ -54,7 +56,9 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
     others = ", ".join(sorted({f"{v.collective} at {short(v.call_site)}" for v in elsewhere}))
     them = span([v.rank for v in elsewhere])
     who = (
-        f"rank {span(list(culprits))} of its sub-group did not join it"
+        "; ".join(wrong.values())
+        if wrong
+        else f"rank {span(list(culprits))} of its sub-group did not join it"
         if culprits
         else f"group membership is not in the stacks, so they cannot tell which of rank {them} it is"
     )
@@ -70,6 +74,25 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
     )
     ranks = tuple(sorted(v.rank for v in [*sub, *elsewhere]))
     return Finding("subgroup-wait", "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
+
+
+def _wrong_group(sub: Sequence[RankView], elsewhere: Sequence[RankView]) -> dict[int, str]:
+    """Ranks that ran a waiting rank's very line with a group they are not members of, one that does not hold the
+    waiting rank either (``ncclcheck run``'s record of the calls c10d returned from at once): they chose the wrong
+    group, and never joined the waiting rank's. A non-member running the line with the waiting rank's own group
+    (holding it) is only not in that group: not named."""
+    out: dict[int, str] = {}
+    for v in sub:
+        line = v.call_site.split(" (")[0] if v.call_site else None
+        for w in elsewhere:
+            for x in w.sample.p2p.skipped if w.sample.p2p is not None else ():
+                if x.call == v.collective and x.site == line and x.ranks is not None and v.rank not in x.ranks:
+                    out[w.rank] = (
+                        f"rank {w.rank} ran that line ({short(line)}) with the process group of rank "
+                        f"{span(list(x.ranks))}, which it is not a member of: c10d returned at once (a warning in its "
+                        f"log) and it went on without joining the group rank {v.rank} waits in"
+                    )
+    return out
 
 
 def _culprits(sub: Sequence[RankView], there: set[int], members: Members) -> tuple[int, ...]:

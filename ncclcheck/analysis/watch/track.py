@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ncclcheck.analysis.stacks import P2P as P2P_CALLS
 from ncclcheck.analysis.stacks import call_path, call_site, collective, user_frame
 from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.analysis.watch.shares import tally
 from ncclcheck.model.args import CallArgs
 from ncclcheck.model.shares import window
-from ncclcheck.model.stacks import Frame
+from ncclcheck.model.stacks import Frame, mine
 from ncclcheck.model.watch import RankSample, RankView, Snapshot, WatchState
 
 BACKWARD = ("_engine_run_backward", "backward")
@@ -91,7 +92,7 @@ def _counted(view: RankView, before: RankView | None) -> RankView:
 
 def _first(sample: RankSample) -> RankView:
     found, site, label = doing(sample)
-    args = parse(sample.locals) if sample.locals else None
+    args = with_posted(parse(sample.locals) if sample.locals else None, sample)
     found, label = _waiting(found, label, args)
     return RankView(sample, found, site, label, 0.0, 0.0, 0.0, 0.0, 0, None, False, 0, _place(sample), args)
 
@@ -142,14 +143,41 @@ def _view(sample: RankSample, before: RankView | None, elapsed: float) -> RankVi
         moved_samples=0 if still else before.moved_samples + 1,
         place=place,
         args=args,
+        held_s=before.held_s + elapsed if same_place or _position(place) == _position(before.place) else 0.0,
     )
 
 
+def _position(place: tuple[object, ...]) -> tuple[object, ...]:
+    """A place without its lines: the user's functions (file and name) the main thread is in, and the state."""
+    frames = place[0] if place and isinstance(place[0], tuple) else ()
+    mine_only = tuple((f.filename, f.function) for f in frames if isinstance(f, Frame) and mine(f))
+    return mine_only, place[-1] if place else None
+
+
 def _args(sample: RankSample, before: RankView | None) -> CallArgs | None:
-    """The arguments read at this place: from this sample's locals, else those read earlier while it stood there."""
+    """The arguments read at this place: from this sample's locals, else those read earlier while it stood there;
+    with what run's hook says the rank has in flight."""
     if sample.locals:
-        return parse(sample.locals)
-    return before.args if before is not None else None
+        return with_posted(parse(sample.locals), sample)
+    return with_posted(before.args if before is not None else None, sample)
+
+
+def with_posted(args: CallArgs | None, sample: RankSample) -> CallArgs | None:
+    """The call's point-to-point ops as ``ncclcheck run``'s hook recorded them (``sample.p2p``): the peers of a
+    ``work.wait()`` and of a batch, which no stack shows, and whether anything posted earlier is still in flight.
+    A main thread asleep at a line that calls ``.wait()``, with ops pending, waits on them."""
+    ops = sample.p2p
+    if ops is None:
+        return args
+    pending = tuple(o.as_p2p() for o in ops.pending())
+    if args is None:
+        frame = user_frame(sample.stack)
+        code = sample.deep.code_at(frame.filename, frame.line) if sample.deep and frame else None
+        waits = code is not None and any(c.endswith(".wait") for c in code.calls)
+        return CallArgs("wait", p2p=pending) if pending and waits and not collective(sample.stack) else None
+    if args.op == "wait" or args.pending or (args.op in P2P_CALLS and args.p2p is None):
+        return replace(args, p2p=pending or args.p2p, pending=False)
+    return args
 
 
 def _cpu(prior: RankSample, sample: RankSample) -> float | None:

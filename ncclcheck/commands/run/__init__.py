@@ -21,6 +21,7 @@ Exit code: the job's own, a slow job's too (128+N when a signal N ended it, 130 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -37,7 +38,7 @@ from typing import Any
 from ncclcheck import __version__, exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.analysis.run.env import backend_notes, evidence_env, job_env
-from ncclcheck.analysis.run.verdict import early_leaver, verdict
+from ncclcheck.analysis.run.verdict import early_leaver, ended_by_us, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.run_job import END_GRACE_S, Launched
@@ -54,6 +55,7 @@ from ncclcheck.views.console import Lenient, make_console
 from ncclcheck.views.run import render, start_lines, to_json
 
 STALL_S = 60.0
+ENDING_OURS = "ncclcheck run: --on-hang exit: ending the job (SIGTERM to the launcher, which ends its workers)"
 ENDING = (
     "ncclcheck run: asked the launcher to end the job; it may wait for its ranks to exit (torchrun gives them up to "
     "{grace:.0f} s, its grace period, before it kills them) — press ^C again to end them all now"
@@ -144,10 +146,13 @@ def run(args: argparse.Namespace) -> int:
     with handling((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), on_signal):
         live.start()
         try:
-            code, told = None, False
+            code, told, ending = None, False, False
             while code is None:
                 launched.remember_tree()
                 if end_now.is_set():
+                    if not received and not ending:
+                        console.print(ENDING_OURS, style="yellow")
+                    ending = True
                     launched.end()
                 if interrupted.is_set() and not told:
                     told = True
@@ -168,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         exit_code = exits.by_signal(received[0][0])  # 130 after ^C: the user ended it, whatever the launcher returned
     report, log_files = _diagnose(run_dir)
     report = with_hangs(report, tuple(hangs))
+    if end_now.is_set() and not received:  # --on-hang exit: ncclcheck ended it, nobody outside
+        report = dataclasses.replace(report, findings=ended_by_us(report.findings))
     failed = {f.rank for f in report.failures}
     before = [e for e in ends.ends() if not received or e.time < received[0][1]]  # ours to end after a signal
     early = early_leaver(before, failed, report) if exit_code != 0 else None

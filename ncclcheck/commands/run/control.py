@@ -3,6 +3,7 @@ every local rank's live Flight Recorder and stacks fetched through it, judged, a
 
   DIR/control/                 0700; what the hook wrote: rank<N>.json (where rank N serves), rank<N>.sock, note-*.txt
   DIR/control/hook/sitecustomize.py   the hook (run's copy of ncclcheck/collectors/control_hook.py)
+  DIR/control/hook/ncclcheck_hook_p2p.py   its point-to-point record (a copy of collectors/control_hook_p2p.py)
   DIR/control/hang-<time>-<k>/ per hang: live_fr_rank<N>.json, live_nccl_rank<N>.json (NCCL builds),
                                live_stacks_rank<N>.txt (faulthandler, every thread), answers.json (the judgement)
 """
@@ -19,9 +20,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ncclcheck.analysis.watch.flight import culprits, exact
-from ncclcheck.collectors import control_hook
+from ncclcheck.analysis.watch.flight import culprits, exact, overrides
+from ncclcheck.collectors import control_hook, control_hook_p2p
 from ncclcheck.collectors.control_plane import FILES, RankAnswer, fetch, recorders, sockets_in
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.ranks import span
 from ncclcheck.model.run import EnvSetting, HangRecord
@@ -47,8 +49,10 @@ def prepare(run_dir: str, enabled: bool) -> tuple[EnvSetting | None, str | None,
         os.makedirs(hook_dir, exist_ok=True)
         os.chmod(control_dir, 0o700)
         shutil.copyfile(control_hook.__file__, os.path.join(hook_dir, "sitecustomize.py"))
+        shutil.copyfile(control_hook_p2p.__file__, os.path.join(hook_dir, "ncclcheck_hook_p2p.py"))
         # compiled now: every python start of the job would compile it again where it cannot write __pycache__
-        py_compile.compile(os.path.join(hook_dir, "sitecustomize.py"), doraise=True)
+        for name in ("sitecustomize.py", "ncclcheck_hook_p2p.py"):
+            py_compile.compile(os.path.join(hook_dir, name), doraise=True)
     except (OSError, py_compile.PyCompileError) as exc:
         return None, None, (f"no control plane: cannot write {hook_dir}: {exc}",)
     notes: tuple[str, ...] = ()
@@ -92,7 +96,8 @@ def on_hang(run_dir: str, record: HangRecord, console: Any) -> HangRecord:
     _add_to(record.path, summary)
     _say(console, out, answers, silent)
     first = next((f for f in findings if f.severity == "error" and f.culprits == blamed and blamed), None)
-    if first is None or blamed == record.culprits:
+    stacks = (Finding(record.kinds[0], "error", record.message, ranks=record.ranks, culprits=record.culprits),)
+    if first is None or blamed == record.culprits or not overrides(stacks if record.kinds else (), findings):
         return record
     return dataclasses.replace(
         record, kinds=(first.id, *record.kinds), ranks=first.ranks, culprits=blamed, message=first.message

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from ncclcheck.analysis.watch.judge import next_delay
+from ncclcheck.analysis.watch.judge import hangs_in, next_delay
 from ncclcheck.collectors.dump_request import ask_for_dumps
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.rank_ends import RankEnds
@@ -115,7 +115,7 @@ def sample_live(
                 stop.wait(args.interval)
                 continue
             slow.look(state, now, args.interval)
-            errors = [f for f in state.findings if f.severity == "error"]
+            errors = list(hangs_in(state.findings))  # warnings too: what stood still past --stall is a hang
             key = tuple((f.id, f.culprits) for f in errors)
             if errors and key != last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
                 path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")

@@ -39,12 +39,14 @@ import time
 
 from ncclcheck import exits
 from ncclcheck.analysis.watch.judge import QUICK_S, Judging, decided, next_delay, rejudge
-from ncclcheck.collectors.jobs import discover, pick
+from ncclcheck.collectors.jobs import discover, launcher_waiting, pick, wait_for_ranks
 from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import Job, WatchState
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch import jobs_json, jobs_lines, render, to_json
+
+LAUNCH_WAIT_S = 60.0  # how long watch --pid LAUNCHER waits for the launcher's ranks to start (torchrun's rendezvous)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +126,14 @@ def run(args: argparse.Namespace) -> int:
 
         return watch_nodes.run(args, live)
     jobs = discover(args.pid)
+    if not jobs and args.pid is not None and launcher_waiting(args.pid):
+        wait = args.settle if args.settle is not None else max(args.stall, LAUNCH_WAIT_S)
+        print(
+            f"ncclcheck watch: pid {args.pid} is a launcher whose ranks have not started yet: waiting for them "
+            f"(up to {wait:.0f} s)",
+            file=sys.stderr,
+        )
+        jobs = wait_for_ranks(args.pid, wait)
     if args.job:
         jobs = pick(jobs, args.job)
         if len(jobs) > 1:
@@ -132,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
             return exits.USAGE
     if not jobs:
         what = f"job {args.job}" if args.job else f"pid {args.pid}" if args.pid else "torch distributed job"
+        if args.pid is not None and launcher_waiting(args.pid):
+            what = f"rank of launcher pid {args.pid} (it started none while watched)"
         print(
             f"ncclcheck watch: no {what} found on this node (ranks carry RANK and WORLD_SIZE, or are "
             "torch.multiprocessing.spawn children; run as the job's user or root)",

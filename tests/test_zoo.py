@@ -1,0 +1,246 @@
+"""The zoo: real hangs of many kinds on real torchrun/gloo jobs (tests/workers/zoo.py), each with its truth, run as a
+user would: the job under ``ncclcheck run --stall 4``, and ``ncclcheck watch --once --json --pid TORCHRUN`` beside it
+once it hangs. Each case must give its true culprit and chain in watch's JSON and in run's hang record (or, for a
+crash, run's verdict), and the twins (the same code without the bug, one job) must give nothing.
+
+The cases run a few at a time from one module fixture (a hung job costs no CPU; their start-up does): every test of
+this module runs in one xdist group, and each asserts its own case's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("zoo")]
+
+WORKER = Path(__file__).parent / "workers" / "zoo.py"
+AT_ONCE = 3  # cases whose jobs start together (their start-up is what costs CPU)
+STALL = "4"
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A case: its ranks, the finding it must give (run's verdict for a crash), the culprits, the words of its chain."""
+
+    nproc: int
+    kind: str
+    culprits: tuple[int, ...]
+    words: tuple[str, ...] = ()
+    crash: bool = False
+
+
+ZOO = {
+    # start-up and group creation: the ranks not there are the culprits
+    "late-init": Truth(2, "startup", (1,), ("has not reached init_process_group", "sleeps", "poll loop")),
+    "world-size": Truth(2, "startup", (2,), ("was never started", "a world of 3")),
+    "exit-before-init": Truth(2, "startup", (1,), ("rank 0 waits in init_process_group", "rank 1")),
+    "group-subset": Truth(3, "group-creation", (2,), ("never called new_group", "all_reduce")),
+    "group-order": Truth(3, "group-order", (1,), ("different order", "rank 1 with ranks [0, 2]")),
+    # point-to-point: the code, never the network
+    "p2p-cycle": Truth(2, "p2p-deadlock", (0, 1), ("deadlock in the code",)),
+    "p2p-batch-cycle": Truth(2, "p2p-deadlock", (0, 1), ("deadlock in the code",)),
+    "wrong-peer": Truth(3, "p2p-wrong-peer", (1,), ("names rank 0 where rank 2 expects it",)),
+    "wrong-tag": Truth(2, "p2p-tag-mismatch", (0, 1), ("tags differ",)),
+    "never-waited": Truth(2, "p2p-unmatched", (1,), ("never waited on", "one receive too many")),
+    # collectives
+    "if-rank0": Truth(3, "mismatch", (0,), ("rank 0 is the odd one out",)),
+    "wrong-group": Truth(4, "subgroup-wait", (1,), ("process group of rank 2-3", "not a member")),
+    "sub-mismatch": Truth(2, "mismatch", (), ("all_reduce", "broadcast", "cannot tell which side")),
+    # inside a rank: threads and child processes
+    "dl-stuck": Truth(2, "straggler", (1,), ("its DataLoader worker (pid", "opens the FIFO", "shard-")),
+    "dl-stopped": Truth(2, "straggler", (1,), ("its DataLoader worker (pid", "is stopped")),
+    "lock-held": Truth(2, "straggler", (1,), ("lock `stats_lock`, held by thread flusher", "sleeps")),
+    "event": Truth(2, "straggler", (1,), ("`loaded`; thread loader sets it", "sleeps")),
+    "queue-empty": Truth(2, "straggler", (1,), ("`batches`", "no other thread")),
+    "thread-died": Truth(2, "straggler", (1,), ("lock `cache_lock`", "no live thread of rank 1 holds")),
+    "subprocess": Truth(2, "straggler", (1,), ("its child pid", "`sleep 3600`", "clock_nanosleep")),
+    "sleep": Truth(2, "straggler", (1,), ("`time.sleep(FOREVER)`", "sleeps")),
+    "socket": Truth(2, "straggler", (1,), ("reads a TCP socket", "127.0.0.1:", "sent nothing")),
+    "compute": Truth(2, "straggler", (1,), ("computes", "x = x")),
+    "checkpoint": Truth(2, "straggler", (0,), ("torch.save", "opens the FIFO", "ckpt-")),
+    # crashes: the rank that began the end, never the ones the launcher ended after it
+    "exited-early": Truth(2, "rank-left-early", (1,), crash=True),
+    "killed": Truth(2, "child-failed", (1,), ("SIGKILL",), crash=True),
+    "crash": Truth(2, "python-exception", (1,), ("a batch with no labels",), crash=True),
+    "dl-dead": Truth(2, "child-failed", (1,), crash=True),
+}
+
+
+@dataclass
+class Outcome:
+    """What a case gave: watch's JSON (None: watch found no job), run's hang records and report, its output."""
+
+    watch: dict[str, Any] | None = None
+    watch_code: int | None = None
+    hangs: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    output: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _torchrun(run: subprocess.Popen[bytes]) -> int | None:
+    try:
+        return next((c.pid for c in psutil.Process(run.pid).children() if "torch.distributed.run" in " ".join(
+            c.cmdline())), None)
+    except psutil.Error:
+        return None
+
+
+def _text(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+def play(case: str, truth: Truth, root: Path) -> Outcome:
+    """One case from start to end, as a user would run it."""
+    work = root / case
+    (work / "scratch").mkdir(parents=True)
+    env = {**os.environ, "CASE": case, "ZOO_DIR": str(work / "scratch")}
+    log = work / "run.log"
+    cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(work / "run"), "--stall", STALL, "--interval", "1",
+           "--", sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={truth.nproc}",
+           "--monitor-interval=0.1", str(WORKER)]
+    out = Outcome()
+    began = time.monotonic()
+    with log.open("wb") as handle:
+        run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _text(log).count("ready ") < truth.nproc and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ready = time.monotonic()
+        out.seconds["start"] = ready - began
+        launcher = _torchrun(run)
+        if launcher is not None:
+            watch = subprocess.run(
+                [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(launcher), "--stall",
+                 "3", "--settle" if truth.crash else "--interval", "3" if truth.crash else "1"],
+                capture_output=True, text=True, env=env, timeout=120, check=False,
+            )
+            out.watch_code = watch.returncode
+            out.watch = json.loads(watch.stdout) if watch.stdout.strip().startswith("{") else None
+            out.seconds["watch"] = time.monotonic() - ready
+        hangs = work / "run" / "hangs"
+        while not truth.crash and run.poll() is None and not any(hangs.glob("*.json")):
+            assert time.monotonic() - ready < 90, _text(log)[-3000:]
+            time.sleep(0.2)
+        out.seconds["record"] = time.monotonic() - ready
+        if run.poll() is None and not truth.crash:
+            run.send_signal(signal.SIGTERM)  # the user ends it: run ends torchrun and its workers
+        run.wait(timeout=90)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    out.hangs = [json.loads(p.read_text()) for p in sorted((work / "run" / "hangs").glob("*.json"))]
+    report = work / "run" / "report.json"
+    out.report = json.loads(report.read_text()) if report.exists() else {}
+    out.output = _text(log)
+    return out
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    root = tmp_path_factory.mktemp("zoo")
+    with ThreadPoolExecutor(max_workers=AT_ONCE) as pool:
+        futures = {case: pool.submit(play, case, truth, root) for case, truth in ZOO.items()}
+        return {case: f.result() for case, f in futures.items()}
+
+
+def _first_hang(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    not_hangs = {"slow-rank", "slow-node", "communication-bound", "finished", "exited", "control-silent"}
+    hangs = [f for f in findings if f["severity"] in ("error", "warning") and f["kind"] not in not_hangs]
+    return hangs[0] if hangs else None
+
+
+@pytest.mark.parametrize("case", [c for c, t in ZOO.items() if not t.crash])
+def test_each_hang_gives_its_true_culprit_and_chain_in_watch_and_in_runs_record(
+    zoo: dict[str, Outcome], case: str
+) -> None:
+    truth, out = ZOO[case], zoo[case]
+    assert out.watch is not None, (out.watch_code, out.output[-2000:])
+    found = _first_hang(out.watch["findings"])
+    assert found is not None, out.watch["findings"]
+    assert (found["kind"], tuple(found["culprits"])) == (truth.kind, truth.culprits), found
+    for word in truth.words:
+        assert word in found["message"], (word, found["message"])
+    assert out.hangs, out.output[-3000:]
+    record = out.hangs[0]
+    first = _first_hang(record["findings"])
+    assert first is not None and (first["kind"], tuple(first["culprits"])) == (truth.kind, truth.culprits), first
+    for word in truth.words:
+        assert word in first["message"], (word, first["message"])
+    assert out.report["verdict"]["status"] == "hang" and tuple(out.report["verdict"]["ranks"]) in (
+        truth.culprits,
+        (),
+    ), out.report["verdict"]
+    assert "/control/hook/" not in first["message"] and "sitecustomize" not in first["message"]
+
+
+@pytest.mark.parametrize("case", [c for c, t in ZOO.items() if t.crash])
+def test_each_crash_names_the_rank_that_began_it_never_the_ranks_the_launcher_ended(
+    zoo: dict[str, Outcome], case: str
+) -> None:
+    truth, out = ZOO[case], zoo[case]
+    verdict = out.report["verdict"]
+    assert verdict["status"] == "fail" and tuple(verdict["ranks"]) == truth.culprits, verdict
+    assert verdict["root_cause"] == truth.kind, verdict
+    for word in truth.words:
+        assert word in verdict["message"], (word, verdict["message"])
+    assert not out.hangs, "a crash is not a hang"
+    if out.watch is not None:  # watch saw the end (else the job was gone before it looked: exit 3, no job)
+        blamed = {r for f in out.watch["findings"] if f["severity"] != "info" for r in f["culprits"]}
+        assert blamed <= set(truth.culprits), out.watch["findings"]
+
+
+def test_the_twins_of_every_case_run_healthy_under_run_and_watch_with_no_finding(tmp_path: Path) -> None:
+    """One job runs the twin of each case (the same code without its bug: a slow start that joins, groups created
+    by every rank in order, batched and plain point-to-point that match, DataLoader workers, threads with locks,
+    events and queues, a subprocess, a socket that answers, a bounded computation, a checkpoint), each phase
+    shorter than --stall: run records nothing, passes, and watch over the whole job finds nothing wrong."""
+    env = {**os.environ, "CASE": "twins", "ZOO_DIR": str(tmp_path)}
+    log = tmp_path / "run.log"
+    cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--stall", STALL, "--interval",
+           "1", "--", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
+           str(WORKER)]
+    with log.open("wb") as handle:
+        run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _torchrun(run) is None and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        launcher = _torchrun(run)
+        looks = []
+        while launcher is not None and run.poll() is None:
+            watch = subprocess.run(
+                [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(launcher), "--stall",
+                 STALL, "--settle", "3", "--interval", "0.5"],
+                capture_output=True, text=True, env=env, timeout=120, check=False,
+            )
+            if watch.stdout.strip().startswith("{"):
+                looks.append(json.loads(watch.stdout))
+        assert run.wait(timeout=120) == 0, _text(log)[-3000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    text = _text(log)
+    for name in ("late-init", "group-creation", "p2p", "dataloader", "threads", "processes", "compute"):
+        assert all(f"twin {name} {r}" in text for r in range(3)), name
+    assert all(f"done {r}" in text for r in range(3))
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["verdict"]["status"] == "pass" and report["hangs"] == [], report["verdict"]
+    assert looks, "watch never saw the twins' ranks"
+    wrong = [f for look in looks for f in look["findings"] if f["severity"] in ("error", "warning")]
+    assert wrong == [], wrong

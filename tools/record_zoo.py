@@ -1,0 +1,140 @@
+"""Record the zoo's real evidence for the pure tests: tests/fixtures/zoo/<case>.<how>.jsonl, the agent lines
+(``ncclcheck.watch-agent/1``) of tests/workers/zoo.py's case, hung on real torchrun/gloo ranks.
+
+  python tools/record_zoo.py [CASE ...]            every case of tests/test_zoo_replay.py's table by default
+
+``run``: under ``ncclcheck run --stall 3 --interval 1`` (its hook records each rank's point-to-point ops and the
+calls c10d skipped; its watch-agent.jsonl is kept); ``watch``: plain torchrun, ``ncclcheck watch --agent`` beside it.
+The lines hold absolute paths of this checkout; the pure tests read only the lines, never those files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = REPO / "tests" / "workers" / "zoo.py"
+OUT = REPO / "tests" / "fixtures" / "zoo"
+HUNG_S = 9.0  # how long the agent lines are recorded once every rank printed "ready"
+# case -> (ranks, how): every case under run; the cases whose evidence differs without run's hook under watch too
+CASES = {
+    "late-init": (2, ("run",)),
+    "world-size": (2, ("run",)),
+    "exit-before-init": (2, ("run",)),
+    "group-subset": (3, ("run",)),
+    "group-order": (3, ("run",)),
+    "p2p-cycle": (2, ("run", "watch")),
+    "p2p-batch-cycle": (2, ("run", "watch")),
+    "wrong-peer": (3, ("run", "watch")),
+    "wrong-tag": (2, ("run", "watch")),
+    "never-waited": (2, ("run", "watch")),
+    "if-rank0": (3, ("run",)),
+    "wrong-group": (4, ("run", "watch")),
+    "sub-mismatch": (2, ("run", "watch")),
+    "dl-stuck": (2, ("run",)),
+    "dl-stopped": (2, ("run",)),
+    "lock-held": (2, ("run",)),
+    "event": (2, ("run",)),
+    "queue-empty": (2, ("run",)),
+    "thread-died": (2, ("run",)),
+    "subprocess": (2, ("run",)),
+    "sleep": (2, ("run",)),
+    "socket": (2, ("run",)),
+    "compute": (2, ("run",)),
+    "checkpoint": (2, ("run",)),
+    "killed": (2, ("run",)),
+    "crash": (2, ("run",)),
+}
+
+
+def torchrun(nproc: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(WORKER)]
+
+
+def ready(log: Path, nproc: int, deadline_s: float = 90.0) -> None:
+    end = time.monotonic() + deadline_s
+    while log.read_text(errors="replace").count("ready ") < nproc:
+        if time.monotonic() > end:
+            raise SystemExit(f"no ready lines in {log}")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        kids = []
+    for kid in kids:
+        try:
+            kid.send_signal(signal.SIGCONT)
+            kid.kill()
+        except psutil.Error:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def record(case: str, nproc: int, how: str, work: Path) -> None:
+    scratch = work / "scratch"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "CASE": case, "ZOO_DIR": str(scratch)}
+    log = work / f"{case}.{how}.log"
+    target = OUT / f"{case}.{how}.jsonl"
+    if how == "run":
+        run_dir = work / f"run-{case}"
+        cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(run_dir), "--stall", "3", "--interval", "1"]
+        with log.open("wb") as out:
+            proc = subprocess.Popen([*cmd, "--", *torchrun(nproc)], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            ready(log, nproc)
+            time.sleep(HUNG_S)
+        finally:
+            stop(proc)
+        shutil.copyfile(run_dir / "watch-agent.jsonl", target)
+    else:
+        with log.open("wb") as out:
+            proc = subprocess.Popen(torchrun(nproc), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            ready(log, nproc)
+            with target.open("wb") as lines:
+                agent = subprocess.Popen(
+                    [sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(proc.pid), "--interval",
+                     "1", "--stall", "3"],
+                    stdin=subprocess.PIPE, stdout=lines, env=env,
+                )
+                time.sleep(HUNG_S)
+                agent.terminate()
+                agent.wait(10)
+        finally:
+            stop(proc)
+    print(f"{target.relative_to(REPO)}: {sum(1 for _ in target.open())} lines")
+
+
+def main(cases: list[str]) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ncc-zoo-"))
+    try:
+        for case in cases or list(CASES):
+            nproc, hows = CASES[case]
+            for how in hows:
+                record(case, nproc, how, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
