@@ -410,7 +410,9 @@ def test_an_exit_code_seen_on_a_zombie_is_kept_once_it_is_reaped() -> None:
     reaped = {r: sample(r, (), status="gone") for r in range(2)}
     state = states(job(2), live, zombie, reaped)
     assert [v.sample.exit_code for v in state.ranks] == [0, 1]
-    assert finding(state, "finished")[1] == (1,)
+    # which ended first is not known: rank 1's error may follow rank 0's leaving early (gloo: "connection closed")
+    _ranks, culprits, _severity, message = finding(state, "finished")
+    assert culprits == () and "rank 1 may have failed for want of it" in message
 
 
 # the second review: what is not progress, and who is not to blame

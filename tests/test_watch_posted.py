@@ -128,6 +128,8 @@ def test_must_not_sigterm_alone_or_a_clean_finish_or_unknown_codes_blame_anyone(
     assert first_to_fail([gone(0, 0, 10.0), gone(1, 0, 10.1)]) == ((), "")
     assert first_to_fail([gone(0, None, 10.0), gone(1, 1, 10.1)])[0] == ()
     assert first_to_fail([gone(0, -15, None), gone(1, 1, None)])[0] == (1,)  # untimed: SIGTERM is the launcher's
+    culprits, words = first_to_fail([gone(0, 1, 10.4), gone(1, None, None)])  # rank 1 ended before watching began
+    assert culprits == () and "may have failed for want of it" in words
 
 
 def test_a_slow_job_or_an_end_is_no_hang_a_straggler_warning_is() -> None:

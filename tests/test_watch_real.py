@@ -185,10 +185,18 @@ def test_an_already_stuck_mismatch_is_answered_before_stall(job: Any, capsys: py
 def test_straggler_in_user_code(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
     code, report = watch(job("straggler"), capsys)
     assert code == 1 and kinds(report) == {"straggler": [1]}
-    expected = f"rank 1, at {at('time.sleep(3600)')} in slow_batch (`time.sleep(3600)`), is not in any collective: it sleeps"
+    expected = (
+        f"rank 1, at {at('time.sleep(3600)')} in slow_batch (`time.sleep(3600)`), is not in any collective: it sleeps"
+    )
     message = the(report, "straggler")["message"]
-    assert message.startswith(f"rank 0 waits in all_reduce at {at('    dist.all_reduce(t)')} for rank 1") and expected in message
-    assert the(report, "straggler")["end"] == "sleeping" and the(report, "straggler")["chain"][1]["code"] == "time.sleep(3600)"
+    assert (
+        message.startswith(f"rank 0 waits in all_reduce at {at('    dist.all_reduce(t)')} for rank 1")
+        and expected in message
+    )
+    assert (
+        the(report, "straggler")["end"] == "sleeping"
+        and the(report, "straggler")["chain"][1]["code"] == "time.sleep(3600)"
+    )
 
 
 def test_straggler_found_while_every_rank_logs_from_a_thread(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,7 +205,9 @@ def test_straggler_found_while_every_rank_logs_from_a_thread(job: Any, capsys: p
     j = job("straggler", nproc=3, env={"CHATTY": "1"})
     code, report = watch(j, capsys, "--stall", "3", "--settle", "5")
     assert code == 1 and kinds(report) == {"straggler": [2]}
-    assert "in slow_batch (`time.sleep(3600)`), is not in any collective: it sleeps" in the(report, "straggler")["message"]
+    assert (
+        "in slow_batch (`time.sleep(3600)`), is not in any collective: it sleeps" in the(report, "straggler")["message"]
+    )
     assert "heartbeat" in j.log.read_text()
 
 

@@ -23,6 +23,8 @@ from typing import Any
 import psutil
 import pytest
 
+from ncclcheck.probes.host import find_py_spy
+
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("zoo")]
 
 WORKER = Path(__file__).parent / "workers" / "zoo.py"
@@ -74,7 +76,7 @@ ZOO = {
     "exited-early": Truth(2, "rank-left-early", (1,), crash=True),
     "killed": Truth(2, "child-failed", (1,), ("SIGKILL",), crash=True),
     "crash": Truth(2, "python-exception", (1,), ("a batch with no labels",), crash=True),
-    "dl-dead": Truth(2, "child-failed", (1,), crash=True),
+    "dl-dead": Truth(2, "python-exception|child-failed", (1,), crash=True),  # whichever error the race lets rank 1 see
 }
 
 
@@ -92,8 +94,10 @@ class Outcome:
 
 def _torchrun(run: subprocess.Popen[bytes]) -> int | None:
     try:
-        return next((c.pid for c in psutil.Process(run.pid).children() if "torch.distributed.run" in " ".join(
-            c.cmdline())), None)
+        return next(
+            (c.pid for c in psutil.Process(run.pid).children() if "torch.distributed.run" in " ".join(c.cmdline())),
+            None,
+        )
     except psutil.Error:
         return None
 
@@ -108,9 +112,26 @@ def play(case: str, truth: Truth, root: Path) -> Outcome:
     (work / "scratch").mkdir(parents=True)
     env = {**os.environ, "CASE": case, "ZOO_DIR": str(work / "scratch")}
     log = work / "run.log"
-    cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(work / "run"), "--stall", STALL, "--interval", "1",
-           "--", sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={truth.nproc}",
-           "--monitor-interval=0.1", str(WORKER)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "run",
+        "--dir",
+        str(work / "run"),
+        "--stall",
+        STALL,
+        "--interval",
+        "1",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={truth.nproc}",
+        "--monitor-interval=0.1",
+        str(WORKER),
+    ]
     out = Outcome()
     began = time.monotonic()
     with log.open("wb") as handle:
@@ -124,9 +145,25 @@ def play(case: str, truth: Truth, root: Path) -> Outcome:
         launcher = _torchrun(run)
         if launcher is not None:
             watch = subprocess.run(
-                [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(launcher), "--stall",
-                 "3", "--settle" if truth.crash else "--interval", "3" if truth.crash else "1"],
-                capture_output=True, text=True, env=env, timeout=120, check=False,
+                [
+                    sys.executable,
+                    "-m",
+                    "ncclcheck",
+                    "watch",
+                    "--once",
+                    "--json",
+                    "--pid",
+                    str(launcher),
+                    "--stall",
+                    "3",
+                    "--settle" if truth.crash else "--interval",
+                    "3" if truth.crash else "1",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
             )
             out.watch_code = watch.returncode
             out.watch = json.loads(watch.stdout) if watch.stdout.strip().startswith("{") else None
@@ -181,10 +218,10 @@ def test_each_hang_gives_its_true_culprit_and_chain_in_watch_and_in_runs_record(
     assert first is not None and (first["kind"], tuple(first["culprits"])) == (truth.kind, truth.culprits), first
     for word in truth.words:
         assert word in first["message"], (word, first["message"])
-    assert out.report["verdict"]["status"] == "hang" and tuple(out.report["verdict"]["ranks"]) in (
-        truth.culprits,
-        (),
-    ), out.report["verdict"]
+    verdict = out.report["verdict"]
+    assert verdict["status"] == "hang" and verdict["root_cause"] == truth.kind, verdict
+    if truth.culprits:  # with nobody to blame, the verdict lists the ranks involved
+        assert tuple(verdict["ranks"]) == truth.culprits, verdict
     assert "/control/hook/" not in first["message"] and "sitecustomize" not in first["message"]
 
 
@@ -195,7 +232,7 @@ def test_each_crash_names_the_rank_that_began_it_never_the_ranks_the_launcher_en
     truth, out = ZOO[case], zoo[case]
     verdict = out.report["verdict"]
     assert verdict["status"] == "fail" and tuple(verdict["ranks"]) == truth.culprits, verdict
-    assert verdict["root_cause"] == truth.kind, verdict
+    assert verdict["root_cause"] in truth.kind.split("|"), verdict
     for word in truth.words:
         assert word in verdict["message"], (word, verdict["message"])
     assert not out.hangs, "a crash is not a hang"
@@ -211,9 +248,25 @@ def test_the_twins_of_every_case_run_healthy_under_run_and_watch_with_no_finding
     shorter than --stall: run records nothing, passes, and watch over the whole job finds nothing wrong."""
     env = {**os.environ, "CASE": "twins", "ZOO_DIR": str(tmp_path)}
     log = tmp_path / "run.log"
-    cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--stall", STALL, "--interval",
-           "1", "--", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
-           str(WORKER)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "run",
+        "--dir",
+        str(tmp_path / "run"),
+        "--stall",
+        STALL,
+        "--interval",
+        "1",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=3",
+        str(WORKER),
+    ]
     with log.open("wb") as handle:
         run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -224,9 +277,27 @@ def test_the_twins_of_every_case_run_healthy_under_run_and_watch_with_no_finding
         looks = []
         while launcher is not None and run.poll() is None:
             watch = subprocess.run(
-                [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(launcher), "--stall",
-                 STALL, "--settle", "3", "--interval", "0.5"],
-                capture_output=True, text=True, env=env, timeout=120, check=False,
+                [
+                    sys.executable,
+                    "-m",
+                    "ncclcheck",
+                    "watch",
+                    "--once",
+                    "--json",
+                    "--pid",
+                    str(launcher),
+                    "--stall",
+                    STALL,
+                    "--settle",
+                    "3",
+                    "--interval",
+                    "0.5",
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
             )
             if watch.stdout.strip().startswith("{"):
                 looks.append(json.loads(watch.stdout))
@@ -244,3 +315,117 @@ def test_the_twins_of_every_case_run_healthy_under_run_and_watch_with_no_finding
     assert looks, "watch never saw the twins' ranks"
     wrong = [f for look in looks for f in look["findings"] if f["severity"] in ("error", "warning")]
     assert wrong == [], wrong
+
+
+def test_ranks_waiting_inside_init_process_group_end_on_the_first_sigint(tmp_path: Path) -> None:
+    """Rank 0 waits in init_process_group (C++: the store) for rank 1, which polls for a file: torch's C++ wait never
+    runs Python's SIGINT handler, so without run's hook rank 0 sits out torchrun's SIGINT until its SIGKILL 30 s
+    later. Under run it ends on that first SIGINT, killed by it, not by SIGKILL."""
+    env = {**os.environ, "CASE": "late-init", "ZOO_DIR": str(tmp_path)}
+    log = tmp_path / "run.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "ncclcheck",
+        "run",
+        "--dir",
+        str(tmp_path / "run"),
+        "--stall",
+        "60",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(WORKER),
+    ]
+    with log.open("wb") as handle:
+        run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _text(log).count("ready ") < 2:
+            assert run.poll() is None and time.monotonic() < deadline, _text(log)[-3000:]
+            time.sleep(0.1)
+        launcher = _torchrun(run)
+        assert launcher is not None
+        ranks = psutil.Process(launcher).children()
+        while not any("init_process_group" in _stack(p.pid) for p in ranks):
+            assert time.monotonic() < deadline, "rank 0 never reached init_process_group"
+            time.sleep(0.2)
+        run.send_signal(signal.SIGINT)  # the user's one ^C
+        assert run.wait(timeout=120) == 130
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    text = _text(log)
+    assert "Sending process" in text and "closing signal SIGINT" in text, text[-2500:]  # torchrun passed it on
+    assert "Unable to shutdown process" not in text, text[-2500:]  # ... and did not have to SIGKILL anyone
+
+
+def _stack(pid: int) -> str:
+    dump = subprocess.run(
+        [find_py_spy() or "py-spy", "dump", "--pid", str(pid), "--nonblocking"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return dump.stdout
+
+
+def test_watch_on_a_launcher_whose_ranks_have_not_started_waits_for_them(tmp_path: Path) -> None:
+    """torchrun waits in its rendezvous for a second node that never comes: no rank yet. watch --pid on it says it
+    waits for the ranks, and ends with "no job" once its window is over; on a launcher whose ranks do start (the
+    rendezvous of one node), it waits for them and watches them."""
+    env = {**os.environ, "CASE": "sleep", "ZOO_DIR": str(tmp_path)}
+    two = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc-per-node=1",
+            "--rdzv-backend=c10d",
+            "--rdzv-endpoint=127.0.0.1:0",
+            str(WORKER),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    one = None
+    try:
+        waited = subprocess.run(
+            [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(two.pid), "--settle", "3"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert waited.returncode == 3, waited.stderr
+        assert f"pid {two.pid} is a launcher whose ranks have not started" in waited.stderr
+        assert f"no rank of launcher pid {two.pid}" in waited.stderr
+        one = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(WORKER)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        seen = subprocess.run(
+            [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(one.pid), "--stall", "3"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=180,
+        )
+        report = json.loads(seen.stdout)
+        assert report["job"]["world_size"] == 2 and len(report["ranks"]) == 2, seen.stderr
+    finally:
+        for proc in (two, one):
+            if proc is not None:
+                for kid in psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []:
+                    kid.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

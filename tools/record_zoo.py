@@ -10,6 +10,7 @@ The lines hold absolute paths of this checkout; the pure tests read only the lin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -79,10 +80,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             kid.kill()
         except psutil.Error:
             pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -96,8 +95,9 @@ def record(case: str, nproc: int, how: str, work: Path) -> None:
         run_dir = work / f"run-{case}"
         cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(run_dir), "--stall", "3", "--interval", "1"]
         with log.open("wb") as out:
-            proc = subprocess.Popen([*cmd, "--", *torchrun(nproc)], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [*cmd, "--", *torchrun(nproc)], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         try:
             ready(log, nproc)
             time.sleep(HUNG_S)
@@ -106,15 +106,29 @@ def record(case: str, nproc: int, how: str, work: Path) -> None:
         shutil.copyfile(run_dir / "watch-agent.jsonl", target)
     else:
         with log.open("wb") as out:
-            proc = subprocess.Popen(torchrun(nproc), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                torchrun(nproc), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         try:
             ready(log, nproc)
             with target.open("wb") as lines:
                 agent = subprocess.Popen(
-                    [sys.executable, "-m", "ncclcheck", "watch", "--agent", "--pid", str(proc.pid), "--interval",
-                     "1", "--stall", "3"],
-                    stdin=subprocess.PIPE, stdout=lines, env=env,
+                    [
+                        sys.executable,
+                        "-m",
+                        "ncclcheck",
+                        "watch",
+                        "--agent",
+                        "--pid",
+                        str(proc.pid),
+                        "--interval",
+                        "1",
+                        "--stall",
+                        "3",
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=lines,
+                    env=env,
                 )
                 time.sleep(HUNG_S)
                 agent.terminate()

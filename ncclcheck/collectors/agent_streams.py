@@ -27,7 +27,7 @@ from ncclcheck.model.args import args_from_json, posted_from_json
 from ncclcheck.model.flight import FrDump, dump_from_json
 from ncclcheck.model.shares import Tally, tally_from_json, window
 from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import deep_from_json
+from ncclcheck.model.waits import code_from_json, deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
@@ -159,6 +159,7 @@ def _view(
         deep=deep_from_json(r.get("deep")),
         p2p=posted_from_json(r.get("p2p")),
         ended=_float(r.get("ended")),
+        code=code_from_json(r.get("code")),
     )
     cpu = r.get("main_cpu_percent")
     return RankView(

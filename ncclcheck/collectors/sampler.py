@@ -39,9 +39,10 @@ from ncclcheck.collectors.pyspy import dump_all, dump_locals_all
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.recorder import Recorder
 from ncclcheck.collectors.sockets import SMALL, TcpSocket, significant, socket_bytes, socket_inodes, tcp_sockets
+from ncclcheck.collectors.source_code import code_at
 from ncclcheck.model.args import FrameLocals, PostedOps
-from ncclcheck.model.stacks import Frame, in_c10d
-from ncclcheck.model.waits import Deep
+from ncclcheck.model.stacks import Frame, in_c10d, mine
+from ncclcheck.model.waits import CodeAt, Deep
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot
 
 REFRESH = 4
@@ -82,6 +83,12 @@ class _Dumped:
     error: str | None
     age: int
     ran: tuple[float | None, int | None] = (None, None)  # the main thread's CPU seconds and switches at the dump
+
+
+def _code(stack: tuple[Frame, ...]) -> CodeAt | None:
+    """The statement at the innermost frame of the user's code (the file is parsed once per version)."""
+    frame = next((f for f in stack if mine(f)), None)
+    return code_at(frame.filename, frame.line) if frame is not None else None
 
 
 class Sampler:
@@ -171,6 +178,7 @@ class Sampler:
                     deep.get(proc.pid),
                     p2p.get(proc.pid),
                     end.time if end is not None and st.status in ("gone", "zombie") else None,
+                    _code(stack),
                 )
             )
         launcher = self.job.launcher_pid

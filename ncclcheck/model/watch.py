@@ -9,7 +9,7 @@ from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
 from ncclcheck.model.shares import RankShare, Round, Tally
 from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import Deep
+from ncclcheck.model.waits import CodeAt, Deep
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
 
@@ -86,6 +86,7 @@ class RankSample:
     deep: Deep | None = None  # its threads, children, kernel waits and source, read while it stands still outside c10d
     p2p: PostedOps | None = None  # its point-to-point ops as run's hook recorded them, read while it stands still
     ended: float | None = None  # when it ended (epoch seconds, to the millisecond: a pidfd), where seen
+    code: CodeAt | None = None  # the statement at its main thread's innermost line of the user's code
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,8 @@ def agent_line(
             rank["p2p"] = s.p2p.to_json()
         if s.ended is not None:
             rank["ended"] = round(s.ended, 3)
+        if s.code is not None:
+            rank["code"] = s.code.to_json()
         if sent.get(s.rank) != s.stack:
             rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
             sent[s.rank] = s.stack

@@ -86,6 +86,8 @@ def _hop(h: Hop) -> str:
 def waiting(waiters: Sequence[RankView], op: str, on: Sequence[int]) -> Hop:
     """The first hop: the ranks that wait, where, and for whom."""
     sites = sorted({short(v.call_site) for v in waiters if v.call_site})
-    at = f" at {sites[0]}" if len(sites) == 1 else f" at {', '.join(sites)}" if sites else ""
+    codes = {v.sample.code.text for v in waiters if v.sample.code is not None}
+    code = f" (`{codes.pop()}`)" if len(sites) == 1 and len(codes) == 1 else ""
+    at = f" at {sites[0]}{code}" if len(sites) == 1 else f" at {', '.join(sites)}" if sites else ""
     verb = "waits" if len(waiters) == 1 else "wait"
     return Hop(f"rank {span([v.rank for v in waiters])}", f"{verb} in {op}{at} for rank {span(list(on))}")

@@ -127,6 +127,9 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Findi
 
 
 ENDED_BY_LAUNCHER = -15  # SIGTERM: what torchrun sends every rank left once one fails, or when it is told to stop
+# ends that can follow from another rank's: an error exit (gloo's "connection closed by peer"), SIGABRT (NCCL's abort
+# after a peer failed), SIGTERM; a rank killed by another signal (SIGKILL: the OOM killer, SIGSEGV) failed of its own
+FOLLOWS = (ENDED_BY_LAUNCHER, -6)
 
 
 def first_to_fail(gone: Sequence[RankView]) -> tuple[tuple[int, ...], str]:
@@ -159,6 +162,14 @@ def first_to_fail(gone: Sequence[RankView]) -> tuple[tuple[int, ...], str]:
             return (head.rank,), f"; rank {head.rank} ended first ({exit_words(code)}){ended}"
         return (), ""
     failed = tuple(sorted(v.rank for v in gone if v.sample.exit_code not in (None, 0, ENDED_BY_LAUNCHER)))
+    own = [v.rank for v in gone if (v.sample.exit_code or 0) < 0 and v.sample.exit_code not in FOLLOWS]
+    before = [v.rank for v in gone if v.sample.exit_code in (None, 0) and v.sample.ended is None]
+    if failed and before and not own:  # one that left (cleanly, or unseen) at a time not known may be why others failed
+        return (), (
+            f"; rank {span(before)} had ended too, at a time not known here (before watching, or reaped unseen): "
+            f"rank {span(list(failed))} may have failed for want of it (torchrun's output, and `ncclcheck run` from the "
+            "start, time each end)"
+        )
     return failed, ended if failed else ""
 
 

@@ -14,6 +14,7 @@ A thread in a collective is not followed here: it waits on other ranks (``analys
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,8 @@ def follow(v: RankView) -> Followed | None:
     if not stack or collective(stack) or v.collective:
         return None
     deep = v.sample.deep or Deep()
+    if v.sample.code is not None and deep.code_at(v.sample.code.file, v.sample.code.line) is None:
+        deep = dataclasses.replace(deep, code=(*deep.code, v.sample.code))
     main = ThreadSample(v.sample.pid or 0, "MainThread", stack, deep.kernel, deep.main_locals)
     if deep.kernel is None and v.main_cpu_percent is not None and v.main_cpu_percent >= 50:
         main = ThreadSample(main.tid, main.name, stack, KernelWait(None, running=True), deep.main_locals)
