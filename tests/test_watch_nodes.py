@@ -150,7 +150,8 @@ def test_one_view_of_both_nodes_names_the_straggler_and_its_host(tmp_path: Path)
     assert code == 1 and [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])], seen[
         "findings"
     ]
-    assert "rank 1 on node0 is not in any collective" in seen["findings"][0]["message"]
+    message = seen["findings"][0]["message"]
+    assert "rank 1 on node0, at watch_job.py:27 in slow_batch" in message and "is not in any collective" in message
     assert "stalled" not in json.dumps(seen) and "waiting-remote" not in json.dumps(seen)
 
 

@@ -98,7 +98,8 @@ def test_watch_slurm_installs_slurm_wlm_and_sees_the_job_s_ranks_through_srun_ov
     host = os.uname().nodename.split(".")[0]
     assert [(n["host"], n["agent"], n["ranks"]) for n in seen["nodes"]] == [(host, "ok", [0, 1])], seen["nodes"]
     assert done.returncode == 1 and [(f["kind"], f["culprits"]) for f in seen["findings"]] == [("straggler", [1])]
-    assert "rank 1 is not in any collective" in seen["findings"][0]["message"]  # one host: not named
+    message = seen["findings"][0]["message"]
+    assert "rank 1, at watch_job.py:27 in slow_batch" in message and "is not in any collective" in message  # one host
     assert [(r["rank"], r["host"]) for r in seen["ranks"]] == [(0, host), (1, host)]
     # The viewer's step is gone with it: only the batch step was left in the job.
     assert "ncclcheck-watch" not in steps.stdout, steps.stdout

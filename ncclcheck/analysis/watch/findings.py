@@ -151,12 +151,13 @@ def first_to_fail(gone: Sequence[RankView]) -> tuple[tuple[int, ...], str]:
         later = [v for v in timed[1:] if v.sample.exit_code not in (None, 0)]
         if code == ENDED_BY_LAUNCHER:
             return (), f"; every rank was ended by SIGTERM, rank {head.rank} first: by its launcher or from outside"
-        if code == 0 and later:
+        if code == 0 and later:  # it left early, or finished a moment before a rank failed of its own: not told
             gap = (later[0].sample.ended or 0.0) - (head.sample.ended or 0.0)
-            return (head.rank,), (
-                f"; rank {head.rank} exited first with code 0 while the others still ran, and rank "
-                f"{span([v.rank for v in later])} failed {gap:.2f} s later: it left early and the others failed for "
-                f"want of it{ended}"
+            return (), (
+                f"; rank {head.rank} exited first, with code 0, and rank {span([v.rank for v in later])} failed "
+                f"{gap:.2f} s later: if rank {head.rank} left the loop early, the others failed for want of it; if "
+                "every rank had finished, the failure is their own (their logs tell which: `ncclcheck logs`, or "
+                f"`ncclcheck run` from the start){ended}"
             )
         if code not in (None, 0):
             return (head.rank,), f"; rank {head.rank} ended first ({exit_words(code)}){ended}"
@@ -297,6 +298,19 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
     unseen = f" (rank {span(remote)} on other nodes not seen from here)" if remote else ""
     message = f"{where(places)} — mismatched collectives: {blame}{unseen}"
     return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=ranks(*groups), culprits=odd)
+
+
+def subgroups_stuck(places: Places) -> Finding:
+    """Every rank of the job waits in a collective, none moves, and they wait in different ones, some on sub-groups:
+    whatever the groups, each group is missing a member that stands in another call. Which one skipped cannot be
+    told without the groups' members (run's control plane, a Flight Recorder dump), so nobody is named."""
+    message = (
+        f"{where(places)} — mismatched collectives: every rank of the job waits in a collective and none moves, in "
+        "different ones, some on sub-groups: whatever their groups, each waits for a member that stands in another "
+        "call; group membership is not in the stacks, so which rank skipped its call cannot be told"
+    )
+    involved = ranks(*places.values())
+    return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=involved, culprits=())
 
 
 def odd_ones(sides: Sequence[Sequence[int]], total: int) -> tuple[tuple[int, ...], str]:

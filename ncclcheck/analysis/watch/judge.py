@@ -174,10 +174,14 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
         out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
     if code:  # the arguments (or DDP's backward) say what the stacks' vote cannot
         out.extend(code)
-    elif len(ops) > 1 and any(v.args and v.args.group == "other" for v in waiters):
+    elif len(ops | {op for op, _ in quick}) > 1 and any(v.args and v.args.group == "other" for v in waiters):
         # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
         if s.remote and len(s.waiting) == len(s.live) and not dead:  # or the sub-group's members elsewhere
             out.append(make.waiting_remote(s.waiting, s.remote))
+        elif (
+            not s.remote and not dead and not s.moving and not s.busy and not s.unknown and len(waiters) == len(s.live)
+        ):
+            out.append(make.subgroups_stuck(group(waiters)))  # every rank waits, none moves: nobody can go on
     elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
     elif everyone_blocked and len({op for op, _ in quick}) > 1:

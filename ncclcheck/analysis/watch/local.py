@@ -33,6 +33,7 @@ SOCKET_CALLS = frozenset({"accept", "accept4", "connect"})
 OPENS = frozenset({"open", "openat"})
 FIFO_WCHAN = ("wait_for_partner", "fifo_open", "pipe_read", "pipe_write")
 CUDA_SYNC = ("synchronize", "item", "cpu", "tolist", "wait_stream", "wait_event")
+BUSY_PERCENT = 25.0  # main-thread CPU over a sample interval that says it runs (a loaded node gives it less)
 _HopMaker = Callable[[str], Hop]  # a thread's step: its who, site and code, with the words given
 
 
@@ -65,7 +66,7 @@ def follow(v: RankView) -> Followed | None:
     if v.sample.code is not None and deep.code_at(v.sample.code.file, v.sample.code.line) is None:
         deep = dataclasses.replace(deep, code=(*deep.code, v.sample.code))
     main = ThreadSample(v.sample.pid or 0, "MainThread", stack, deep.kernel, deep.main_locals)
-    if deep.kernel is None and v.main_cpu_percent is not None and v.main_cpu_percent >= 50:
+    if deep.kernel is None and v.main_cpu_percent is not None and v.main_cpu_percent >= BUSY_PERCENT:
         main = ThreadSample(main.tid, main.name, stack, KernelWait(None, running=True), deep.main_locals)
     proc = _Proc(v.sample.pid or 0, f"rank {v.rank}", (main, *deep.threads), deep.children, deep)
     hops, end = _thread(proc, main, f"rank {v.rank}", set())

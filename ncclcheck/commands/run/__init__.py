@@ -11,7 +11,8 @@ unchanged and to DIR/logs/launcher.log. While it runs, the watch sampler looks a
 that stand still longer than --stall give a hang record (DIR/hangs/hang-<time>.json: the findings and every
 local rank's stack), one line here, every rank's live Flight Recorder and stacks through the control plane
 (DIR/control/hang-*/: the exact culprit when they name one), and a Flight Recorder dump request to NCCL ranks; the job goes on
-(--on-hang exit ends it). Ranks that hold the others back (the same ones named look after look) give a slow
+(--on-hang exit ends it, and says so). The hook also records each rank's point-to-point ops (the peers of a
+work.wait() no stack shows) and lets ^C end a rank waiting inside init_process_group. Ranks that hold the others back (the same ones named look after look) give a slow
 episode: DIR/slow/slow-<time>.json and one line here. At the end, everything in DIR is diagnosed:
 DIR/report.json (ncclcheck.run/1); a job that exited 0 but was slow gets the verdict "slow".
 ^C and SIGTERM go to the launcher (torchrun ends its workers); nothing is left running.
