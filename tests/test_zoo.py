@@ -59,7 +59,7 @@ ZOO = {
     # collectives
     "if-rank0": Truth(3, "mismatch", (0,), ("rank 0 is the odd one out",)),
     "wrong-group": Truth(4, "subgroup-wait", (1,), ("process group of rank 2-3", "not a member")),
-    "sub-mismatch": Truth(2, "mismatch", (), ("all_reduce", "broadcast", "cannot tell which side")),
+    "sub-mismatch": Truth(2, "mismatch", (), ("all_reduce", "broadcast", "mismatched collectives")),
     # inside a rank: threads and child processes
     "dl-stuck": Truth(2, "straggler", (1,), ("its DataLoader worker (pid", "opens the FIFO", "shard-")),
     "dl-stopped": Truth(2, "straggler", (1,), ("its DataLoader worker (pid", "is stopped")),
