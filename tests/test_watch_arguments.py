@@ -22,9 +22,9 @@ def args_of(name: str) -> CallArgs | None:
 
 def test_recv_names_its_source_and_the_default_group() -> None:
     a = args_of("p2p_deadlock-rank0")
-    assert a == CallArgs("recv", src=1, group="default", tag=0, p2p=(P2P("recv", 1),))
+    assert a == CallArgs("recv", src=1, group="default", tag=0, p2p=(P2P("recv", 1, 0),))
     assert a.text() == "recv from rank 1"
-    assert args_of("p2p_deadlock-rank1") == CallArgs("recv", src=0, group="default", tag=0, p2p=(P2P("recv", 0),))
+    assert args_of("p2p_deadlock-rank1") == CallArgs("recv", src=0, group="default", tag=0, p2p=(P2P("recv", 0, 0),))
 
 
 @pytest.mark.parametrize(("rank", "root"), [(0, "dst=0"), (1, "dst=1")])

@@ -178,3 +178,20 @@ def test_a_rank_that_ran_the_waiting_line_with_a_group_it_is_not_in_chose_the_wr
     others = [dataclasses.replace(o, sample=dataclasses.replace(o.sample, p2p=member)) for o in others]
     found = subgroup_wait([sub, *others])
     assert found is not None and found.culprits == ()
+
+
+def test_without_runs_record_the_locals_tags_tell_a_tag_mismatch_from_a_stalled_transport() -> None:
+    from ncclcheck.analysis.watch.waitfor import p2p_deadlock
+    from ncclcheck.model.args import P2P
+
+    def blocking(r: int, args: CallArgs) -> RankView:
+        sample = RankSample(r, r, 100 + r, "n", "sleeping", 0.0, 1, 1, 1.0, 0, (Frame("f", JOB, 10),), None)
+        return RankView(sample, args.op, f"{JOB}:{10 + r} (f)", args.op, 9, 9, 9, 9, 9, 0.0, False, args=args)
+
+    send = blocking(0, CallArgs("send", dst=1, tag=1, group="default", p2p=(P2P("send", 1, 1),)))
+    recv = blocking(1, CallArgs("recv", src=0, tag=2, group="default", p2p=(P2P("recv", 0, 2),)))
+    found = p2p_deadlock([send, recv], 2)
+    assert found is not None and (found.id, found.culprits) == ("p2p-tag-mismatch", (0, 1))
+    assert "with tag 1" in found.message and "with tag 2" in found.message
+    same = blocking(1, CallArgs("recv", src=0, tag=1, group="default", p2p=(P2P("recv", 0, 1),)))
+    assert p2p_deadlock([send, same], 2) is None  # they match: what holds them is the transport's

@@ -440,9 +440,12 @@ def test_ranks_whose_sockets_move_are_dumped_less_often(
     monkeypatch.setattr(sampler, "dump_all", counting)
     s = sampler.Sampler(discover(j.proc.pid)[0])
     snapshots = []
-    for _ in range(8):
-        snapshots.append(s.sample())
-        time.sleep(0.3)
+    try:
+        for _ in range(8):
+            snapshots.append(s.sample())
+            time.sleep(0.3)
+    finally:
+        s.close()  # its recorder's py-spy rounds end with the test, not in whatever test the worker runs next
     assert s.sockets_readable
     for rank in (0, 1):
         pid = j.rank_pid(rank)

@@ -24,10 +24,16 @@ SENDS, RECVS = frozenset({"send", "isend"}), frozenset({"recv", "irecv"})  # the
 
 @dataclass(frozen=True)
 class P2P:
-    """One point-to-point op: ``send`` to ``peer`` or ``recv`` from it (global ranks; None: from any source)."""
+    """One point-to-point op: ``send`` to ``peer`` or ``recv`` from it (global ranks; None: from any source), with its
+    tag where known (None: not known; a send matches a receive only with the same tag)."""
 
     op: str  # send or recv
     peer: int | None
+    tag: int | None = None
+
+    def matches(self, other: P2P) -> bool:
+        """Whether ``other`` (a peer's op towards this one's rank) has the tag this one needs, as far as known."""
+        return self.tag is None or other.tag is None or self.tag == other.tag
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ class CallArgs:
             "group_dst": self.group_dst,
             "group": self.group,
             "tag": self.tag,
-            "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer} for p in self.p2p],
+            "p2p": None if self.p2p is None else [{"op": p.op, "peer": p.peer, "tag": p.tag} for p in self.p2p],
             "pending": self.pending,
             **({"world_size": self.world_size} if self.world_size is not None else {}),
             **({"ranks": list(self.ranks)} if self.ranks is not None else {}),
@@ -121,7 +127,14 @@ def args_from_json(d: object) -> CallArgs | None:
 
     ops = d.get("p2p")
     p2p = (
-        tuple(P2P(str(p.get("op")), p.get("peer") if isinstance(p.get("peer"), int) else None) for p in ops)
+        tuple(
+            P2P(
+                str(p.get("op")),
+                p.get("peer") if isinstance(p.get("peer"), int) else None,
+                p.get("tag") if isinstance(p.get("tag"), int) else None,
+            )
+            for p in ops
+        )
         if isinstance(ops, list) and all(isinstance(p, dict) for p in ops)
         else None
     )
@@ -158,7 +171,7 @@ class PostedOp:
     seq: int  # the order the rank posted its ops in
 
     def as_p2p(self) -> P2P:
-        return P2P(self.op, self.peer)
+        return P2P(self.op, self.peer, self.tag)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def parse(frames: Sequence[FrameLocals]) -> CallArgs | None:
         numbers["group_dst"],
         tag=numbers["tag"],
         group=group,
-        p2p=_p2p(call.function, numbers, group, call.get("src") is not None),
+        p2p=_p2p(call.function, numbers, group, call.get("src") is not None, numbers["tag"]),
         pending=pending,
     )
 
@@ -117,7 +117,9 @@ def _group(call: FrameLocals, wrapper: FrameLocals | None) -> str | None:
     return None if CUT in args or CUT in kwargs else "default"  # the group may be in what py-spy cut off
 
 
-def _p2p(op: str, numbers: dict[str, int | None], group: str | None, read: bool) -> tuple[P2P, ...] | None:
+def _p2p(
+    op: str, numbers: dict[str, int | None], group: str | None, read: bool, tag: int | None = None
+) -> tuple[P2P, ...] | None:
     """The one op of a send or recv, its peer as a global rank; None when that cannot be told. ``read``: its ``src``
     local was there to read (py-spy may read none of a frame's locals)."""
     if op not in SENDS | RECVS:
@@ -125,7 +127,7 @@ def _p2p(op: str, numbers: dict[str, int | None], group: str | None, read: bool)
     mine, theirs = ("dst", "group_dst") if op in SENDS else ("src", "group_src")
     kind = "send" if op in SENDS else "recv"
     if numbers[mine] is not None:
-        return (P2P(kind, numbers[mine]),)
+        return (P2P(kind, numbers[mine], tag),)
     if numbers[theirs] is not None:  # a rank in the group: the same as the global one only in the default group
-        return (P2P(kind, numbers[theirs]),) if group == "default" else None
-    return (P2P("recv", None),) if kind == "recv" and read else None  # src='None': from any source
+        return (P2P(kind, numbers[theirs], tag),) if group == "default" else None
+    return (P2P("recv", None, tag),) if kind == "recv" and read else None  # src='None': from any source

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ncclcheck.analysis.watch.chains import FIXES, sentence
+from ncclcheck.analysis.watch.waitfor import TAG_FIX
 from ncclcheck.model.args import PostedOp, PostedOps
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
@@ -33,7 +34,6 @@ PEER_FIX = (
     "(a pipeline's next and previous stage, rank ± 1 at the ends, a group rank passed where a global rank is "
     "expected: dst/src are global ranks, group_dst/group_src ranks of the group)"
 )
-TAG_FIX = "a send and its receive must pass the same tag (and the same group): make both sides compute it alike"
 COUNT_FIX = (
     "each message has exactly one receive: every irecv/isend must be waited on (or its request kept and waited "
     "later), and both sides must post the same number of ops per peer; a request dropped unwaited can take the "

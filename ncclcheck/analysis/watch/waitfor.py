@@ -19,6 +19,7 @@ from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
 
+TAG_FIX = "a send and its receive must pass the same tag (and the same group): make both sides compute it alike"
 DEADLOCK_FIX = (
     "order the point-to-point ops so that one side sends while the other receives: even ranks send first and odd "
     "ranks receive first, or post both directions at once with dist.batch_isend_irecv([P2POp(isend, ...), "
@@ -31,11 +32,13 @@ def unmatched(rank: int, ops: Mapping[int, tuple[P2P, ...]]) -> tuple[P2P, ...]:
     out = []
     for p in ops[rank]:
         if p.peer is None:  # from any source: any send to this rank matches it
-            matched = any(q == P2P("send", rank) for r, qs in ops.items() if r != rank for q in qs)
+            matched = any(
+                q.op == "send" and q.peer == rank and p.matches(q) for r, qs in ops.items() if r != rank for q in qs
+            )
         elif p.op == "send":
-            matched = any(q.op == "recv" and q.peer in (rank, None) for q in ops.get(p.peer, ()))
+            matched = any(q.op == "recv" and q.peer in (rank, None) and p.matches(q) for q in ops.get(p.peer, ()))
         else:
-            matched = P2P("send", rank) in ops.get(p.peer, ())
+            matched = any(q.op == "send" and q.peer == rank and p.matches(q) for q in ops.get(p.peer, ()))
         if not matched:
             out.append(p)
     return tuple(out)
@@ -66,6 +69,9 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
     stuck = deadlocked(ops, range(world_size))
     if not stuck:
         return _nobody_sends(waiters, world_size)
+    tags = _tags(stuck, ops, views)
+    if tags is not None:
+        return tags
     parts = []
     for rank, op in stuck.items():
         v = views[rank]
@@ -84,6 +90,27 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
         (r, f"waits in {op.op} on {'any rank' if op.peer is None else f'rank {op.peer}'}") for r, op in stuck.items()
     )
     return Finding("p2p-deadlock", "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
+
+
+def _tags(
+    stuck: Mapping[int, P2P], ops: Mapping[int, tuple[P2P, ...]], views: Mapping[int, RankView]
+) -> Finding | None:
+    """A send and a receive between two deadlocked ranks that face each other but pass different tags: the tags."""
+    for rank, op in stuck.items():
+        if op.op != "send" or op.peer is None:
+            continue
+        facing = next((q for q in ops.get(op.peer, ()) if q.op == "recv" and q.peer in (rank, None)), None)
+        if facing is None or facing.tag is None or op.tag is None or facing.tag == op.tag:
+            continue
+        sender, receiver = views[rank], views[op.peer]
+        message = (
+            f"rank {rank} waits in send to rank {op.peer} with tag {op.tag} at {short(sender.call_site)}; rank "
+            f"{op.peer} waits in recv from rank {rank} with tag {facing.tag} at {short(receiver.call_site)} — the tags "
+            "differ: neither op completes; a bug in the code, not the network"
+        )
+        pair = tuple(sorted((rank, op.peer)))
+        return Finding("p2p-tag-mismatch", "error", message, TAG_FIX, ranks=pair, culprits=pair)
+    return None
 
 
 def _nobody_sends(waiters: Sequence[RankView], world_size: int) -> Finding | None:
