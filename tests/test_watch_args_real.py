@@ -43,7 +43,9 @@ def test_recv_recv_is_a_p2p_deadlock(job: Any, capsys: pytest.CaptureFixture[str
     assert f"rank 0 waits in recv from rank 1 at {at('dist.recv(t, src=peer)')}" in f["message"]
     assert f["roles"] == {"0": "waits in recv on rank 1", "1": "waits in recv on rank 0"}
     by_rank = {r["rank"]: r for r in report["ranks"]}
-    assert by_rank[1]["args"]["p2p"] == [{"op": "recv", "peer": 0}] and by_rank[1]["args"]["group"] == "default"
+    assert (
+        by_rank[1]["args"]["p2p"] == [{"op": "recv", "peer": 0, "tag": 0}] and by_rank[1]["args"]["group"] == "default"
+    )
 
 
 def test_reduce_with_each_rank_its_own_dst_is_a_root_mismatch(job: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ncclcheck.analysis.watch.findings import first_to_fail
+from ncclcheck.analysis.watch.ends import first_to_fail
 from ncclcheck.analysis.watch.flight import overrides
 from ncclcheck.analysis.watch.judge import hangs_in
 from ncclcheck.analysis.watch.posted import unmatched

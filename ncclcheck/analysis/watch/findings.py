@@ -40,10 +40,6 @@ UNSURE_P2P_FIX = (
     "each rank's ops and peers; then the transport: `ncclcheck env` on every node, `ncclcheck logs` on "
     "NCCL_DEBUG=INFO logs"
 )
-DEAD_FIX = (
-    "a stopped rank: resume it (kill -CONT) or find who stopped it; an exited rank: read its log "
-    "(ncclcheck logs) for why it died (OOM killer: dmesg); the others cannot finish without it"
-)
 REMOTE_FIX = (
     "watch the node(s) holding those ranks (ncclcheck watch there); the one not in this collective, or not "
     "moving, is the one to look at"
@@ -59,7 +55,7 @@ def place_key(v: RankView) -> tuple[str, str]:
     """Where a rank waits, as far as telling ranks apart goes: point-to-point ops pair a send with a recv from
     other lines, and DDP's backward runs from wherever the loop calls it, so their lines are not compared."""
     op = v.collective or ""
-    if op in P2P:
+    if op in P2P or op == "wait":  # a request's wait: a point-to-point op (or a collective's) whose peers are unread
         return "send/recv", ""
     return op, "" if op == "backward" else (v.call_site or "")
 
@@ -92,129 +88,6 @@ def where(places: Places, lead: bool = True) -> str:
 
 def ranks(*groups: Sequence[RankView]) -> tuple[int, ...]:
     return tuple(sorted({v.rank for g in groups for v in g}))
-
-
-def exit_words(code: int | None) -> str:
-    if code is None:
-        return "exited (exit code not known)"
-    return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-
-
-def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Finding:
-    codes = {v.rank: v.sample.exit_code for v in exited}
-    failed = sorted(r for r, c in codes.items() if c not in (None, 0))
-    known = [r for r, c in codes.items() if c is not None]
-    first, order = first_to_fail(exited)
-    if failed:
-        message = "every rank of the job on this node has exited: " + "; ".join(
-            f"rank {r} {exit_words(codes[r])}" for r in failed
-        )
-    elif known:
-        unknown = sorted(set(codes) - set(known))
-        rest = f"; rank {span(unknown)}: exit code not known (already reaped by its launcher)" if unknown else ""
-        message = f"every rank of the job on this node has exited: rank {span(known)} with exit code 0{rest}"
-    else:
-        message = (
-            "every rank of the job on this node has exited (exit codes not known here: their launcher reaped them;"
-            " its output says how they ended)"
-        )
-    message += order
-    if launcher_running:
-        message += "; its launcher still runs: it may restart them (elastic) or be about to exit"
-    fix = "read the failed ranks' logs (ncclcheck logs)" if failed or first else ""
-    severity = "warning" if failed or first else "info"
-    return Finding("finished", severity, message, fix, ranks=ranks(exited), culprits=first)
-
-
-ENDED_BY_LAUNCHER = -15  # SIGTERM: what torchrun sends every rank left once one fails, or when it is told to stop
-# ends that can follow from another rank's: an error exit (gloo's "connection closed by peer"), SIGABRT (NCCL's abort
-# after a peer failed), SIGTERM; a rank killed by another signal (SIGKILL: the OOM killer, SIGSEGV) failed of its own
-FOLLOWS = (ENDED_BY_LAUNCHER, -6)
-
-
-def first_to_fail(gone: Sequence[RankView]) -> tuple[tuple[int, ...], str]:
-    """The rank(s) that began the end, and the words saying so. A rank killed by SIGTERM is what its launcher does to
-    every rank left once one fails (or when it is itself told to stop): never the culprit. Where the ranks' ends were
-    timed (``ended``), the first to end is the cause: a failure, or a clean exit while the others still ran and then
-    failed (it left early); without times, the ranks that failed other than by SIGTERM."""
-    timed = sorted((v for v in gone if v.sample.ended is not None), key=lambda v: v.sample.ended or 0.0)
-    terms = [v.rank for v in gone if v.sample.exit_code == ENDED_BY_LAUNCHER]
-    ended = (
-        f"; rank {span(terms)} {'was' if len(terms) == 1 else 'were'} ended by SIGTERM (its launcher ends the "
-        "ranks left once one fails): not to blame"
-        if terms and len(terms) < len(gone)
-        else ""
-    )
-    if len(timed) == len(gone) and len(gone) > 1:
-        head = timed[0]
-        code = head.sample.exit_code
-        later = [v for v in timed[1:] if v.sample.exit_code not in (None, 0)]
-        if code == ENDED_BY_LAUNCHER:
-            return (), f"; every rank was ended by SIGTERM, rank {head.rank} first: by its launcher or from outside"
-        if code == 0 and later:  # it left early, or finished a moment before a rank failed of its own: not told
-            gap = (later[0].sample.ended or 0.0) - (head.sample.ended or 0.0)
-            return (), (
-                f"; rank {head.rank} exited first, with code 0, and rank {span([v.rank for v in later])} failed "
-                f"{gap:.2f} s later: if rank {head.rank} left the loop early, the others failed for want of it; if "
-                "every rank had finished, the failure is their own (their logs tell which: `ncclcheck logs`, or "
-                f"`ncclcheck run` from the start){ended}"
-            )
-        if code not in (None, 0):
-            return (head.rank,), f"; rank {head.rank} ended first ({exit_words(code)}){ended}"
-        return (), ""
-    failed = tuple(sorted(v.rank for v in gone if v.sample.exit_code not in (None, 0, ENDED_BY_LAUNCHER)))
-    own = [v.rank for v in gone if (v.sample.exit_code or 0) < 0 and v.sample.exit_code not in FOLLOWS]
-    before = [v.rank for v in gone if v.sample.exit_code in (None, 0) and v.sample.ended is None]
-    if failed and before and not own:  # one that left (cleanly, or unseen) at a time not known may be why others failed
-        return (), (
-            f"; rank {span(before)} had ended too, at a time not known here (before watching, or reaped unseen): "
-            f"rank {span(list(failed))} may have failed for want of it (torchrun's output, and `ncclcheck run` from the "
-            "start, time each end)"
-        )
-    return failed, ended if failed else ""
-
-
-def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool = False) -> Finding:
-    """Ranks that exited while the others do not wait on them in a collective: the job finishing, or not yet
-    noticed; ``stuck``: the ranks left, when none of them has moved since (they may wait on it elsewhere:
-    NCCL's host thread spins in a CUDA sync for a collective the exited rank never joins)."""
-    parts = [f"{who(v, hosts)} {exit_words(v.sample.exit_code)}" for v in sorted(gone, key=lambda v: v.rank)]
-    failed = tuple(v.rank for v in gone if v.sample.exit_code not in (None, 0, ENDED_BY_LAUNCHER))
-    if stuck:
-        tail = (
-            f" — rank {span([v.rank for v in stuck])} {'has' if len(stuck) == 1 else 'have'} not moved for "
-            f"{min(v.still_s for v in stuck):.0f} s since: {'it' if len(stuck) == 1 else 'they'} may wait on it"
-        )
-    else:
-        tail = " — the other ranks run on and do not wait on it (yet)"
-    severity = "warning" if failed or stuck else "info"
-    return Finding(
-        "exited",
-        severity,
-        "; ".join(parts) + tail,
-        DEAD_FIX if failed or stuck else "",
-        ranks=ranks(gone, stuck),
-        culprits=failed,
-    )
-
-
-def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = False) -> Finding:
-    """Stopped ranks, and exited ranks the others wait on."""
-    parts = []
-    for v in sorted(lost, key=lambda v: v.rank):
-        s = v.sample
-        what = {
-            "stopped": f"is stopped (SIGSTOP, or held by a debugger; `kill -CONT {s.pid}` resumes it)",
-            "zombie": f"{exit_words(s.exit_code)} (zombie pid {s.pid}, not yet reaped by its launcher)",
-            "gone": f"has exited (pid {s.pid} is gone)",
-            "missing": "has no process on its node (it exited, or never started)",
-        }[s.status]
-        parts.append(f"{who(v, hosts)} {what}")
-    tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
-    severity = "error" if waiters else "warning"
-    return Finding(
-        "dead", severity, "; ".join(parts) + tail, DEAD_FIX, ranks=ranks(lost, waiters), culprits=ranks(lost)
-    )
 
 
 def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: float, hosts: bool = False) -> Finding:
@@ -284,13 +157,17 @@ def cpu_note(v: RankView) -> str:
 
 def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool = False) -> Finding:
     """Ranks waiting in different collectives. The ranks outside the largest group are blamed only when it
-    holds more than half of the whole job: ranks not seen here, dead or busy count against it."""
+    holds more than half of the whole job: ranks not seen here, dead or busy count against it. Ranks in
+    point-to-point ops (or a request's wait) are no side of that vote: nobody is blamed by it."""
     groups = list(places.values())
     total = max(sum(len(g) for g in groups), world_size)
     by_op: dict[str, list[RankView]] = defaultdict(list)
     for (op, _), g in places.items():  # the majority is by collective; lines only tell the sides apart
         by_op[op] += g
-    odd, blame = odd_ones([[v.rank for v in g] for g in by_op.values()], total)
+    if "send/recv" in by_op:  # point-to-point ops are not a side of a collective's vote
+        odd, blame = (), "point-to-point ops against a collective: the stacks cannot tell which side is wrong"
+    else:
+        odd, blame = odd_ones([[v.rank for v in g] for g in by_op.values()], total)
     if odd and hosts:
         blame += " (" + ", ".join(who(v, hosts) for g in by_op.values() for v in g if v.rank in odd) + ")"
     if not odd:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ncclcheck.analysis.watch import ends
 from ncclcheck.analysis.watch import findings as make
 from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
@@ -153,7 +154,7 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     limit = judging.threshold(tracked.window_s)
     s = _sides(tracked.views, job, limit)
     if tracked.views and len(s.exited) == len(tracked.views):
-        return (make.finished(s.exited, tracked.launcher_running),)
+        return (ends.finished(s.exited, tracked.launcher_running),)
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
     world = world_waits(tracked.views, job, lambda v: v.quiet_s >= limit or _blocked(v), limit, hosts)
     if world:  # start-up or group creation: the ranks not there are the culprits, whatever the others' vote
@@ -222,11 +223,11 @@ def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list
     """Stopped ranks, and exited ones others wait on, are dead; exited ones nobody waits on, just exited (a
     warning when the ones left have not moved since: they may wait on them outside a collective)."""
     if waiters and (s.exited or s.stopped):
-        return [make.dead(s.exited + s.stopped, waiters, hosts)]
-    out = [make.dead(s.stopped, (), hosts)] if s.stopped else []
+        return [ends.dead(s.exited + s.stopped, waiters, hosts)]
+    out = [ends.dead(s.stopped, (), hosts)] if s.stopped else []
     if s.exited:
         stuck = [v for v in s.live if v.still_s >= limit] if s.live else []
-        out.append(make.exited(s.exited, stuck if len(stuck) == len(s.live) else (), hosts))
+        out.append(ends.exited(s.exited, stuck if len(stuck) == len(s.live) else (), hosts))
     return out
 
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ncclcheck.analysis.stacks import WORLD_CALLS
 from ncclcheck.analysis.watch.chains import FIXES, sentence, waiting
-from ncclcheck.analysis.watch.findings import exit_words, odd_ones
+from ncclcheck.analysis.watch.ends import exit_words
+from ncclcheck.analysis.watch.findings import odd_ones
 from ncclcheck.analysis.watch.local import Followed, follow
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
