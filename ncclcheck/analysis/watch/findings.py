@@ -164,8 +164,9 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
     by_op: dict[str, list[RankView]] = defaultdict(list)
     for (op, _), g in places.items():  # the majority is by collective; lines only tell the sides apart
         by_op[op] += g
+    odd: tuple[int, ...] = ()
     if "send/recv" in by_op:  # point-to-point ops are not a side of a collective's vote
-        odd, blame = (), "point-to-point ops against a collective: the stacks cannot tell which side is wrong"
+        blame = "point-to-point ops against a collective: the stacks cannot tell which side is wrong"
     else:
         odd, blame = odd_ones([[v.rank for v in g] for g in by_op.values()], total)
     if odd and hosts:
