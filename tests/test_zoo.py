@@ -70,7 +70,7 @@ ZOO = {
     "subprocess": Truth(2, "straggler", (1,), ("its child pid", "`sleep 3600`", "clock_nanosleep")),
     "sleep": Truth(2, "straggler", (1,), ("`time.sleep(FOREVER)`", "sleeps")),
     "socket": Truth(2, "straggler", (1,), ("reads a TCP socket", "127.0.0.1:", "sent nothing")),
-    "compute": Truth(2, "straggler", (1,), ("computes", "x = x")),
+    "compute": Truth(2, "straggler", (1,), ("computes", "in spin")),
     "checkpoint": Truth(2, "straggler", (0,), ("torch.save", "opens the FIFO", "ckpt-")),
     # crashes: the rank that began the end, never the ones the launcher ended after it
     "exited-early": Truth(2, "rank-left-early", (1,), crash=True),
