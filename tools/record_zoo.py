@@ -11,6 +11,7 @@ The lines hold absolute paths of this checkout; the pure tests read only the lin
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 WORKER = REPO / "tests" / "workers" / "zoo.py"
 OUT = REPO / "tests" / "fixtures" / "zoo"
 HUNG_S = 9.0  # how long the agent lines are recorded once every rank printed "ready"
+KEEP = 3  # lines kept per case (the last ones, with what the earlier ones sent)
 # case -> (ranks, how): every case under run; the cases whose evidence differs without run's hook under watch too
 CASES = {
     "late-init": (2, ("run",)),
@@ -135,10 +137,39 @@ def record(case: str, nproc: int, how: str, work: Path) -> None:
                 agent.wait(10)
         finally:
             stop(proc)
+    compact(target)
     print(f"{target.relative_to(REPO)}: {sum(1 for _ in target.open())} lines")
 
 
+def compact(path: Path, keep: int = KEEP) -> None:
+    """Keep the last ``keep`` lines, the first of them carrying what the viewer would hold from the lines before:
+    each rank's last stack and closer look (sent only when they change), the last Flight Recorders."""
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    if len(lines) <= keep:
+        return
+    held: dict[tuple[int, str], object] = {}
+    flight = None
+    for line in lines[:-keep]:
+        flight = line.get("flight", flight)
+        for r in line.get("ranks", []):
+            for key in ("stack", "deep"):
+                if key in r:
+                    held[(r["rank"], key)] = r[key]
+    first = lines[-keep]
+    if flight is not None and "flight" not in first:
+        first["flight"] = flight
+    for r in first.get("ranks", []):
+        for key in ("stack", "deep"):
+            if key not in r and (r["rank"], key) in held:
+                r[key] = held[(r["rank"], key)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines[-keep:]))
+
+
 def main(cases: list[str]) -> None:
+    if cases[:1] == ["--compact"]:  # lines recorded before: compacted again
+        for path in sorted(OUT.glob("*.jsonl")):
+            compact(path)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="ncc-zoo-"))
     try:

@@ -27,7 +27,7 @@ from ncclcheck.model.args import args_from_json, posted_from_json
 from ncclcheck.model.flight import FrDump, dump_from_json
 from ncclcheck.model.shares import Tally, tally_from_json, window
 from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import code_from_json, deep_from_json
+from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
@@ -43,6 +43,7 @@ class Streams:
     stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
     flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
     tallies: dict[tuple[str, int], tuple[Tally, ...]] = field(default_factory=dict)  # per node and rank: the window
+    deeps: dict[tuple[str, int], Deep | None] = field(default_factory=dict)  # per node and rank: its last closer look
     first_seen: float | None = None
 
     def add_line(self, raw: str, received: float) -> None:
@@ -57,7 +58,7 @@ class Streams:
             except ValueError:
                 data = None
             if isinstance(data, dict) and data.get("schema") == AGENT_SCHEMA and isinstance(data.get("host"), str):
-                report = parse(data, self.stacks, received, self.tallies)
+                report = parse(data, self.stacks, received, self.tallies, self.deeps)
                 if report is not None:
                     if isinstance(data.get("flight"), list):
                         dumps = (dump_from_json(d) for d in data["flight"])
@@ -77,6 +78,7 @@ def parse(
     stacks: dict[tuple[str, int], tuple[Frame, ...]],
     received: float,
     tallies: dict[tuple[str, int], tuple[Tally, ...]] | None = None,
+    deeps: dict[tuple[str, int], Deep | None] | None = None,
 ) -> AgentReport | None:
     """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
     out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``). None: a line
@@ -86,7 +88,8 @@ def parse(
     raw_job = data.get("job")
     job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
     try:
-        views = tuple(_view(r, host, stacks, held) for r in data.get("ranks", []))
+        looks = {} if deeps is None else deeps
+        views = tuple(_view(r, host, stacks, held, looks) for r in data.get("ranks", []))
         return AgentReport(
             host=host,
             received=float(data.get("time", received)) if received < 0 else received,
@@ -135,8 +138,11 @@ def _view(
     host: str,
     stacks: dict[tuple[str, int], tuple[Frame, ...]],
     tallies: dict[tuple[str, int], tuple[Tally, ...]],
+    deeps: dict[tuple[str, int], Deep | None],
 ) -> RankView:
     rank = int(r["rank"])
+    if "deep" in r:  # sent when it changed; null once the rank moved on
+        deeps[(host, rank)] = deep_from_json(r["deep"])
     if isinstance(r.get("rounds"), list):
         new = (tally_from_json(t) for t in r["rounds"])
         tallies[(host, rank)] = window(tallies.get((host, rank), ()), [t for t in new if t is not None])
@@ -156,7 +162,7 @@ def _view(
         stack=stacks.get((host, rank), ()),
         stack_error=r.get("stack_error"),
         exit_code=_int(r.get("exit_code")),
-        deep=deep_from_json(r.get("deep")),
+        deep=deeps.get((host, rank)),
         p2p=posted_from_json(r.get("p2p")),
         ended=_float(r.get("ended")),
         code=code_from_json(r.get("code")),

@@ -13,6 +13,7 @@ from typing import Any
 from ncclcheck.model.flight import FrDump, dump_to_json
 from ncclcheck.model.shares import tally_to_json
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import AGENT_SCHEMA, RendezvousEndpoint, WatchState
 
 
@@ -28,10 +29,13 @@ def agent_line(
     interval_s: float | None = None,
     flight: Sequence[FrDump] | None = None,
     rounds_sent: dict[int, float] | None = None,
+    deep_sent: dict[int, Deep | None] | None = None,
 ) -> dict[str, Any]:
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date. ``flight``: this
     node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over).
-    ``rounds_sent``: the end of each rank's last round sent, brought up to date (None: send every round held)."""
+    ``rounds_sent``: the end of each rank's last round sent, brought up to date (None: send every round held);
+    ``deep_sent``: each rank's closer look as last sent, brought up to date: a look is sent when it changed (``null``
+    once the rank moved on), not at every line (None: with every line that has one)."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
     if interval_s is not None:
         line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
@@ -91,8 +95,12 @@ def agent_line(
         }
         if v.args is not None:
             rank["args"] = v.args.to_json()
-        if s.deep is not None:  # a rank standing still outside a collective: what it waits on, for the viewer's chain
-            rank["deep"] = s.deep.to_json()
+        if deep_sent is None:  # a rank standing still outside a collective: what it waits on, for the viewer's chain
+            if s.deep is not None:
+                rank["deep"] = s.deep.to_json()
+        elif deep_sent.get(s.rank) != s.deep:
+            rank["deep"] = None if s.deep is None else s.deep.to_json()
+            deep_sent[s.rank] = s.deep
         if s.p2p is not None:
             rank["p2p"] = s.p2p.to_json()
         if s.ended is not None:

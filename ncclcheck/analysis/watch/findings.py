@@ -166,7 +166,10 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
         by_op[op] += g
     odd: tuple[int, ...] = ()
     if "send/recv" in by_op:  # point-to-point ops are not a side of a collective's vote
-        blame = "point-to-point ops against a collective: the stacks cannot tell which side is wrong"
+        blame = (
+            "point-to-point ops against a collective: the stacks cannot tell which side is wrong (under `ncclcheck "
+            "run` its hook records every rank's point-to-point peers)"
+        )
     else:
         odd, blame = odd_ones([[v.rank for v in g] for g in by_op.values()], total)
     if odd and hosts:

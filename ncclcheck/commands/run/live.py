@@ -23,6 +23,7 @@ from ncclcheck.commands.run.control import on_hang
 from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import Deep
 from ncclcheck.report_files import replace_json
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.run import hang_line
@@ -61,6 +62,7 @@ def sample_live(
     host, seq, rendezvous, started = socket.gethostname(), 0, None, time.monotonic()
     flight: object = ()  # the Flight Recorders last written to the agent lines
     rounds_sent: dict[int, float] = {}  # each rank's last round written: a line carries only the new ones
+    deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last written: sent again when it changes
     seen: float | None = None  # when the first of the job's ranks was found
     lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
@@ -97,6 +99,7 @@ def sample_live(
                         interval_s=args.interval,
                         flight=fresh,
                         rounds_sent=rounds_sent,
+                        deep_sent=deep_sent,
                     )
                 )
                 + "\n"

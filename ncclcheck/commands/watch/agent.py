@@ -26,6 +26,7 @@ from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RendezvousEndpoint
 from ncclcheck.signals import handling
 from ncclcheck.sources.watch import LiveSource
@@ -78,6 +79,7 @@ def _report(
     """One agent line per sample until the job on this node is over, the reader went away or a stop came."""
     flight: object = ()
     rounds_sent: dict[int, float] = {}  # each rank's last round sent: a line carries only the new ones
+    deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last sent: sent again when it changes
     while not stop.is_set():
         state = source.poll()
         fresh = source.flight if source.flight is not flight else None
@@ -94,6 +96,7 @@ def _report(
             interval_s=args.interval,
             flight=fresh,
             rounds_sent=rounds_sent,
+            deep_sent=deep_sent,
         )
         if not _emit(line):
             return exits.OK  # nobody reads any more
