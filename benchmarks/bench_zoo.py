@@ -28,54 +28,27 @@ import psutil
 from _timing import by_hand  # benchmarks/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_zoo import WORKER, ZOO, Truth, _first_hang  # the cases and their truth live with the tests
+from test_zoo import ZOO, Truth, _first_hang, await_ready, under_run, watch_once  # the cases and their truth
 
 STUCK_FOR_S = 3.0
 
 
 def measure(case: str, truth: Truth, stall: float, work: Path) -> dict[str, object]:
-    env = {**os.environ, "CASE": case, "ZOO_DIR": str(work)}
-    log = work / f"{case}.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ncclcheck",
-        "run",
-        "--dir",
-        str(work / case),
-        "--stall",
-        str(stall),
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={truth.nproc}",
-        str(WORKER),
-    ]
-    with log.open("wb") as out:
-        run = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    log = work / case / "run.log"
+    run = under_run(case, truth.nproc, work / case, stall=f"{stall:g}", interval="5")
     result: dict[str, object] = {"case": case}
     try:
-        while log.read_text(errors="replace").count("ready ") < truth.nproc:
-            if run.poll() is not None:
-                raise SystemExit(f"{case}: the job ended before it hung")
-            time.sleep(0.05)
+        await_ready(run, log, truth.nproc)
+        if run.poll() is not None:
+            raise SystemExit(f"{case}: the job ended before it hung")
         hung = time.monotonic()
         time.sleep(STUCK_FOR_S)
         launcher = next(
             c for c in psutil.Process(run.pid).children() if "torch.distributed.run" in " ".join(c.cmdline())
         )
-        ranks = [c.pid for c in launcher.children()]
-        result["by_hand_s"] = by_hand(ranks)
+        result["by_hand_s"] = by_hand([c.pid for c in launcher.children()])
         begin = time.perf_counter()
-        watch = subprocess.run(
-            [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(launcher.pid)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
+        watch = watch_once(launcher.pid, case)  # watch's defaults: --stall 10
         result["watch_s"] = time.perf_counter() - begin
         found = _first_hang(json.loads(watch.stdout)["findings"]) if watch.stdout.startswith("{") else None
         result["watch_right"] = found is not None and (found["kind"], tuple(found["culprits"])) == (
@@ -83,13 +56,12 @@ def measure(case: str, truth: Truth, stall: float, work: Path) -> dict[str, obje
             truth.culprits,
         )
         result["watch_said"] = f"{found['kind']} {found['culprits']}" if found else "nothing"
-        hangs = work / case / "hangs"
-        while not any(hangs.glob("*.json")):
-            if time.monotonic() - hung > stall + 60:
-                break
+        hangs = work / case / "run" / "hangs"
+        while not any(hangs.glob("*.json")) and time.monotonic() - hung < stall + 60:
             time.sleep(0.05)
         records = sorted(hangs.glob("*.json"))
-        result["run_s"] = records[0].stat().st_mtime - (time.time() - (time.monotonic() - hung)) if records else None
+        wall_hung = time.time() - (time.monotonic() - hung)
+        result["run_s"] = records[0].stat().st_mtime - wall_hung if records else None
         first = _first_hang(json.loads(records[0].read_text())["findings"]) if records else None
         result["run_right"] = first is not None and (first["kind"], tuple(first["culprits"])) == (
             truth.kind,

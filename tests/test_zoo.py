@@ -106,65 +106,46 @@ def _text(log: Path) -> str:
     return log.read_text(errors="replace") if log.exists() else ""
 
 
+def under_run(case: str, nproc: int, work: Path, stall: str = STALL, interval: str = "1") -> subprocess.Popen[bytes]:
+    """``ncclcheck run --dir WORK/run`` over ``torchrun`` of the zoo's ``case``, its output in WORK/run.log."""
+    (work / "scratch").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CASE": case, "ZOO_DIR": str(work / "scratch")}
+    cmd = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(work / "run"), "--stall", stall]
+    cmd += ["--interval", interval, "--", sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc-per-node={nproc}", "--monitor-interval=0.1", str(WORKER)]
+    with (work / "run.log").open("wb") as handle:
+        return subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def await_ready(run: subprocess.Popen[bytes], log: Path, nproc: int, deadline_s: float = 120) -> None:
+    """Until every rank printed "ready" (or the job ended)."""
+    deadline = time.monotonic() + deadline_s
+    while _text(log).count("ready ") < nproc and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def watch_once(launcher: int, case: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``ncclcheck watch --once --json --pid LAUNCHER`` as a user types it."""
+    cmd = [sys.executable, "-m", "ncclcheck", "watch", "--once", "--json", "--pid", str(launcher), *flags]
+    env = {**os.environ, "CASE": case}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
+
+
 def play(case: str, truth: Truth, root: Path) -> Outcome:
     """One case from start to end, as a user would run it."""
     work = root / case
-    (work / "scratch").mkdir(parents=True)
-    env = {**os.environ, "CASE": case, "ZOO_DIR": str(work / "scratch")}
     log = work / "run.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ncclcheck",
-        "run",
-        "--dir",
-        str(work / "run"),
-        "--stall",
-        STALL,
-        "--interval",
-        "1",
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={truth.nproc}",
-        "--monitor-interval=0.1",
-        str(WORKER),
-    ]
     out = Outcome()
     began = time.monotonic()
-    with log.open("wb") as handle:
-        run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    run = under_run(case, truth.nproc, work)
     try:
-        deadline = time.monotonic() + 120
-        while _text(log).count("ready ") < truth.nproc and run.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        await_ready(run, log, truth.nproc)
         ready = time.monotonic()
         out.seconds["start"] = ready - began
         launcher = _torchrun(run)
         if launcher is not None:
-            watch = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "ncclcheck",
-                    "watch",
-                    "--once",
-                    "--json",
-                    "--pid",
-                    str(launcher),
-                    "--stall",
-                    "3",
-                    "--settle" if truth.crash else "--interval",
-                    "3" if truth.crash else "1",
-                ],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-                check=False,
-            )
+            flags = ("--stall", "3", "--settle", "3") if truth.crash else ("--stall", "3", "--interval", "1")
+            watch = watch_once(launcher, case, *flags)
             out.watch_code = watch.returncode
             out.watch = json.loads(watch.stdout) if watch.stdout.strip().startswith("{") else None
             out.seconds["watch"] = time.monotonic() - ready
@@ -246,29 +227,8 @@ def test_the_twins_of_every_case_run_healthy_under_run_and_watch_with_no_finding
     by every rank in order, batched and plain point-to-point that match, DataLoader workers, threads with locks,
     events and queues, a subprocess, a socket that answers, a bounded computation, a checkpoint), each phase
     shorter than --stall: run records nothing, passes, and watch over the whole job finds nothing wrong."""
-    env = {**os.environ, "CASE": "twins", "ZOO_DIR": str(tmp_path)}
     log = tmp_path / "run.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ncclcheck",
-        "run",
-        "--dir",
-        str(tmp_path / "run"),
-        "--stall",
-        STALL,
-        "--interval",
-        "1",
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=3",
-        str(WORKER),
-    ]
-    with log.open("wb") as handle:
-        run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    run = under_run("twins", 3, tmp_path)
     try:
         deadline = time.monotonic() + 120
         while _torchrun(run) is None and run.poll() is None and time.monotonic() < deadline:
@@ -276,29 +236,7 @@ def test_the_twins_of_every_case_run_healthy_under_run_and_watch_with_no_finding
         launcher = _torchrun(run)
         looks = []
         while launcher is not None and run.poll() is None:
-            watch = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "ncclcheck",
-                    "watch",
-                    "--once",
-                    "--json",
-                    "--pid",
-                    str(launcher),
-                    "--stall",
-                    STALL,
-                    "--settle",
-                    "3",
-                    "--interval",
-                    "0.5",
-                ],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-                check=False,
-            )
+            watch = watch_once(launcher, "twins", "--stall", STALL, "--settle", "3", "--interval", "0.5")
             if watch.stdout.strip().startswith("{"):
                 looks.append(json.loads(watch.stdout))
         assert run.wait(timeout=120) == 0, _text(log)[-3000:]
@@ -321,27 +259,8 @@ def test_ranks_waiting_inside_init_process_group_end_on_the_first_sigint(tmp_pat
     """Rank 0 waits in init_process_group (C++: the store) for rank 1, which polls for a file: torch's C++ wait never
     runs Python's SIGINT handler, so without run's hook rank 0 sits out torchrun's SIGINT until its SIGKILL 30 s
     later. Under run it ends on that first SIGINT, killed by it, not by SIGKILL."""
-    env = {**os.environ, "CASE": "late-init", "ZOO_DIR": str(tmp_path)}
     log = tmp_path / "run.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ncclcheck",
-        "run",
-        "--dir",
-        str(tmp_path / "run"),
-        "--stall",
-        "60",
-        "--",
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        str(WORKER),
-    ]
-    with log.open("wb") as handle:
-        run = subprocess.Popen(cmd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    run = under_run("late-init", 2, tmp_path, stall="60")
     try:
         deadline = time.monotonic() + 120
         while _text(log).count("ready ") < 2:

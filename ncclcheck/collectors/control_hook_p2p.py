@@ -60,11 +60,14 @@ def install(module: ModuleType) -> None:
         setattr(module, "_warn_not_in_group", _not_member(warn, module))  # noqa: B010 - a module attribute, by name
     register = getattr(sys.modules.get("torch._C._distributed_c10d"), "_register_handler", None)
     if register is not None:
-        _keep.append(_handler)
-        import ctypes  # the registry is a C++ static: the handler must outlive the interpreter (see the hook)
+        try:
+            import ctypes  # the registry is a C++ static: the handler must outlive the interpreter (see the hook)
 
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_handler))
-        register(HANDLER, _handler)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(_handler))
+            _keep.append(_handler)
+            register(HANDLER, _handler)
+        except Exception:  # registered already (a second install in this process): the first one answers
+            pass
 
 
 _keep: list[Any] = []

@@ -17,28 +17,35 @@ from ncclcheck.probes.host import find_py_spy
 DUMP_TIMEOUT_S = 10.0
 
 
-def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S, native: bool = False) -> tuple[tuple[Frame, ...], str | None]:
-    """The main thread's frames (innermost first), or an error that says why there are none."""
+def _json(pid: int, flags: tuple[str, ...], timeout_s: float) -> tuple[object, str | None]:
+    """``py-spy dump --pid PID --json FLAGS``'s JSON (a list of threads), or None and why there is none."""
     binary = find_py_spy()
     if binary is None:
-        return (), "py-spy is not installed (pip install py-spy)"
+        return None, "py-spy is not installed (pip install py-spy)"
     try:
         done = subprocess.run(
-            [binary, "dump", "--pid", str(pid), "--json", "--native" if native else "--nonblocking"],
+            [binary, "dump", "--pid", str(pid), "--json", *flags],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return (), f"py-spy dump timed out after {timeout_s:.0f} s"
+        return None, f"py-spy dump timed out after {timeout_s:.0f} s"
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["unknown error"])[0]
-        return (), f"py-spy could not read pid {pid}: {reason}"
+        return None, f"py-spy could not read pid {pid}: {reason}"
     try:
-        threads = json.loads(done.stdout)
+        return json.loads(done.stdout), None
     except ValueError:
-        return (), "py-spy printed no JSON"
+        return None, "py-spy printed no JSON"
+
+
+def dump(pid: int, timeout_s: float = DUMP_TIMEOUT_S, native: bool = False) -> tuple[tuple[Frame, ...], str | None]:
+    """The main thread's frames (innermost first), or an error that says why there are none."""
+    threads, error = _json(pid, ("--native" if native else "--nonblocking",), timeout_s)
+    if not isinstance(threads, list):
+        return (), error or "py-spy printed no list of threads"
     main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0] if threads else None)
     if main is None:
         return (), "py-spy found no thread"
@@ -105,27 +112,8 @@ def main_thread_locals(threads: object) -> tuple[FrameLocals, ...] | None:
 def dump_threads(pid: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[tuple[ThreadSample, ...], str | None]:
     """Every Python thread of a process with its frames and their locals (``--locals --nonblocking``), the main
     thread first; or why none could be read."""
-    binary = find_py_spy()
-    if binary is None:
-        return (), "py-spy is not installed (pip install py-spy)"
-    try:
-        done = subprocess.run(
-            [binary, "dump", "--pid", str(pid), "--json", "--locals", "--nonblocking"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return (), f"py-spy dump timed out after {timeout_s:.0f} s"
-    if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["unknown error"])[0]
-        return (), f"py-spy could not read pid {pid}: {reason}"
-    try:
-        threads = json.loads(done.stdout)
-    except ValueError:
-        return (), "py-spy printed no JSON"
-    return threads_of(threads), None
+    threads, error = _json(pid, ("--locals", "--nonblocking"), timeout_s)
+    return (threads_of(threads), None) if error is None else ((), error)
 
 
 def threads_of(threads: object) -> tuple[ThreadSample, ...]:
