@@ -8,8 +8,9 @@ completes). How many ops were posted to and from each peer is counted too. It al
 at once because the rank is not a member of the group it passed (``_warn_not_in_group``): a collective on the wrong
 group, which leaves the group's members waiting. ``answer()`` is the JSON the control plane handler ``ncclcheck_p2p``
 returns: what each rank has in flight, which the stacks cannot show once a rank waits on a request
-(``work.wait()``). The wrappers cost a function call and a dict (about a microsecond an op), and never raise into the
-job: a failure to record leaves the op unrecorded.
+(``work.wait()``). The wrappers cost about 2 µs of Python an op (a small slotted record, the caller's code object
+looked up in a cache; the words are made only when asked), and never raise into the job: a failure to record leaves
+the op unrecorded.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,9 +38,10 @@ _SKIP = (
     os.sep + "hook" + os.sep + "sitecustomize.py",
 )
 
-_ops: list[dict[str, Any]] = []
+_ops: deque[_Op] = deque(maxlen=KEEP)
 _skipped: list[dict[str, Any]] = []  # calls on a group the rank is not a member of
-_posted: dict[str, int] = {}  # "send:1", "recv:0", "recv:any": ops posted so far, per side and peer
+_posted: dict[tuple[str, Any], int] = {}  # (side, peer): ops posted so far, per side and peer (None: any source)
+_c10d: list[ModuleType] = []  # the module wrapped: group names are asked of it when the control plane asks
 _seq = [0]
 _lock = threading.Lock()
 _inside = threading.local()  # recv() calls irecv(): only the outermost call is recorded
@@ -46,6 +49,7 @@ _inside = threading.local()  # recv() calls irecv(): only the outermost call is 
 
 def install(module: ModuleType) -> None:
     """Wrap the point-to-point calls of c10d (and torch.distributed's copies, if bound already)."""
+    _c10d[:] = [module]
     parent = sys.modules.get("torch.distributed")
     for name in CALLS:
         original = getattr(module, name, None)
@@ -73,32 +77,45 @@ def install(module: ModuleType) -> None:
 _keep: list[Any] = []
 
 
+class _Op:
+    """One op as recorded: kept small, turned into words only when the control plane asks."""
+
+    __slots__ = ("blocking", "call", "code", "group", "line", "peer", "posted", "seq", "side", "state", "tag", "work")
+
+    def __init__(self, side: str, call: str, peer: Any, tag: Any, group: Any, blocking: bool) -> None:
+        self.side, self.call, self.peer, self.tag, self.group, self.blocking = side, call, peer, tag, group, blocking
+        self.state, self.work, self.posted, self.seq = "pending", None, time.monotonic(), 0
+        self.code, self.line = _caller()
+
+
 def _wrap(module: ModuleType, name: str, original: Any) -> Any:
     import functools
 
     side, blocking = CALLS[name]
+    key = "dst" if side == "send" else "src"
+    group_key = f"group_{key}"
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if getattr(_inside, "on", False):
             return original(*args, **kwargs)
-        entry = _entry(module, name, side, blocking, args, kwargs)
+        op = _entry(module, name, side, blocking, key, group_key, args, kwargs)
         _inside.on = True
         try:
             out = original(*args, **kwargs)
         except BaseException:
-            if entry is not None:
-                entry["state"] = "failed"
+            if op is not None:
+                op.state = "failed"
             raise
         finally:
             _inside.on = False
-        if entry is not None:
+        if op is not None:
             if blocking:
-                entry["state"] = "completed"
+                op.state = "completed"
             elif out is None:
-                entry["state"] = "not-member"  # c10d returns None to a rank outside the group: nothing was posted
+                op.state = "not-member"  # c10d returns None to a rank outside the group: nothing was posted
             else:
-                entry["work"] = out
+                op.work = out
         return out
 
     wrapper.__ncclcheck__ = True  # type: ignore[attr-defined]
@@ -129,79 +146,101 @@ def _not_member(original: Any, module: ModuleType) -> Any:
 
 
 def _entry(
-    module: ModuleType, name: str, side: str, blocking: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any] | None:
+    module: ModuleType,
+    name: str,
+    side: str,
+    blocking: bool,
+    key: str,
+    group_key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> _Op | None:
     try:
-        given = dict(zip(("tensor", "peer", "group", "tag", "group_peer"), args))
-        key = "dst" if side == "send" else "src"
-        peer = kwargs.get(key, given.get("peer"))
-        group = kwargs.get("group", given.get("group"))
-        group_peer = kwargs.get(f"group_{key}", given.get("group_peer"))
-        if peer is None and group_peer is not None:
-            peer = module.get_global_rank(group if group is not None else module._get_default_group(), group_peer)
-        entry = {
-            "op": side,
-            "call": name,
-            "peer": peer,
-            "tag": kwargs.get("tag", given.get("tag", 0)),
-            "group": _group_name(module, group),
-            "site": _site(),
-            "state": "pending",
-            "posted": time.monotonic(),
-        }
+        n = len(args)
+        peer = kwargs.get(key, args[1] if n > 1 else None)
+        group = kwargs.get("group", args[2] if n > 2 else None)
+        tag = kwargs.get("tag", args[3] if n > 3 else 0)
+        if peer is None:
+            group_peer = kwargs.get(group_key, args[4] if n > 4 else None)
+            if group_peer is not None:
+                peer = module.get_global_rank(group if group is not None else module._get_default_group(), group_peer)
+        op = _Op(side, name, peer, tag, group, blocking)
+        count = (side, peer)
         with _lock:
             _seq[0] += 1
-            entry["seq"] = _seq[0]
-            count = f"{side}:{'any' if peer is None else peer}"
+            op.seq = _seq[0]
             _posted[count] = _posted.get(count, 0) + 1
-            _ops.append(entry)
-            del _ops[:-KEEP]
-        return entry
+            _ops.append(op)
+        return op
     except Exception:  # never into the job
         return None
 
 
-def _group_name(module: ModuleType, group: Any) -> str:
+def _group_name(module: ModuleType | None, group: Any) -> str:
     if group is None:
         return "0"  # the default group's name
     try:
-        return str(module._get_process_group_name(group))
+        return str(module._get_process_group_name(group)) if module is not None else "?"
     except Exception:
         return "?"
 
 
+_users: dict[Any, bool] = {}  # code object -> whether it is the user's (not torch's, not ours)
+
+
+def _caller() -> tuple[Any, int]:
+    """The code object and line of the innermost frame of the user's code that led here (one dict lookup a frame)."""
+    frame = sys._getframe(3)
+    while frame is not None:
+        code = frame.f_code
+        mine = _users.get(code)
+        if mine is None:
+            filename = code.co_filename
+            mine = _users[code] = not filename.startswith("<") and not any(part in filename for part in _SKIP)
+        if mine:
+            return code, frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return None, 0
+
+
 def _site() -> str | None:
     """``file:line`` of the innermost frame of the user's code that led here."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith("<") and not any(part in filename for part in _SKIP):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
+    code, line = _caller()
+    return f"{code.co_filename}:{line}" if code is not None else None
 
 
 def answer() -> dict[str, Any]:
     """What this rank has posted: its last ops with their state now, and the counts per side and peer."""
     with _lock:
         ops, posted, skipped = list(_ops), dict(_posted), list(_skipped)
+    module = _c10d[0] if _c10d else None
     out = []
-    for entry in ops:
-        state = entry["state"]
-        work = entry.get("work")
-        if state == "pending" and work is not None:
+    for op in ops:
+        state = op.state
+        if state == "pending" and op.work is not None:
             try:
-                state = "completed" if work.is_completed() else "pending"
+                state = "completed" if op.work.is_completed() else "pending"
             except Exception:
                 state = "unknown"
-        out.append({k: v for k, v in entry.items() if k not in ("work", "posted")} | {"state": state})
+        out.append(
+            {
+                "op": op.side,
+                "call": op.call,
+                "peer": op.peer,
+                "tag": op.tag,
+                "group": _group_name(module, op.group),
+                "site": f"{op.code.co_filename}:{op.line}" if op.code is not None else None,
+                "state": state,
+                "seq": op.seq,
+            }
+        )
     rank = os.environ.get("RANK")
     return {
         "rank": int(rank) if rank and rank.isdigit() else None,
         "ops": out,
-        "posted": posted,
+        "posted": {f"{side}:{'any' if peer is None else peer}": n for (side, peer), n in posted.items()},
         "skipped": skipped,
-        "age_s": {str(e["seq"]): round(time.monotonic() - e["posted"], 1) for e in ops},
+        "age_s": {str(op.seq): round(time.monotonic() - op.posted, 1) for op in ops},
     }
 
 
