@@ -49,6 +49,7 @@ def test_a_lock_held_by_a_sleeping_thread_is_followed_to_the_sleep() -> None:
     assert followed is not None and followed.end == "sleeping"
     assert [h.who for h in followed.hops] == ["rank 1", "rank 1's thread flusher"]
     assert "lock `stats_lock`, held by thread flusher" in followed.hops[0].what
+    assert followed.fix_class == "lock"  # a lock held across a sleep: the lock's fix, not the sleep's
 
 
 def test_must_not_a_rank_in_a_collective_or_without_a_stack_is_not_followed_here() -> None:

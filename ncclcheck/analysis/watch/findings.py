@@ -104,6 +104,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
         )
     ]
     ends: list[End] = []
+    fixes: list[End] = []
     stuck = False
     for v in sorted(busy, key=lambda v: v.rank):
         followed = follow(v)
@@ -122,6 +123,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
             )
             chain += [lead, *rest]
             ends.append(followed.end)
+            fixes.append(followed.fix_class)
             stuck = stuck or v.still_s >= limit or (v.held_s >= limit and followed.end != "computing")
             continue
         at = f" at {short(v.call_site)}" if v.call_site else ""
@@ -134,7 +136,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
         stuck = stuck or v.still_s >= limit
     severity = "error" if stuck else "warning"
     end = ends[0] if len(set(ends)) == 1 and len(ends) == len(busy) else None
-    fix = FIXES[end] if end is not None else STRAGGLER_FIX
+    fix = FIXES[fixes[0]] if len(set(fixes)) == 1 and len(fixes) == len(busy) else STRAGGLER_FIX
     return Finding(
         "straggler",
         severity,

@@ -44,6 +44,17 @@ class Followed:
     hops: tuple[Hop, ...]
     end: End
 
+    @property
+    def fix_class(self) -> End:
+        """The class whose fix applies: a lock held across another wait is the lock's to fix (do not hold it across
+        a sleep or blocking I/O), a child process that never ends the child's; else where the chain ends."""
+        first = self.hops[0].what if self.hops else ""
+        if first.startswith("waits for lock ") and "held by" in first:
+            return "lock"
+        if first.startswith("waits for its child pid"):
+            return "child"
+        return self.end
+
 
 @dataclass(frozen=True)
 class _Proc:
