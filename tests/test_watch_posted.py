@@ -195,3 +195,23 @@ def test_without_runs_record_the_locals_tags_tell_a_tag_mismatch_from_a_stalled_
     assert "with tag 1" in found.message and "with tag 2" in found.message
     same = blocking(1, CallArgs("recv", src=0, tag=1, group="default", p2p=(P2P("recv", 0, 1),)))
     assert p2p_deadlock([send, same], 2) is None  # they match: what holds them is the transport's
+
+
+def test_a_request_wait_whose_peers_run_records_is_answered_as_quickly_as_a_collective() -> None:
+    """Both ranks asleep in ``req.wait()`` of a batch holding only a receive: with run's record the peers are known
+    and the deadlock is told within the quick window; without it, only a stall after --stall could be said."""
+    from ncclcheck.model.args import FrameLocals
+    from tests.watch_states import job, states
+
+    work = "<torch._C._distributed_c10d.Work at 0x7f1>"
+
+    def waiting(r: int, record: bool) -> RankSample:
+        frames = (Frame("exchange", JOB, 40),)
+        held = (FrameLocals("exchange", JOB, 40, (("reqs", f"[{work}]"),)),)
+        ops = PostedOps((op("recv", 1 - r, 1, line=38),), (("recv:" + str(1 - r), 1),)) if record else None
+        return RankSample(r, r, 100 + r, "n", "sleeping", 0.0, 1, 1, 1.0, 0, frames, None, locals=held, p2p=ops)
+
+    quick = states(job(2), *[{r: waiting(r, True) for r in (0, 1)}] * 4, every=1.0, stall=60.0)
+    assert [(f.id, f.culprits) for f in quick.findings] == [("p2p-deadlock", (0, 1))], quick.findings
+    blind = states(job(2), *[{r: waiting(r, False) for r in (0, 1)}] * 4, every=1.0, stall=60.0)
+    assert blind.findings == ()  # peers unknown: nothing before --stall

@@ -140,9 +140,15 @@ def _sides(views: Sequence[RankView], job: Job, limit: float) -> _Sides:
 
 def _blocked(v: RankView) -> bool:
     """Blocked for the quick answer: in a c10d collective (not DDP's backward, where autograd's threads work
-    while the main thread waits), with socket counters readable, and nothing moving at all."""
-    quick = v.collective not in NOT_COLLECTIVES and v.sample.net_bytes is not None
-    return quick and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
+    while the main thread waits; a request's wait only where run's record names its peers), with socket counters
+    readable, and nothing moving at all."""
+    known = v.collective not in NOT_COLLECTIVES or (v.collective == "wait" and _peers_known(v))
+    return known and v.sample.net_bytes is not None and v.idle_s >= QUICK_S and v.idle_samples >= QUICK_SAMPLES
+
+
+def _peers_known(v: RankView) -> bool:
+    """A request's wait whose ops are all known (run's record): what it waits for is as exact as a collective's."""
+    return v.args is not None and bool(v.args.p2p) and not v.args.pending and v.sample.p2p is not None
 
 
 def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None = None) -> tuple[Finding, ...]:
@@ -170,6 +176,7 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
         out = [f for f in out if f.id != "dead"]
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
+    all_waited = not s.moving and len(s.waiting) == len(s.live) > 1
     ops = {op for op, _ in places}
     if s.busy and s.waiting:
         out.append(make.straggler(s.busy, places, tracked.window_s, limit, hosts))
@@ -179,9 +186,7 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
         # a sub-group's collective beside the world's is no mismatch: a straggler, or subgroup-wait, says it
         if s.remote and len(s.waiting) == len(s.live) and not dead:  # or the sub-group's members elsewhere
             out.append(make.waiting_remote(s.waiting, s.remote))
-        elif (
-            not s.remote and not dead and not s.moving and not s.busy and not s.unknown and len(waiters) == len(s.live)
-        ):
+        elif not s.remote and not dead and not s.busy and not s.unknown and (everyone_blocked or all_waited):
             out.append(make.subgroups_stuck(group(waiters)))  # every rank waits, none moves: nobody can go on
     elif len(ops) > 1 and not s.moving:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
