@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,16 @@ def measure(case: str, truth: Truth, stall: float, work: Path) -> dict[str, obje
         if run.poll() is not None:
             raise SystemExit(f"{case}: the job ended before it hung")
         hung = time.monotonic()
+        hangs = work / case / "run" / "hangs"
+        seen: list[float] = []  # when run's record appeared, watched from the hang's start on
+
+        def look() -> None:
+            while not any(hangs.glob("*.json")) and time.monotonic() - hung < stall + 60 and run.poll() is None:
+                time.sleep(0.05)
+            seen.append(time.monotonic() - hung)
+
+        watcher = threading.Thread(target=look, daemon=True)
+        watcher.start()
         time.sleep(STUCK_FOR_S)
         launcher = next(
             c for c in psutil.Process(run.pid).children() if "torch.distributed.run" in " ".join(c.cmdline())
@@ -56,11 +67,9 @@ def measure(case: str, truth: Truth, stall: float, work: Path) -> dict[str, obje
             truth.culprits,
         )
         result["watch_said"] = f"{found['kind']} {found['culprits']}" if found else "nothing"
-        hangs = work / case / "run" / "hangs"
-        while not any(hangs.glob("*.json")) and time.monotonic() - hung < stall + 60:
-            time.sleep(0.05)
+        watcher.join()
         records = sorted(hangs.glob("*.json"))
-        result["run_s"] = time.monotonic() - hung if records else None  # when the record appeared
+        result["run_s"] = seen[0] if records else None
         first = _first_hang(json.loads(records[0].read_text())["findings"]) if records else None
         result["run_right"] = first is not None and (first["kind"], tuple(first["culprits"])) == (
             truth.kind,
