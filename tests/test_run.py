@@ -274,6 +274,29 @@ def test_a_hard_error_in_the_logs_stays_the_cause_over_a_hang_record() -> None:
     assert with_hangs(untouched, ()) is untouched
 
 
+def test_a_hang_record_of_warnings_only_is_read_and_a_record_of_no_hang_is_not(tmp_path: Path) -> None:
+    from ncclcheck.collectors import hang_records
+
+    def record(name: str, *findings: tuple[str, str, list[int]]) -> None:
+        found = [
+            {"kind": k, "severity": s, "message": f"{k} here", "ranks": [0, 1], "culprits": c} for k, s, c in findings
+        ]
+        ranks = [{"rank": 0, "host": "node0"}, {"rank": 1, "host": "node0"}]
+        data = {"schema": "ncclcheck.watch/2", "time": 5.0, "findings": found, "ranks": ranks}
+        (tmp_path / "hangs" / name).write_text(json.dumps(data))
+
+    (tmp_path / "hangs").mkdir()
+    record("hang-1.json", ("straggler", "warning", [1]))  # its line still moved: run records it as a warning
+    record("hang-2.json", ("slow-rank", "info", [1]))
+    record("hang-3.json", ("progress", "warning", []), ("mismatch", "error", [2]))
+    (tmp_path / "hangs" / "hang-4.json").write_text('{"schema": "ncclcheck.wat')  # cut short
+    found = hang_records.find([str(tmp_path)])
+    assert [(h.kinds, h.culprits, h.host) for h in found] == [
+        (("straggler",), (1,), "node0"),
+        (("mismatch",), (2,), "node0"),
+    ]
+
+
 def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) -> None:
     code, _, err, report = run(
         tmp_path, "--stall", "4", "--interval", "1", "--on-hang", "exit", env={"MODE": "straggler", "STUCK_RANK": "1"}

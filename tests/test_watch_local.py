@@ -18,8 +18,10 @@ FUTEX = KernelWait("futex", "futex_do_wait")
 SLEEP = KernelWait("clock_nanosleep", "hrtimer_nanosleep")
 
 
-def view(stack: tuple[Frame, ...], deep: Deep | None = None, cpu: float | None = 0.0, rank: int = 1) -> RankView:
-    sample = RankSample(rank, rank, 4000 + rank, "node0", "sleeping", 0.0, 1 << 20, 4, 1.0, 0, stack, None, deep=deep)
+def view(
+    stack: tuple[Frame, ...], deep: Deep | None = None, cpu: float | None = 0.0, rank: int = 1, status: str = "sleeping"
+) -> RankView:
+    sample = RankSample(rank, rank, 4000 + rank, "node0", status, 0.0, 1 << 20, 4, 1.0, 0, stack, None, deep=deep)
     return RankView(sample, None, f"{JOB}:{stack[0].line} (x)", "x", 20, 20, 20, 20, 9, cpu, False, held_s=20)
 
 
@@ -245,6 +247,9 @@ def test_kernel_ends_a_socket_a_fifo_a_sleep_and_a_computing_thread() -> None:
     assert followed is not None and followed.end == "computing"
     busy = follow(view((at(63),), None, cpu=100.0))  # no closer look: its main thread's CPU says it runs
     assert busy is not None and busy.end == "computing"
+    # a loaded node gives a spinning thread a small share: runnable at the look and running some of the interval
+    shared = follow(view((at(64),), None, cpu=12.0, status="running"))
+    assert shared is not None and shared.end == "computing"
 
 
 def test_must_not_a_wait_nothing_names_is_unknown_not_guessed() -> None:
@@ -252,3 +257,8 @@ def test_must_not_a_wait_nothing_names_is_unknown_not_guessed() -> None:
     assert followed is not None and followed.end == "unknown" and "could not be read" in followed.hops[0].what
     bare = follow(view((at(71),), None, cpu=0.0))
     assert bare is not None and bare.end == "unknown"
+    # a little CPU alone (a thread woken now and then) or runnable at the look without CPU is not computing
+    woken = follow(view((at(72),), None, cpu=12.0))
+    assert woken is not None and woken.end == "unknown"
+    instant = follow(view((at(73),), None, cpu=1.0, status="running"))
+    assert instant is not None and instant.end == "unknown"

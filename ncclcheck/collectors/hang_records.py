@@ -28,11 +28,14 @@ def find(paths: Sequence[str]) -> tuple[HangRecord, ...]:
 
 
 def read(path: str) -> HangRecord | None:
-    """One record, or None when it is not a watch JSON with an error finding (a partial write, another file)."""
+    """One record, or None when it is not a watch JSON with a hang's finding (a partial write, another file). Its
+    errors, else its warnings: run records a straggler whose line still moves and a start-up wait as warnings."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-        errors = [f for f in data.get("findings", []) if f.get("severity") == "error"]
+        findings = data.get("findings", [])
+        errors = [f for f in findings if f.get("severity") == "error"]
+        errors = errors or [f for f in findings if f.get("severity") == "warning"]
         if not str(data.get("schema", "")).startswith("ncclcheck.watch/") or not errors:
             return None
         first = errors[0]

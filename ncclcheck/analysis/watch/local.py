@@ -34,6 +34,9 @@ OPENS = frozenset({"open", "openat"})
 FIFO_WCHAN = ("wait_for_partner", "fifo_open", "pipe_read", "pipe_write")
 CUDA_SYNC = ("synchronize", "item", "cpu", "tolist", "wait_stream", "wait_event")
 BUSY_PERCENT = 25.0  # main-thread CPU over a sample interval that says it runs (a loaded node gives it less)
+# a main thread the kernel found runnable at the look (R) that also ran this much of the interval: it runs, on a node
+# whose other processes leave it less than BUSY_PERCENT
+RUNNABLE_PERCENT = 5.0
 _HopMaker = Callable[[str], Hop]  # a thread's step: its who, site and code, with the words given
 
 
@@ -77,11 +80,19 @@ def follow(v: RankView) -> Followed | None:
     if v.sample.code is not None and deep.code_at(v.sample.code.file, v.sample.code.line) is None:
         deep = dataclasses.replace(deep, code=(*deep.code, v.sample.code))
     main = ThreadSample(v.sample.pid or 0, "MainThread", stack, deep.kernel, deep.main_locals)
-    if deep.kernel is None and v.main_cpu_percent is not None and v.main_cpu_percent >= BUSY_PERCENT:
+    if deep.kernel is None and _computes(v):
         main = ThreadSample(main.tid, main.name, stack, KernelWait(None, running=True), deep.main_locals)
     proc = _Proc(v.sample.pid or 0, f"rank {v.rank}", (main, *deep.threads), deep.children, deep)
     hops, end = _thread(proc, main, f"rank {v.rank}", set())
     return Followed(tuple(hops), end)
+
+
+def _computes(v: RankView) -> bool:
+    """Whether the main thread computes, by its CPU over the last interval (and the kernel's state at the look)."""
+    cpu = v.main_cpu_percent
+    if cpu is None:
+        return False
+    return cpu >= BUSY_PERCENT or (v.sample.status == "running" and cpu >= RUNNABLE_PERCENT)
 
 
 def _thread(proc: _Proc, thread: ThreadSample, who: str, seen: set[tuple[int, int]]) -> tuple[list[Hop], End]:
