@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ncclcheck.model.args import RECVS, SENDS
@@ -45,6 +46,16 @@ WORLD_CALLS = (
 )
 C10D_FILES = ("distributed_c10d.py", "_functional_collectives.py", "device_mesh.py")
 P2P = SENDS | RECVS | {"batch_isend_irecv"}
+DATALOADER = "torch/utils/data/dataloader.py"
+LOADER_WAITS = frozenset({"_next_data", "_get_data", "_try_get_data"})
+# torch's Python calls that make the host wait for the GPU (torch/cuda: torch.cuda.synchronize, Event/Stream waits)
+CUDA_SYNC = ("synchronize", "item", "cpu", "tolist", "wait_stream", "wait_event")
+# the C calls under ``.item()``, ``.cpu()``, a blocking copy or a synchronize, as ``py-spy dump --native`` shows them
+NATIVE_SYNC = re.compile(
+    r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaMemcpy(?!Async)\w*|cuStreamSynchronize"
+    r"|cuCtxSynchronize|cuEventSynchronize|cuMemcpyDtoH(?!Async)\w*|memcpy_and_sync|_local_scalar_dense"
+)
+AUTOGRAD = ("torch/autograd/__init__.py", "torch/autograd/graph.py")
 
 
 def collective(frames: Sequence[Frame]) -> str | None:
@@ -62,6 +73,29 @@ def collective(frames: Sequence[Frame]) -> str | None:
     if found is None and any(f.native and "c10d::" in f.function and "::wait" in f.function for f in frames):
         return "wait"
     return found
+
+
+def cuda_sync(frames: Sequence[Frame]) -> str | None:
+    """The call by which a thread waits for the GPU's queue, where its frames show one: with NCCL, collectives are
+    queued on the GPU, so a rank whose collective has not completed waits here, outside any collective call."""
+    for frame in frames:
+        if frame.native and (found := NATIVE_SYNC.search(frame.function)):
+            return found.group(0)
+        if not frame.native and "torch/cuda/" in frame.filename and frame.function.endswith(CUDA_SYNC):
+            return frame.function.rsplit(".", 1)[-1]
+    return None
+
+
+def in_backward(frames: Sequence[Frame]) -> bool:
+    """Whether a thread waits on the autograd engine: its innermost Python frame is torch's ``backward`` (the
+    engine's threads run the gradient hooks, and with them DDP's, FSDP's and ZeRO's collectives)."""
+    inner = next((f for f in frames if not f.native), None)
+    return inner is not None and inner.filename.endswith(AUTOGRAD)
+
+
+def loader_wait(frames: Sequence[Frame]) -> bool:
+    """Whether a thread waits on its DataLoader's workers for the next batch."""
+    return any(f.filename.endswith(DATALOADER) and f.function.rsplit(".", 1)[-1] in LOADER_WAITS for f in frames)
 
 
 def user_frame(frames: Sequence[Frame]) -> Frame | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FlightReport
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
+from ncclcheck.model.stack_dumps import Stood
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class LogReport:
     flight: FlightReport | None = None
     notes: tuple[str, ...] = ()  # what could not be read whole (a cut .gz, a binary or unreadable file)
     incomplete: bool = False  # a log was cut short or unreadable: no "pass" over it
+    stacks: tuple[Stood, ...] = ()  # where each process of the stack dumps in the logs stands
 
     @property
     def failed(self) -> bool:
@@ -34,6 +36,9 @@ class LogReport:
 
     @property
     def status(self) -> str:
-        """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains, or a log that
-        could not be read whole) or ``pass``."""
-        return "fail" if self.failed else "unknown" if self.unrecognised or self.incomplete else "pass"
+        """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains, a log that could not
+        be read whole, or stack dumps that single out no culprit: one instant of a job, never proof of health) or
+        ``pass``."""
+        if self.failed:
+            return "fail"
+        return "unknown" if self.unrecognised or self.incomplete or self.stacks else "pass"

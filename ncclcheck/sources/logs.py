@@ -12,14 +12,21 @@ from ncclcheck.analysis.logs.diagnose import LogFold
 from ncclcheck.analysis.logs.events import RANK, stream
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.recording import fold_stream, replay
-from ncclcheck.analysis.logs.verdict import with_flight
+from ncclcheck.analysis.logs.stack_dumps import read as read_stacks
+from ncclcheck.analysis.logs.stack_verdict import judge
+from ncclcheck.analysis.logs.verdict import with_flight, with_stacks
 from ncclcheck.collectors.control_plane import with_groups
 from ncclcheck.collectors.flight import load
 from ncclcheck.collectors.logfiles import LogSource, Reading, chunks
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import Event
+from ncclcheck.model.stack_dumps import StackDump
 from ncclcheck.sources.log_parts import done_in_order, plan
+
+STACK_TEXT = 64 << 20  # the most of one source's text kept for its stack dumps (a paste is far smaller)
+# what a file must hold for its stack dumps to be read: a py-spy thread header, a faulthandler or gdb frame, a listing
+STACK_MARKERS = ("(idle)", "(active)", 'File "', "most recent call first", "Process ", "    ")
 
 
 def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores: int | None = None) -> LogReport:
@@ -29,13 +36,15 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
     reading = reading or Reading()
     fold = LogFold()
     parts = plan(found, cores)
+    kept: dict[int, list[str]] = {}  # the text of each source read here, for the stack dumps in it
     lines = 0  # every line read, as ``wc -l`` counts them (blank ones too): what the report says it read
     with done_in_order([p for i in sorted(parts) for p in parts[i]], cores) as done:
         for i, source in enumerate(found):
             if source.kind != "log":
                 continue
             if i not in parts:
-                lines += fold_stream(chunks(source, reading=reading), source.name, fold)
+                kept[i] = []
+                lines += fold_stream(_keeping(chunks(source, reading=reading), kept[i]), source.name, fold)
                 continue
             offset = 0
             for part in itertools.islice(done, len(parts[i])):
@@ -45,11 +54,31 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
                 reading.incomplete = reading.incomplete or part.incomplete
             lines += offset
     report = dataclasses.replace(fold.result(), lines=lines, notes=tuple(reading.notes), incomplete=reading.incomplete)
+    stacks = [dump for i, text in kept.items() if (dump := _stacks("".join(text), found[i].name)) is not None]
+    if stacks:
+        report = with_stacks(report, *judge(stacks))
     dumps = [d if isinstance(d := load(s.path), Unreadable) else with_groups(d) for s in found if s.kind == "flight"]
     if dumps:
         read = [d for d in dumps if isinstance(d, FrDump)]
         report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
     return report
+
+
+def _keeping(pieces: Iterator[str], kept: list[str]) -> Iterator[str]:
+    """The pieces passed on, and kept (up to STACK_TEXT characters) for the stack dumps they may hold."""
+    size = 0
+    for piece in pieces:
+        if size < STACK_TEXT:
+            kept.append(piece)
+            size += len(piece)
+        yield piece
+
+
+def _stacks(text: str, name: str) -> StackDump | None:
+    """The stack dumps in a source's text (a file read in parts by workers is a log, not a paste: not looked at)."""
+    if not any(marker in text for marker in STACK_MARKERS):
+        return None
+    return read_stacks(text.splitlines(), name)
 
 
 def events(found: tuple[LogSource, ...], reading: Reading, least: str) -> Iterator[Event]:

@@ -36,6 +36,22 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
         "failures": [dataclasses.asdict(f) for f in report.failures],
         "flight_recorder": flight_json(report.flight) if report.flight else None,
         "notes": list(report.notes),
+        "stacks": [
+            {
+                "source": s.process.source,
+                "line": s.thread.line if s.thread else s.process.line,
+                "process": s.process.label,
+                "pid": s.process.pid,
+                "rank": s.process.rank,
+                "place": s.place,
+                "op": s.op,
+                "thread": s.thread.name if s.thread else None,
+                "site": s.site,
+                "certain": s.certain,
+                "words": s.words,
+            }
+            for s in report.stacks
+        ],
     }
 
 
@@ -49,6 +65,14 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
         console.print(
             Text(
                 "? no known error, but a line no rule explains says it is one: read it below (the verdict stays open)",
+                style="bold yellow",
+            )
+        )
+    elif report.stacks:
+        console.print(
+            Text(
+                "? the stack dumps say where each process stands (below); they single out no culprit: the verdict "
+                "stays open",
                 style="bold yellow",
             )
         )
@@ -80,7 +104,24 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
             console.print(Text(f"evidence {ev.file}:{ev.line}: {ev.text[:200]}", style="dim"))
     for note in report.notes:
         console.print(Text(f"! {note}", style="yellow"))
+    if report.stacks:
+        render_stacks(report, console)
     if report.flight:
         render_flight(report.flight, console)
     if report.ranks:
         render_transports(report.ranks, console)
+
+
+def render_stacks(report: LogReport, console: Console) -> None:
+    """Where each process of the stack dumps stands; a listing's many copies of one place are counted once."""
+    console.print(Text(f"stacks: {len(report.stacks)} process(es) in the dumps", style="bold"))
+    seen: dict[tuple[str, str], int] = {}
+    for s in report.stacks:
+        key = (s.place, s.words)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 1:
+            rank = f"rank {s.process.rank} " if s.process.rank is not None else ""
+            console.print(Text(f"  {s.place:<11} {rank}{s.process.label}: {s.words}"))
+    for (place, words), n in seen.items():
+        if n > 1:
+            console.print(Text(f"  {place:<11} … and {n - 1} more that {words}", style="dim"))

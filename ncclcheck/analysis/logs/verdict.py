@@ -13,6 +13,7 @@ from ncclcheck.model.flight import FlightReport
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.run import HangRecord
+from ncclcheck.model.stack_dumps import Stood
 
 WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception", "launcher-terminated"})
 SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismatch"})
@@ -20,10 +21,16 @@ SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismat
 DEATHS = frozenset({"native-crash", "thread-died"})
 
 
+# what stack dumps say: one instant of the ranks, which a hang seen live over many samples, or an error that starts a
+# failure of its own, outweighs
+STACK_IDS = frozenset({"stacks-straggler", "stacks-waiting", "stacks-one", "stacks-not-ranks", "stacks-unreadable"})
+
+
 def hard_errors(findings: Iterable[Finding]) -> list[Finding]:
     """The errors that start a failure of their own: not a symptom (a timeout), a wrapper (torchrun's table, an
-    exception's echo) or a rule's secondary error (a peer that closed the connection)."""
-    return [f for f in findings if f.severity == "error" and f.id not in SYMPTOMS | WRAPPERS | SECONDARY_IDS]
+    exception's echo), a rule's secondary error (a peer that closed the connection) or a stack dump's instant."""
+    hidden = SYMPTOMS | WRAPPERS | SECONDARY_IDS | STACK_IDS
+    return [f for f in findings if f.severity == "error" and f.id not in hidden]
 
 
 def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
@@ -33,6 +40,18 @@ def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
     cause = (hard or recorded)[0] if hard or recorded else report.root_cause
     findings = by_severity(report.findings + flight.findings)
     return dataclasses.replace(report, findings=findings, root_cause=cause, flight=flight)
+
+
+def with_stacks(report: LogReport, stacks: tuple[Stood, ...], findings: tuple[Finding, ...]) -> LogReport:
+    """Add what the stack dumps in the logs say: a process they single out is the root cause over the echoes of a
+    hang (timeouts, torchrun's table); an error that starts a failure of its own stays the cause."""
+    if not stacks and not findings:
+        return report
+    hard = hard_errors(report.findings)
+    named = [f for f in findings if f.severity == "error"]
+    cause = hard[0] if hard else named[0] if named else report.root_cause
+    merged = by_severity(report.findings + findings)
+    return dataclasses.replace(report, findings=merged, root_cause=cause, stacks=stacks)
 
 
 def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:

@@ -18,12 +18,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ncclcheck.analysis.stacks import collective, user_frame
+from ncclcheck.analysis.stacks import collective, cuda_sync, loader_wait, user_frame
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import ChildSample, CodeAt, Deep, End, Hop, KernelWait, ThreadSample
 from ncclcheck.model.watch import RankView
 
-DATALOADER = "torch/utils/data/dataloader.py"
 WORKER_LOOP = "_worker_loop"
 SUBPROCESS = ("wait", "_wait", "_try_wait", "communicate")  # Popen's, by their last name
 SLEEPS = frozenset({"clock_nanosleep", "nanosleep", "pause"})
@@ -32,7 +31,6 @@ READS |= {"pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"}
 SOCKET_CALLS = frozenset({"accept", "accept4", "connect"})
 OPENS = frozenset({"open", "openat"})
 FIFO_WCHAN = ("wait_for_partner", "fifo_open", "pipe_read", "pipe_write")
-CUDA_SYNC = ("synchronize", "item", "cpu", "tolist", "wait_stream", "wait_event")
 BUSY_PERCENT = 25.0  # main-thread CPU over a sample interval that says it runs (a loaded node gives it less)
 # a main thread the kernel found runnable at the look (R) that also ran this much of the interval: it runs, on a node
 # whose other processes leave it less than BUSY_PERCENT
@@ -109,11 +107,11 @@ def _thread(proc: _Proc, thread: ThreadSample, who: str, seen: set[tuple[int, in
     def hop(what: str) -> Hop:
         return Hop(who, what, site, code.text if code else None, frame.function if frame else None)
 
-    if any(f.endswith(DATALOADER) for f in files) and functions & {"_next_data", "_get_data", "_try_get_data"}:
+    if loader_wait(thread.frames):
         return _dataloader(proc, thread, hop, seen)
     if any(f.endswith("subprocess.py") for f in files) and functions & set(SUBPROCESS):
         return _subprocess(proc, thread, hop, seen)
-    if _cuda(thread.frames):
+    if cuda_sync(thread.frames):
         return [
             hop(
                 "waits at a CUDA synchronisation: for the GPU's queue (an NCCL collective not completed, or a "
@@ -125,10 +123,6 @@ def _thread(proc: _Proc, thread: ThreadSample, who: str, seen: set[tuple[int, in
         known = identity(thread, frame, waits[1]) if frame is not None else None
         return _object(proc, thread, (waits[0], waits[1], known), code, hop, seen)
     return _kernel(thread, code, hop)
-
-
-def _cuda(frames: Sequence[Frame]) -> bool:
-    return any("torch/cuda" in f.filename and f.function.endswith(CUDA_SYNC) for f in frames)
 
 
 def _waits_on(thread: ThreadSample, code: CodeAt | None) -> tuple[str, str] | None:
