@@ -21,7 +21,8 @@ from ncclcheck.model.stacks import Frame
 
 PROCESS = re.compile(r"Process (\d+): (.*)$")
 PYTHON = re.compile(r"Python v\d+\.\d+(?:\.\d+)?\b")
-THREAD = re.compile(r'Thread (\d+|0x[0-9A-Fa-f]+) \((idle|active)\)(?:: "(.*)")?$')
+# py-spy's guess: idle, active, active+gil (it holds the GIL), gil
+THREAD = re.compile(r'Thread (\d+|0x[0-9A-Fa-f]+) \((idle|active|active\+gil|gil)\)(?:: "(.*)")?$')
 FAULT_THREAD = re.compile(r"(?:Current thread|Thread) (0x[0-9A-Fa-f]+) \(most recent call first\):$")
 TRACEBACK = re.compile(r"Traceback \(most recent call first\):$")
 FATAL = re.compile(r"Fatal Python error: (.+)$")
@@ -240,7 +241,7 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
             ):  # the next process, its header cut
                 new("a process whose header is not in the paste", None, None, number, "py-spy", rank)
                 assert current is not None
-            thread = _Thread(found.group(1), name, found.group(2) == "active", number)
+            thread = _Thread(found.group(1), name, found.group(2) != "idle", number)
             current.threads.append(thread)
             if shared:
                 sharing.append(thread)

@@ -17,7 +17,9 @@ from ncclcheck.model.stacks import Frame, mine
 LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "torchrun", "accelerate launch", "deepspeed.launcher")
 LAUNCHER_FILES = ("torch/distributed/run.py", "torch/distributed/elastic/agent/")
 IDLE_LOOPS = (("main_loop", "ray/_private/worker.py"),)  # a worker process waiting for its next task
+P2P_CALLS = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv", "wait"})
 NOT_STDLIB = frozenset({"test", "code", "trace", "profile", "token"})  # names users give their scripts
+LOCK_CALLS = ("PyThread_acquire_lock_timed", "lock_PyThread_acquire_lock", "acquire_timed", "rlock_acquire")
 COPIES = ("to_device", "copy_to_device", "to_cuda", "_to_gpu")  # a function named for a host-device copy
 WAIT_FIXES = {
     "dataloader": "its DataLoader's workers hold it: dump them (py-spy dump --pid WORKER: the children of that "
@@ -27,6 +29,13 @@ WAIT_FIXES = {
     "elsewhere": "its own code at that line holds the others: a path only this rank takes (data, a condition on the "
     "rank, a checkpoint), a loop that does not end, or a wait on something other than the ranks",
 }
+
+
+WORLD_CALL_FIX = (
+    "every rank of the world calls init_process_group and each new_group, members or not, in the same order: move "
+    "the call out of the branch that skips it on these ranks (or, where only members call it, pass "
+    "use_local_synchronization=True)"
+)
 
 
 def own(frame: Frame) -> bool:
@@ -102,8 +111,24 @@ def stood(process: DumpedProcess) -> Stood:
         )
         return Stood(process, "cuda-sync", None, main, site, words, certain=False)
     how = "busy" if main.active else "idle" if main.active is False else "stands"
+    if any(f.native and f.function.endswith(LOCK_CALLS) for f in frames):
+        how = "waits on a lock"  # the C call under a ``with lock:`` or ``lock.acquire()``
     place = f"{inner.function} ({inner.filename}:{inner.line})" if inner else "an unknown place"
-    return Stood(process, "elsewhere", None, main, site, f"{how} in {place}{_under(site, inner)}, in no collective")
+    words = f"{how} in {place}{_under(site, inner)}, in no collective{_others(process, main)}"
+    return Stood(process, "elsewhere", None, main, site, words)
+
+
+def _others(process: DumpedProcess, main: DumpedThread) -> str:
+    """Where the process's other threads stand in its own code (a lock's holder, a thread that should signal): the
+    threads of the runtime (a queue's feeder, a pool's workers) show no frame of its own and are left out."""
+    said = []
+    for thread in process.threads:
+        frame = next((f for f in thread.frames if own(f)), None)
+        if thread is main or frame is None:
+            continue
+        how = "busy" if thread.active else "idle"
+        said.append(f"{_thread_name(thread)} {how} in {frame.function} ({frame.filename}:{frame.line})")
+    return f"; its other threads: {', '.join(said)}" if said else ""
 
 
 def _under(site: str | None, inner: Frame | None) -> str:
@@ -164,7 +189,11 @@ def judge(dumps: Sequence[StackDump]) -> tuple[tuple[Stood, ...], tuple[Finding,
     ranks = [s for s in places if s.place not in NOT_RANKS]
     waiting = [s for s in ranks if s.place in WAITING]
     apart = [s for s in ranks if s.place not in WAITING]
-    if waiting and apart:
+    outside, inside = _outside_world_call(ranks)
+    if outside:
+        skipped = any(s.place in WAITING for s in outside)  # gone past the call: the code skipped it
+        findings.append(_straggler(outside, inside, WORLD_CALL_FIX if skipped else ""))
+    elif waiting and apart:
         findings.append(_straggler(apart, waiting))
     elif len(waiting) >= 2:
         findings.append(_all_waiting(waiting))
@@ -173,6 +202,25 @@ def judge(dumps: Sequence[StackDump]) -> tuple[tuple[Stood, ...], tuple[Finding,
     elif any(s.place in ("launcher", "idle-worker") for s in places) and not ranks:
         findings.append(_not_ranks([s for s in places if s.place in ("launcher", "idle-worker")]))
     return places, tuple(findings)
+
+
+def _outside_world_call(ranks: Sequence[Stood]) -> tuple[list[Stood], list[Stood]]:
+    """The ranks outside the start-up or group-creation call the others wait in, and those in it: every rank of the
+    world makes it (new_group with use_local_synchronization=True only its members: the stacks cannot show that)."""
+    calls = {s.op for s in ranks if s.place == "startup"}
+    if len(calls) != 1:
+        return [], []
+    call = calls.pop()
+    inside = [s for s in ranks if s.op == call]
+    outside = []
+    for s in ranks:
+        if s.op == call:
+            continue
+        if s.place in WAITING:  # in another collective: the order of the code differs between ranks
+            words = f"{s.words}, not in {call}, which every rank of the world calls before going on"
+            s = Stood(s.process, s.place, s.op, s.thread, s.site, words, s.certain)
+        outside.append(s)
+    return outside, inside
 
 
 def _who(s: Stood) -> str:
@@ -194,14 +242,15 @@ def _ranks(stood: Sequence[Stood]) -> tuple[int, ...]:
     return tuple(sorted({s.process.rank for s in stood if s.process.rank is not None}))
 
 
-def _straggler(apart: Sequence[Stood], waiting: Sequence[Stood]) -> Finding:
+def _straggler(apart: Sequence[Stood], waiting: Sequence[Stood], fix: str = "") -> Finding:
     said = "; ".join(f"{_who(s)} {s.words}" for s in apart)
+    others = "the other process of the paste waits" if len(waiting) == 1 else f"the {len(waiting)} others wait"
     message = (
-        f"{said}, while the {len(waiting)} other process{'es' if len(waiting) > 1 else ''} of the paste wait on the "
-        f"ranks ({_ops(waiting)}): as dumped, {'it is' if len(apart) == 1 else 'they are'} what the others wait for"
+        f"{said}, while {others} on the ranks ({_ops(waiting)}): as dumped, "
+        f"{'it is' if len(apart) == 1 else 'they are'} what the others wait for"
     )
     places = {s.place for s in apart}
-    fix = WAIT_FIXES.get(next(iter(places)), "") if len(places) == 1 else ""
+    fix = fix or (WAIT_FIXES.get(next(iter(places)), "") if len(places) == 1 else "")
     fix = fix or "read each of these processes' line: the others wait for them in the collective"
     return Finding(
         "stacks-straggler",
@@ -217,7 +266,13 @@ def _straggler(apart: Sequence[Stood], waiting: Sequence[Stood]) -> Finding:
 def _all_waiting(waiting: Sequence[Stood]) -> Finding:
     same = len({(s.place, s.op) for s in waiting}) == 1
     how = f"every process of the paste waits on the others ({_ops(waiting)})"
-    if same:
+    if all(s.op in P2P_CALLS for s in waiting):
+        message = (
+            f"{how}, in point-to-point calls: a cycle (each rank receives, or sends, first) or a peer that never posts "
+            "the matching call; the peers are in each frame's locals (py-spy dump --locals), and `ncclcheck run` "
+            "records every rank's point-to-point ops"
+        )
+    elif same:
         message = (
             f"{how}: the stacks single out nobody. With NCCL this is a hang inside the collective: the transport, "
             "a rank not in the paste that never launched it, or a kernel that never returned"
