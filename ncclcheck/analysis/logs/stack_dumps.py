@@ -104,19 +104,20 @@ def frame(text: str) -> Frame | None:
     return None
 
 
-def _strip(line: str) -> tuple[str, int | None]:
-    """The line without a paste's prefix (where what follows reads as part of a dump), and the rank a prefix says."""
+def _strip(line: str, seen: str | None = None) -> tuple[str, int | None, str | None]:
+    """The line without a paste's prefix (where what follows reads as part of a dump, or the prefix is the one seen
+    on the lines before: a frame wrapped over two lines), the rank a prefix says, and the prefix."""
     if _shape(line) or not line:
-        return line, None
+        return line, None, None
     for prefix in PREFIXES:
         found = prefix.match(line)
         if found is None:
             continue
         rest = line[found.end() :]
-        if not rest.strip() or _shape(rest):
+        if not rest.strip() or _shape(rest) or rest.lstrip().startswith('File "') or found.group(0) == seen:
             rank = int(found.group(1)) if found.groups() and found.group(1) else None
-            return rest, rank
-    return line, None
+            return rest, rank, found.group(0)
+    return line, None, None
 
 
 def _shape(text: str) -> bool:
@@ -164,6 +165,7 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
     ps: dict[int, tuple[int, bool]] = {}  # a ps --forest listing: pid -> (indent of its name, exited)
     ps_order: list[int] = []
     in_ps = False
+    prefix: str | None = None  # the last prefix stripped
     fatal: str | None = None  # "Fatal Python error: ...": the faulthandler dump that follows is a crash's
 
     def new(label: str, pid: int | None, command: str | None, at: int, fmt: Format, rank: int | None) -> _Process:
@@ -174,7 +176,8 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
         return current
 
     for number, line in enumerate(raw, 1):
-        text, rank = _strip(line)
+        text, rank, used = _strip(line, prefix)
+        prefix = used or prefix
         body = text.strip()
         if body.startswith("```"):
             continue
@@ -232,7 +235,8 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
         if gdb and text[:1] in (" ", "\t") and not FILE_FRAME.match(text):
             continue  # gdb prints each frame's source line (or a C call) under it
         if found := THREAD.match(body):
-            if current is None or (current.format != "py-spy") or (rank is not None and current.rank != rank):
+            fresh = current is None or current.format != "py-spy" or current.failed is not None
+            if fresh or (rank is not None and current is not None and current.rank != rank):
                 new("a process whose header is not in the paste", None, None, number, "py-spy", rank)
             assert current is not None
             name = found.group(3)
@@ -271,7 +275,7 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
             continue
         file_frame = FILE_FRAME.match(text)
         if file_frame is None and body.startswith('File "') and number < len(raw):
-            joined = text + _strip(raw[number])[0].strip()  # a frame wrapped over two lines
+            joined = text + _strip(raw[number], prefix)[0].strip()  # a frame wrapped over two lines
             if FILE_FRAME.match(joined):
                 file_frame = FILE_FRAME.match(joined)
                 raw[number] = ""
@@ -289,8 +293,8 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
                 thread = _Thread("?", None, None, number)
                 current.threads.append(thread)
             if sharing and thread is sharing[-1] and not shared:
-                for other in sharing[:-1]:
-                    other.frames.append(parsed)
+                for shares in sharing[:-1]:
+                    shares.frames.append(parsed)
             thread.frames.append(parsed)
             continue
         if listing is not None and (found := LISTED.fullmatch(text)):
