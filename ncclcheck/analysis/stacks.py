@@ -49,7 +49,8 @@ P2P = SENDS | RECVS | {"batch_isend_irecv"}
 DATALOADER = "torch/utils/data/dataloader.py"
 LOADER_WAITS = frozenset({"_next_data", "_get_data", "_try_get_data"})
 # torch's Python calls that make the host wait for the GPU (torch/cuda: torch.cuda.synchronize, Event/Stream waits)
-CUDA_SYNC = ("synchronize", "item", "cpu", "tolist", "wait_stream", "wait_event")
+SYNC_CALLS = ("synchronize", "item", "cpu", "tolist", "wait_stream", "wait_event")
+CUDA_SYNC = "cuda-sync"  # where watch says a rank waits when its host waits for the GPU's queue
 # the C calls under ``.item()``, ``.cpu()``, a blocking copy or a synchronize, as ``py-spy dump --native`` shows them
 NATIVE_SYNC = re.compile(
     r"cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaMemcpy(?!Async)\w*|cuStreamSynchronize"
@@ -81,7 +82,7 @@ def cuda_sync(frames: Sequence[Frame]) -> str | None:
     for frame in frames:
         if frame.native and (found := NATIVE_SYNC.search(frame.function)):
             return found.group(0)
-        if not frame.native and "torch/cuda/" in frame.filename and frame.function.endswith(CUDA_SYNC):
+        if not frame.native and "torch/cuda/" in frame.filename and frame.function.endswith(SYNC_CALLS):
             return frame.function.rsplit(".", 1)[-1]
     return None
 

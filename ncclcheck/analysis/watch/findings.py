@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ncclcheck.analysis.stacks import P2P
+from ncclcheck.analysis.stacks import CUDA_SYNC, P2P
 from ncclcheck.analysis.watch.chains import FIXES, sentence
 from ncclcheck.analysis.watch.local import follow
 from ncclcheck.model.findings import Finding
@@ -57,7 +57,7 @@ def place_key(v: RankView) -> tuple[str, str]:
     op = v.collective or ""
     if op in P2P or op == "wait":  # a request's wait: a point-to-point op (or a collective's) whose peers are unread
         return "send/recv", ""
-    return op, "" if op == "backward" else (v.call_site or "")
+    return op, "" if op in ("backward", CUDA_SYNC) else (v.call_site or "")
 
 
 def group(views: Sequence[RankView]) -> Places:
@@ -172,6 +172,12 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
             "point-to-point ops against a collective: the stacks cannot tell which side is wrong (under `ncclcheck "
             "run` its hook records every rank's point-to-point peers)"
         )
+    elif CUDA_SYNC in by_op:  # nor is a CUDA synchronisation: which collective it waits on is on the GPU
+        blame = (
+            "ranks at a CUDA synchronisation beside ranks in a collective call: with NCCL those at the synchronisation "
+            "wait on a collective queued before it, which the stacks do not name (the Flight Recorder does: it tells "
+            "a mismatch from a skipped call), so nobody is named"
+        )
     else:
         odd, blame = odd_ones([[v.rank for v in g] for g in by_op.values()], total)
     if odd and hosts:
@@ -179,7 +185,8 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
     if not odd:
         blame += ": compare the call sites"
     unseen = f" (rank {span(remote)} on other nodes not seen from here)" if remote else ""
-    message = f"{where(places)} — mismatched collectives: {blame}{unseen}"
+    kind = "mismatched collectives: " if CUDA_SYNC not in by_op else ""  # which collective a sync waits on: unknown
+    message = f"{where(places)} — {kind}{blame}{unseen}"
     return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=ranks(*groups), culprits=odd)
 
 
@@ -207,6 +214,8 @@ def odd_ones(sides: Sequence[Sequence[int]], total: int) -> tuple[tuple[int, ...
 
 
 def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
+    if all(v.collective == CUDA_SYNC for v in waiting):
+        return gpu_stalled(waiting, limit)
     sites = sorted({short(v.call_site) for v in waiting})
     op = waiting[0].collective if place_key(waiting[0])[0] != "send/recv" else "send/recv"
     lines = f" at {sites[0]}" if len(sites) == 1 else f" from different lines ({', '.join(sites)})"
@@ -224,6 +233,29 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
     )
     fix = UNSURE_P2P_FIX if unsure else STALLED_FIX
     return Finding("stalled", "error", message, fix, ranks=ranks(waiting), culprits=())
+
+
+GPU_STALL_FIX = (
+    "find the collective that did not complete and the rank behind it: the Flight Recorder "
+    "(TORCH_NCCL_TRACE_BUFFER_SIZE=2000, then `ncclcheck logs` over the dumps: the rank whose entries stop first, or "
+    "that never launched one), NCCL RAS (echo VERBOSE STATUS | nc localhost 28028: a rank whose op count is behind), "
+    "the GPUs (nvidia-smi: a kernel spinning in place reads about 100 % at low power), then NCCL_DEBUG=INFO logs"
+)
+
+
+def gpu_stalled(waiting: Sequence[RankView], limit: float) -> Finding:
+    """Every rank's host waits for its GPU's queue and none moves: with NCCL, a hang inside a collective queued
+    before the synchronisation. A rank that never launched it (its code took another path), the transport, or a
+    kernel that never returned: the stacks cannot tell which, so nobody is named and the network is not blamed."""
+    sites = sorted({short(v.call_site) for v in waiting if v.call_site})
+    lines = f" at {sites[0]}" if len(sites) == 1 else f" at different lines ({', '.join(sites)})" if sites else ""
+    message = (
+        f"rank {span([w.rank for w in waiting])} all wait at a CUDA synchronisation{lines} with no progress for "
+        f"{min(w.quiet_s for w in waiting):.0f} s (at least {limit:g} s: --stall): with NCCL, a collective queued "
+        "before it has not completed: a rank that did not launch it (its code took another path), the transport, or "
+        "a kernel that never returned; the stacks cannot tell which"
+    )
+    return Finding("stalled", "error", message, GPU_STALL_FIX, ranks=ranks(waiting), culprits=())
 
 
 MATCHED = "; every send has its matching recv posted: the ranks agree, the transport does not deliver"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ncclcheck.analysis.stacks import CUDA_SYNC, call_path, call_site, collective, cuda_sync, user_frame
 from ncclcheck.analysis.stacks import P2P as P2P_CALLS
-from ncclcheck.analysis.stacks import call_path, call_site, collective, user_frame
 from ncclcheck.analysis.watch.arguments import parse
 from ncclcheck.analysis.watch.shares import tally
 from ncclcheck.model.args import CallArgs
@@ -41,10 +41,13 @@ class Tracked:
 
 
 def doing(sample: RankSample) -> tuple[str | None, str | None, str]:
-    """The collective a rank is in (DDP's backward counts: its all-reduce runs there), its call site, a label."""
+    """The collective a rank is in (DDP's backward counts: its all-reduce runs there; so does a CUDA synchronisation:
+    with NCCL, collectives are queued on the GPU and the host waits there for them), its call site, a label."""
     found = collective(sample.stack)
     if found is None and any(f.function in BACKWARD and "torch/autograd" in f.filename for f in sample.stack):
         found = "backward"
+    if found is None and cuda_sync(sample.stack):
+        found = CUDA_SYNC
     site = call_site(sample.stack)
     if found:
         return found, site, found

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ncclcheck.analysis.stacks import P2P
+from ncclcheck.analysis.stacks import CUDA_SYNC, P2P
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
@@ -18,7 +18,7 @@ UNEVEN_FIX = (
     "`with model.join(): for batch in loader: ...` (torch.distributed.algorithms.Join for several models or "
     "optimizers)"
 )
-NOT_COLLECTIVES = (None, "backward", "wait")  # no collective, or one whose peers are not in the stack
+NOT_COLLECTIVES = (None, "backward", "wait", CUDA_SYNC)  # no collective, or one whose peers are not in the stack
 
 
 def uneven_inputs(waiters: Sequence[RankView], exited: Sequence[RankView]) -> Finding | None:
