@@ -38,6 +38,8 @@ KERNEL_ERROR = re.compile(
 )
 # Context an error carries, not an error of its own: a traceback's header and frames, C++ frames and where the
 # exception was raised, a signal handler's backtrace, an abseil stack frame, CUDA's standard advice after its error
+# NCCL's active diagnostics' report (NCCL_RUN_DIAGNOSTICS=1, 2.31+), printed by rank 0 of each communicator
+DIAG = re.compile(r"^\s*NCCL DIAG (?:\[(OK|INFO)\])?")
 CONTEXT = re.compile(
     r"^(?:Traceback \(most recent call last\)|Exception raised from |frame #\d+: |==== backtrace|The above exception"
     r"|During handling of |\s+File \"|(?:\S+:\d+:)?\s*@\s+0x[0-9a-f]+ |CUDA kernel errors might be asynchronously reported"
@@ -126,8 +128,11 @@ def read(text: str, level: str | None = None) -> Reading:
     if any(r.literal in text and r.pattern.search(text) for r in BENIGN) and not DECLARED_ERROR.match(text):
         return Reading("nccl" if level is not None else "text", INFO, None, text)
     if level is not None:
-        severity = ERROR if level in ("WARN", "ABORT") or TRAIL.match(text) else INFO
+        # ATTN (NCCL 2.32): "noteworthy, not an error", between WARN and INFO
+        severity = ERROR if level in ("WARN", "ABORT") or TRAIL.match(text) else WARNING if level == "ATTN" else INFO
         return Reading("nccl", severity, None, text)
+    if (diag := DIAG.match(text)) is not None:  # NCCL's own diagnostics (2.31): [INFO] a check that did not pass
+        return Reading("nccl", WARNING if diag.group(1) == "INFO" else INFO, None, text)
     if CONTEXT.match(text) is not None:
         return Reading("context", INFO, None, text)
     body = text.strip()

@@ -72,7 +72,7 @@ class LineFold(Protocol):
 # ``strip_prefixes`` would leave alone (a host starting with a letter, no ANSI, no CR): the fast lane below.
 _HEADER = (
     r"(?P<host>[A-Za-z_][\w.-]*):(?P<pid>\w+)(?::\w+)? \[(?P<dev>\d+)\] "
-    r"(?:NCCL |(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? NCCL )(?P<lvl>INFO|WARN|TRACE|ABORT) ?"  # commonest first
+    r"(?:NCCL |(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? NCCL )(?P<lvl>INFO|WARN|TRACE|ABORT|ATTN) ?"  # commonest first
 )
 FAST_HEADER = re.compile(_HEADER)
 

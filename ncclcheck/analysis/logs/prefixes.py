@@ -43,19 +43,21 @@ WORD_PREFIX = re.compile(
     r"|[\w.-]+\s+\| "
     r"|(?=[\w.-]*\d)(?=[a-z])[a-z\d][a-z\d_.-]*:(?: |$)"
     r"|(?=[a-z0-9.-]*[-\d]|[a-z0-9.-]+ [a-z0-9.-]*[-\d])(?:[a-z0-9][a-z0-9.-]* ){2,3}(?=\[(?:default)?rank\d+\]:|[\w.-]+:\w+(?::\w+)? \[\d+\] |\[?[IWEF]\d{4} "
-    r"|Traceback |NCCL (?:INFO|WARN) |(?:[\w.]+\.)?\w*(?:Error|Exception): ))"
+    r"|Traceback |NCCL (?:INFO|WARN|ATTN) |(?:[\w.]+\.)?\w*(?:Error|Exception): ))"
 )
 HEADER = re.compile(
     r"^(?P<host>[^\s:\[\]]+):(?P<pid>\w+)(?::(?P<tid>\w+))? \[(?P<dev>\d+)\] "
-    r"(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT) ?(?P<msg>.*)$"
+    r"(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ABORT|ATTN) ?(?P<msg>.*)$"
 )
 BARE_HEADER = re.compile(
-    r"^(?:\[(?P<dev>\d+)\] )?(?:(?P<src>[\w./-]+:\d+) )?NCCL (?P<lvl>INFO|WARN|TRACE) (?P<msg>.*)$"
+    r"^(?:\[(?P<dev>\d+)\] )?(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ATTN) (?P<msg>.*)$"
 )
 # A line that starts on its own: what a terminal's hard wrap never leaves at column 0. A wrap cuts anywhere, before a
 # space, a bracket or a parenthesis too: only a header, an emitter's mark or a word a line opens with counts (read
 # with the line's prefixes taken off). NCCL's header, with or without the host's, and its version line:
-NCCL_START = r"[\w.-]+:\w+(?::\w+)? \[\d+\]|(?:\[\d+\] (?:[\w./-]+:\d+ )?)?NCCL (?:INFO|WARN|TRACE|ABORT|version)\b"
+NCCL_START = (
+    r"[\w.-]+:\w+(?::\w+)? \[\d+\]|(?:\[\d+\] (?:[\w./-]+:\d+ )?)?NCCL (?:INFO|WARN|TRACE|ABORT|ATTN|version)\b"
+)
 LINE_START = re.compile(
     rf"^(?:{NCCL_START}|Traceback|File \"|[A-Z]\w*(?:Error|Exception|Warning)\b|terminate called|frame #\d"
     r"|Exception raised from|<omitting|\[?[IWEF]\d{4} |\[[A-Za-z_]|\[\d+\]:|\[ *\d+\.\d+\]"
@@ -70,7 +72,7 @@ LINE_START = re.compile(
 CLASS_REST = re.compile(r"^(?:Error|Exception|Warning)\b")
 # NCCL's header without its host's part: a line's start, or the rest of one a wrap cut inside the source file's
 # name ("...[0] tra" / "nsport/p2p.cc:238 NCCL WARN"): a line's start only after a cut between two words.
-NCCL_SOURCE = re.compile(r"^[\w./-]+:\d+ NCCL (?:INFO|WARN|TRACE|ABORT)\b")
+NCCL_SOURCE = re.compile(r"^[\w./-]+:\d+ NCCL (?:INFO|WARN|TRACE|ABORT|ATTN)\b")
 NCCL_LINE = re.compile(rf"^(?:{NCCL_START})")
 # A terminal hard-wraps at its width: only a physical line exactly this long can continue on the next one
 # (xterm/VT 80 and 132, common window and tmux/screen widths, kubectl's and CI consoles' 100-250).

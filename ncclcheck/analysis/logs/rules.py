@@ -103,6 +103,21 @@ RULES: tuple[Rule, ...] = (
         "load nvidia-peermem (or use DMA-BUF with a recent kernel, driver and NCCL); if the reason is PCIe"
         " distance, it is expected: put GPU and NIC under one switch",
     ),
+    _rule(  # NCCL 2.32's ATTN (src/misc/param.cc, ncclLoadParam): a value that is not a number is dropped
+        "nccl-invalid-param", "warning", "Invalid value",
+        r"Invalid value (?P<value>.*?) for (?P<var>NCCL_\w+), using default (?P<default>-?\d+)",
+        "NCCL ignored {var}={value}: not a number, so it runs with its default ({default})",
+        "set that variable to a number, or unset it: NCCL ran with its default, not with what was meant",
+    ),
+    _rule(  # NCCL_RUN_DIAGNOSTICS=1 (2.31+): checks of the paths NCCL will use, run at init before any of the job's traffic
+        "nccl-diag-issue", "warning", "NCCL DIAG [INFO]",
+        r"NCCL DIAG \[INFO\]\s+(?P<what>.+)",
+        "NCCL's diagnostics at communicator init report: {what}",
+        "they ran before any of the job's traffic, so a failed check points at the system (the GPU pair, its NVLink or"
+        " PCIe path, the driver), not the code: nvidia-smi topo -m and nvidia-smi nvlink -s for that pair; with"
+        " NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT the report names the pair and its path. [INFO] also marks a check"
+        " that could not complete: read the line",
+    ),
     _rule(
         "no-socket-interface", "error", "no socket interface",
         r"no socket interface found",
