@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from ncclcheck.analysis.ras import judge, ours
+from ncclcheck.analysis.watch.flight import with_ras
 from ncclcheck.collectors.ras import address, query
+from ncclcheck.model.findings import Finding
 from ncclcheck.model.ras import OPS, RasStatus, status_from_json
+from ncclcheck.model.watch import Verdict, WatchState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ras"
 
@@ -245,3 +248,48 @@ def test_a_dead_process_and_a_rank_s_async_error_are_named() -> None:
 def test_a_reply_about_another_job_is_not_ours() -> None:
     status = replies([1, 1], pid0=9000)[0]
     assert not ours(status, PIDS) and ours(replies([1, 1])[0], PIDS)
+
+
+def stalled_state(*findings: Finding) -> WatchState:
+    from tests.watch_states import job
+
+    return WatchState(10.0, job(4), (), findings, Verdict("problem", "✗"))
+
+
+def test_ras_goes_first_where_the_stacks_name_nobody_or_the_same_ranks_and_is_a_fact_otherwise() -> None:
+    behind = judge(replies([42, 42, 41, 42], [42, 42, 41, 42], [42, 42, 41, 42]), PIDS, stall_s=10)
+    nobody = Finding("stalled", "error", "rank 0-3 all wait at a CUDA synchronisation", ranks=(0, 1, 2, 3))
+    first = with_ras(stalled_state(nobody), behind)
+    assert first.findings[0].id == "ras-behind" and first.findings[0].culprits == (2,)
+    assert first.verdict.status == "problem" and "ras-behind" in first.verdict.message
+    same = Finding("straggler", "error", "rank 2 is not in any collective", ranks=(0, 1, 2, 3), culprits=(2,))
+    assert with_ras(stalled_state(same), behind).findings[0].id == "ras-behind"
+    other = Finding("straggler", "error", "rank 1 is not in any collective", ranks=(0, 1, 2, 3), culprits=(1,))
+    added = with_ras(stalled_state(other), behind)
+    assert [f.id for f in added.findings] == ["straggler", "ras-behind"] and added.findings[1].culprits == ()
+    assert with_ras(stalled_state(other), ()) == stalled_state(other)
+
+
+@pytest.mark.integration
+def test_watch_s_ras_polls_ask_while_stalled_name_the_rank_behind_and_stop_asking_a_port_nobody_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ncclcheck.sources.watch as live
+    from tests.watch_states import job
+
+    monkeypatch.setattr(live, "RAS_EVERY_S", 0.0)
+    polls = live.RasPolls(job(4))
+    body = nccl_json([comm([42, 42, 41, 42], pid0=1000)])  # watch_states' ranks have PIDs 1000-1003
+    for _ in range(2):
+        with fake_ras(body) as port:
+            polls.host, polls.port = "127.0.0.1", port
+            found = polls.findings(stalled=True, stall_s=0.0)
+    assert [(f.id, f.culprits) for f in found] == [("ras-behind", (2,))] and len(polls.polls) == 2
+    assert polls.findings(stalled=False, stall_s=0.0) == () and polls.polls == []  # the stall is over
+    free = socket.create_server(("127.0.0.1", 0))
+    polls.port = free.getsockname()[1]
+    free.close()
+    assert polls.findings(stalled=True, stall_s=0.0) == () and polls.refused and polls.note is None
+    asked = polls.asked
+    polls.findings(stalled=True, stall_s=0.0)
+    assert polls.asked == asked  # refused: not asked again each look (RAS_AGAIN_S)

@@ -28,6 +28,7 @@ class RasReply:
     text: str | None = None
     protocol: int | None = None
     error: str | None = None  # why there is no answer, in words with what to do
+    refused: bool = False  # nothing listens there
 
 
 def address(env: dict[str, str] | None = None) -> tuple[str, int]:
@@ -66,6 +67,7 @@ def query(host: str = "localhost", port: int = PORT, gather_s: int = GATHER_S) -
     except ConnectionRefusedError:
         return RasReply(
             where,
+            refused=True,
             error=f"nothing listens on {where}: no NCCL job on this node, RAS off (NCCL_RAS_ENABLE=0), an NCCL older "
             "than 2.24, or another port (the job's NCCL_RAS_ADDR)",
         )

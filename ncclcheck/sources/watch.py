@@ -10,21 +10,66 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ncclcheck.analysis.ras import judge as judge_ras
+from ncclcheck.analysis.ras import ours
 from ncclcheck.analysis.smoke.progress import smoke_verdict, standing_still
-from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact
+from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact, with_ras
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
-from ncclcheck.collectors.control_plane import live_flight
+from ncclcheck.collectors.control_plane import environ, live_flight
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.progress import read_beats, read_progress
+from ncclcheck.collectors.ras import address, query
 from ncclcheck.collectors.sampler import Sampler
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
+from ncclcheck.model.ras import RasStatus
 from ncclcheck.model.watch import Job, Verdict, WatchState
 from ncclcheck.probes.host import find_py_spy
 
 REDISCOVER_S = 3.0
+RAS_EVERY_S = 2.0  # how often NCCL RAS is asked while ranks stand still
+RAS_AGAIN_S = 30.0  # how long after "nothing listens" it is tried again (a job whose NCCL starts later)
+RAS_GATHER_S = 3  # what RAS may take to gather the job's counts (the look waits that long at most)
+
+
+class RasPolls:
+    """NCCL RAS asked while the job's ranks stand still: its replies over this stall, and what it could not say."""
+
+    def __init__(self, job: Job) -> None:
+        env = environ(job.ranks[0].pid) if job.ranks else {}
+        self.host, self.port = address(env or None)
+        self.pids = {r.pid: r.rank for r in job.ranks}
+        self.polls: list[RasStatus] = []
+        self.asked = -RAS_AGAIN_S
+        self.note: str | None = None
+        self.refused = False
+
+    def findings(self, stalled: bool, stall_s: float) -> tuple[Finding, ...]:
+        """RAS's findings over this stall (asked at most every RAS_EVERY_S); () while nothing stands still."""
+        if not stalled:
+            self.polls = []
+            return ()
+        now = time.monotonic()
+        wait = RAS_AGAIN_S if (self.note or self.refused) and not self.polls else RAS_EVERY_S
+        if now - self.asked >= wait:
+            self.asked = now
+            reply = query(self.host, self.port, RAS_GATHER_S)
+            self.refused = False
+            if reply.status is not None and ours(reply.status, self.pids):
+                self.polls.append(reply.status)
+                self.note = None
+            elif reply.status is not None:
+                self.note = f"NCCL RAS at {reply.address} answers for another job (none of its PIDs is this job's)"
+            elif reply.text is not None:
+                self.note = f"NCCL RAS at {reply.address} answers in text only (NCCL older than 2.28.7): not judged"
+            elif reply.refused:  # a gloo job, RAS off, an NCCL before 2.24: nothing to say each look
+                self.note = None
+                self.refused = True
+            else:
+                self.note = f"NCCL RAS: {reply.error}"
+        return judge_ras(self.polls, self.pids, stall_s)
 
 
 class LiveSource:
@@ -44,6 +89,7 @@ class LiveSource:
         self.asked: tuple[tuple[str, tuple[int, ...]], ...] = ()  # the stall the control planes were asked in
         self.exact: tuple[Finding, ...] = ()
         self.flight: tuple[FrDump, ...] = ()  # what they answered then (a node agent sends them on to the viewer)
+        self.ras = RasPolls(job)
 
     def poll(self, final: bool = False) -> WatchState:
         """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
@@ -51,7 +97,9 @@ class LiveSource:
         judging = Judging(self.judging.stall_s, final)
         self.state = track(self.state, self.sampler.sample(), judging, self._notes())
         self.samples += 1
-        return self.with_flight(self.state)
+        state = self.with_flight(self.state)
+        stalled = any(v.still_s >= min(self.judging.stall_s, 2 * RAS_EVERY_S) for v in state.ranks)
+        return with_ras(state, self.ras.findings(stalled, self.judging.stall_s))
 
     def close(self) -> None:
         """Stop sampling: the recording's py-spy processes end now."""
@@ -73,7 +121,8 @@ class LiveSource:
     def _notes(self) -> tuple[str, ...]:
         errors = [v.sample.stack_error for v in (self.state.ranks if self.state else ()) if v.sample.stack_error]
         readable = self.sampler.sockets_readable
-        return watch_notes(self.stacks_wanted, self.stacks, errors, readable, self.job.how, self.restarted)
+        notes = watch_notes(self.stacks_wanted, self.stacks, errors, readable, self.job.how, self.restarted)
+        return notes + ((self.ras.note,) if self.ras.note else ())
 
     def _follow_restart(self) -> None:
         """New rank pids under the same launcher or job id (an elastic restart): watch those from now on."""
@@ -97,6 +146,7 @@ class LiveSource:
         self.job = fresh
         self.sampler.close()
         self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native, record=self.record)
+        self.ras = RasPolls(fresh)
         self.restarted = (time.strftime("%H:%M:%S"), tuple(r.pid for r in fresh.ranks))
 
 

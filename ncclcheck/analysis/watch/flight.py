@@ -94,3 +94,18 @@ def with_exact(state: WatchState, found: Sequence[Finding]) -> WatchState:
         return dataclasses.replace(state, findings=state.findings + said)
     findings = tuple(found) + state.findings
     return dataclasses.replace(state, findings=findings, verdict=problem(findings) or state.verdict)
+
+
+def with_ras(state: WatchState, found: Sequence[Finding]) -> WatchState:
+    """The state with NCCL RAS's findings (``analysis/ras``): exact launch counts. Where the stacks' first error names
+    nobody (every rank at a CUDA synchronisation: a hang inside NCCL) or names the same ranks, RAS's go first and the
+    top line is theirs; where they name other ranks, RAS's are added as facts, their blame left to the reader."""
+    if not found:
+        return state
+    first = next((f for f in state.findings if f.severity == "error"), None)
+    named = next((f.culprits for f in found if f.severity == "error" and f.culprits), ())
+    if first is not None and first.culprits and named and set(named) != set(first.culprits):
+        said = tuple(dataclasses.replace(f, culprits=()) for f in found)
+        return dataclasses.replace(state, findings=state.findings + said)
+    findings = by_severity(tuple(found) + state.findings)
+    return dataclasses.replace(state, findings=findings, verdict=problem(findings) or state.verdict)
