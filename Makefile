@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ncclcheck-installed
 
-.PHONY: demo test test-fast install lint bench clean
+.PHONY: demo test test-fast install lint bench clean gpu-wheels gpu-check gpu-check-dry
 
 # The suite's two tiers: the pure one (no process, socket, namespace or terminal: tests/conftest.py holds it to
 # that) and the integration one (real torchrun, py-spy, network namespaces, SLURM, the TUI in a terminal).
@@ -42,6 +42,23 @@ bench: install
 	$(PY) benchmarks/bench_logs.py --size-mb 256
 	$(PY) benchmarks/bench_watch.py
 	$(PY) benchmarks/bench_watch_verdict.py
+
+# The device check. `make gpu-wheels` here fetches what the lent GPU machine's image lacks into .whl (ignored by git;
+# the device call carries it); `make gpu-check` runs there with the image's own python3 and torch and packs what it
+# captured into $$OUT/gpu_check.tar.gz; `make gpu-check-dry` runs the same here on gloo/CPU.
+GPU_WHEELS = py-spy==0.4.3 textual==8.2.8 platformdirs==4.14.8 mdit-py-plugins==0.7.0
+GPU_PLATFORMS = --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux1_x86_64 --platform any
+
+gpu-wheels:
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		$(GPU_PLATFORMS) -d .whl $(GPU_WHEELS)
+
+gpu-check:
+	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+	PYTHONPATH=/tmp/site:$(CURDIR) PATH=/tmp/site/bin:$$PATH PYTHONUNBUFFERED=1 python3 tools/gpu_check.py
+
+gpu-check-dry: install
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tools/gpu_check.py --dry --cases skip,dies,healthy
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

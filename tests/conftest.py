@@ -25,6 +25,23 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def has_gpu() -> bool:
+    """An NVIDIA driver with a device node: where the gpu tier can run."""
+    return os.path.exists("/dev/nvidiactl") and any(
+        n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev")
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The gpu tier is deselected (not skipped) where there is no GPU: a machine without one runs none of it."""
+    if has_gpu():
+        return
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu:
+        config.hook.pytest_deselected(items=gpu)
+        items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
+
+
 def scenario(name: str) -> Path:
     path = SYSFS / name
     if not path.is_dir():
