@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ncclcheck.analysis.ras import judge, ours
-from ncclcheck.analysis.watch.flight import with_ras
+from ncclcheck.analysis.watch.flight import with_outside
 from ncclcheck.collectors.ras import address, query
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ras import OPS, RasStatus, status_from_json
@@ -259,15 +259,15 @@ def stalled_state(*findings: Finding) -> WatchState:
 def test_ras_goes_first_where_the_stacks_name_nobody_or_the_same_ranks_and_is_a_fact_otherwise() -> None:
     behind = judge(replies([42, 42, 41, 42], [42, 42, 41, 42], [42, 42, 41, 42]), PIDS, stall_s=10)
     nobody = Finding("stalled", "error", "rank 0-3 all wait at a CUDA synchronisation", ranks=(0, 1, 2, 3))
-    first = with_ras(stalled_state(nobody), behind)
+    first = with_outside(stalled_state(nobody), behind)
     assert first.findings[0].id == "ras-behind" and first.findings[0].culprits == (2,)
     assert first.verdict.status == "problem" and "ras-behind" in first.verdict.message
     same = Finding("straggler", "error", "rank 2 is not in any collective", ranks=(0, 1, 2, 3), culprits=(2,))
-    assert with_ras(stalled_state(same), behind).findings[0].id == "ras-behind"
+    assert with_outside(stalled_state(same), behind).findings[0].id == "ras-behind"
     other = Finding("straggler", "error", "rank 1 is not in any collective", ranks=(0, 1, 2, 3), culprits=(1,))
-    added = with_ras(stalled_state(other), behind)
+    added = with_outside(stalled_state(other), behind)
     assert [f.id for f in added.findings] == ["straggler", "ras-behind"] and added.findings[1].culprits == ()
-    assert with_ras(stalled_state(other), ()) == stalled_state(other)
+    assert with_outside(stalled_state(other), ()) == stalled_state(other)
 
 
 @pytest.mark.integration

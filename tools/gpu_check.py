@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -66,39 +67,10 @@ def end(proc: subprocess.Popen[bytes]) -> None:
 
 
 def gpu_reading(dry: bool) -> dict[str, object]:
-    """The GPU as NVML reads it now (or why it cannot)."""
-    try:
-        import pynvml  # type: ignore[import-untyped]
+    """The GPUs as ncclcheck's own collector reads them (NVML), or why it cannot."""
+    from ncclcheck.collectors.gpu import look
 
-        pynvml.nvmlInit()
-    except Exception as exc:
-        return {"error": f"NVML: {exc}"}
-    try:
-        out = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            util = pynvml.nvmlDeviceGetUtilizationRates(h)
-            out.append(
-                {
-                    "index": i,
-                    "name": str(pynvml.nvmlDeviceGetName(h)),
-                    "util_gpu": util.gpu,
-                    "util_mem": util.memory,
-                    "power_mw": pynvml.nvmlDeviceGetPowerUsage(h),
-                    "power_limit_mw": pynvml.nvmlDeviceGetEnforcedPowerLimit(h),
-                    "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-                    "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-                    "clock_reasons": pynvml.nvmlDeviceGetCurrentClocksEventReasons(h),
-                    "pids": [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)],
-                    "memory_used": pynvml.nvmlDeviceGetMemoryInfo(h).used,
-                }
-            )
-        return {"gpus": out, "time": time.time()}
-    except Exception as exc:
-        return {"error": f"NVML read: {exc}"}
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+    return dataclasses.asdict(look())
 
 
 def ranks_of(launcher: int) -> list[int]:

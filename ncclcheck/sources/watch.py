@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ncclcheck.analysis.gpu import judge as judge_gpus
 from ncclcheck.analysis.ras import judge as judge_ras
 from ncclcheck.analysis.ras import ours
 from ncclcheck.analysis.smoke.progress import smoke_verdict, standing_still
-from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact, with_ras
+from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact, with_outside
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
 from ncclcheck.collectors.control_plane import environ, live_flight
+from ncclcheck.collectors.gpu import look as look_at_gpus
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
 from ncclcheck.collectors.progress import read_beats, read_progress
@@ -72,6 +74,24 @@ class RasPolls:
         return judge_ras(self.polls, self.pids, stall_s)
 
 
+class GpuLooks:
+    """The node's GPUs read at each look while ranks stand still in a collective or at a CUDA synchronisation
+    (NVML); a node without a driver or nvidia-ml-py is asked once, and says nothing more (a gloo job on CPUs)."""
+
+    def __init__(self, job: Job) -> None:
+        self.pids = {r.pid: r.rank for r in job.ranks}
+        self.error: str | None = None
+
+    def findings(self, waiting: tuple[int, ...]) -> tuple[Finding, ...]:
+        if not waiting or self.error is not None:
+            return ()
+        look = look_at_gpus()
+        if look.error is not None:
+            self.error = look.error
+            return ()
+        return judge_gpus(look, self.pids, waiting)
+
+
 class LiveSource:
     """Each ``poll`` takes one sample of every local rank and returns the tracked state."""
 
@@ -90,6 +110,7 @@ class LiveSource:
         self.exact: tuple[Finding, ...] = ()
         self.flight: tuple[FrDump, ...] = ()  # what they answered then (a node agent sends them on to the viewer)
         self.ras = RasPolls(job)
+        self.gpus = GpuLooks(job)
 
     def poll(self, final: bool = False) -> WatchState:
         """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
@@ -99,7 +120,9 @@ class LiveSource:
         self.samples += 1
         state = self.with_flight(self.state)
         stalled = any(v.still_s >= min(self.judging.stall_s, 2 * RAS_EVERY_S) for v in state.ranks)
-        return with_ras(state, self.ras.findings(stalled, self.judging.stall_s))
+        state = with_outside(state, self.ras.findings(stalled, self.judging.stall_s))
+        waiting = tuple(v.rank for v in state.ranks if v.collective and v.still_s >= self.judging.stall_s)
+        return with_outside(state, self.gpus.findings(waiting))
 
     def close(self) -> None:
         """Stop sampling: the recording's py-spy processes end now."""
@@ -147,6 +170,7 @@ class LiveSource:
         self.sampler.close()
         self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native, record=self.record)
         self.ras = RasPolls(fresh)
+        self.gpus = GpuLooks(fresh)
         self.restarted = (time.strftime("%H:%M:%S"), tuple(r.pid for r in fresh.ranks))
 
 

@@ -96,10 +96,11 @@ def with_exact(state: WatchState, found: Sequence[Finding]) -> WatchState:
     return dataclasses.replace(state, findings=findings, verdict=problem(findings) or state.verdict)
 
 
-def with_ras(state: WatchState, found: Sequence[Finding]) -> WatchState:
-    """The state with NCCL RAS's findings (``analysis/ras``): exact launch counts. Where the stacks' first error names
-    nobody (every rank at a CUDA synchronisation: a hang inside NCCL) or names the same ranks, RAS's go first and the
-    top line is theirs; where they name other ranks, RAS's are added as facts, their blame left to the reader."""
+def with_outside(state: WatchState, found: Sequence[Finding]) -> WatchState:
+    """The state with findings from outside the stacks: NCCL RAS's exact launch counts (``analysis/ras``), the GPUs'
+    readings (``analysis/gpu``). Where the stacks' first error names nobody (every rank at a CUDA synchronisation: a
+    hang inside NCCL) or names the same ranks, these go first and the top line is theirs; where they name other
+    ranks, they are added as facts, their blame left to the reader."""
     if not found:
         return state
     first = next((f for f in state.findings if f.severity == "error"), None)
