@@ -263,3 +263,29 @@ def test_env_and_logs_judge_interfaces_by_one_list(name: str) -> None:
     only = net.IfAddr(name, "AF_INET", "10.32.0.1", "255.255.0.0", ("UP", "BROADCAST", "RUNNING"))
     snapshot = dataclasses.replace(bare(), net=dataclasses.replace(bare().net, ifaddrs=(LO, only)))
     assert "a bridge/overlay interface" in check(snapshot, "net.socket_ifname").summary
+
+
+def test_gpus_as_nvml_reads_them_ecc_fails_a_slowdown_warns_and_no_driver_is_said() -> None:
+    from ncclcheck.model.gpu import GpuLook, GpuReading
+
+    def reading(index: int, **fields: object) -> GpuReading:
+        base = GpuReading(index, "NVIDIA H100 80GB HBM3", 0, 70.0, 700.0, 345, 1980, 1 << 30, 80 << 30, ())
+        return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
+
+    def with_nvml(look: GpuLook) -> object:
+        return dataclasses.replace(with_gpus(2, nproc=2), nvml=look)  # type: ignore[type-var]
+
+    healthy = check(with_nvml(GpuLook(0.0, (reading(0), reading(1)))), "gpus")  # type: ignore[arg-type]
+    assert healthy.status is Status.OK
+    assert (
+        "GPU 1 NVIDIA H100 80GB HBM3: 0 % busy, 70 W of 700 W, SM 345/1980 MHz, memory 1024/81920 MiB"
+        in healthy.details
+    )
+    ecc = check(with_nvml(GpuLook(0.0, (reading(0), reading(1, ecc_uncorrected=3)))), "gpus")  # type: ignore[arg-type]
+    assert ecc.status is Status.FAIL and "GPU 1 reports 3 uncorrected ECC error(s)" in ecc.summary
+    hot = check(with_nvml(GpuLook(0.0, (reading(0, reasons=("hardware thermal slowdown",)), reading(1)))), "gpus")  # type: ignore[arg-type]
+    assert hot.status is Status.WARN and "held down (hardware thermal slowdown)" in hot.summary
+    capped = check(with_nvml(GpuLook(0.0, (reading(0, reasons=("application clocks setting",)), reading(1)))), "gpus")  # type: ignore[arg-type]
+    assert capped.status is Status.OK  # a setting, not a slowdown: said in the details only
+    missing = check(with_nvml(GpuLook(0.0, error="no NVIDIA driver to ask (NVML: Library Not Found)")), "gpus")  # type: ignore[arg-type]
+    assert missing.status is Status.OK and "NVML: no NVIDIA driver to ask (NVML: Library Not Found)" in missing.details

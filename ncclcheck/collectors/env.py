@@ -7,6 +7,7 @@ import os
 import socket
 from collections.abc import Mapping
 
+from ncclcheck.collectors.gpu import look as look_at_gpus
 from ncclcheck.model.env import EnvOptions, NodeSnapshot
 from ncclcheck.probes import envvars, gpu, host, ib, net, rdzv, save_tree, versions
 from ncclcheck.probes._sysfs import SavedTreeError, parse_int
@@ -33,15 +34,17 @@ def collect_snapshot(
     effective: dict[str, str] = {}
     for var in env_facts.effective:
         effective.setdefault(var.name, var.value)
+    gpu_facts = gpu.collect(root)
     return NodeSnapshot(
         options=options,
         versions=versions.collect(root, try_import=root == "/"),
-        gpu=gpu.collect(root),
+        gpu=gpu_facts,
         ib=ib.collect(root),
         net=net_facts,
         host=host.collect(root),
         env=env_facts,
         rdzv=_rdzv(options, effective, net_facts),
+        nvml=look_at_gpus() if gpu_facts.gpus else None,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ncclcheck.model.gpu import GpuLook
 from ncclcheck.probes.envvars import EnvFacts
 from ncclcheck.probes.gpu import GpuFacts
 from ncclcheck.probes.host import HostFacts
@@ -37,3 +38,4 @@ class NodeSnapshot:
     env: EnvFacts
     rdzv: RdzvFacts | None
     not_saved: tuple[str, ...] = ()  # under --root: "versions", "environment", "interfaces" the tree lacks
+    nvml: GpuLook | None = None  # the GPUs as NVML reads them now (this node only, where PCI shows any)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ncclcheck.analysis.env.context import Context
-from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip
+from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.gpu import GpuLook
 from ncclcheck.probes._sysfs import parse_int
 
 
@@ -63,6 +64,9 @@ def check_gpus(snapshot: NodeSnapshot, ctx: Context) -> Check:
             fail("NVIDIA_VISIBLE_DEVICES hides every GPU from this container", "start the container with --gpus all")
         )
     issues += _rank_issues(ctx, visible.count)
+    if snapshot.nvml is not None:
+        details += nvml_details(snapshot.nvml)
+        issues += nvml_issues(snapshot.nvml)
     summary = f"{total} GPU(s), {visible.count} visible" + (
         f" via CUDA_VISIBLE_DEVICES={cvd}" if cvd is not None else ""
     )
@@ -94,4 +98,47 @@ def _rank_issues(ctx: Context, visible: int) -> list[Issue]:
                 "do not restrict CUDA_VISIBLE_DEVICES per rank when the script calls set_device(LOCAL_RANK)",
             )
         )
+    return issues
+
+
+SLOWDOWNS = frozenset({"hardware slowdown", "hardware thermal slowdown", "software thermal slowdown", "power brake"})
+
+
+def nvml_details(look: GpuLook) -> list[str]:
+    """Each GPU as NVML reads it now (what ``watch`` reads during a hang), or why it could not be read."""
+    if look.error is not None:
+        return [f"NVML: {look.error}"]
+    out = []
+    for g in look.gpus:
+        share = g.power_share
+        power = f", {g.power_w:.0f} W of {g.power_limit_w:.0f} W" if share is not None else ""
+        clocks = f", SM {g.sm_mhz}/{g.sm_max_mhz} MHz" if g.sm_max_mhz else ""
+        held = f" (held down: {', '.join(g.reasons)})" if g.reasons else ""
+        used = f", memory {g.memory_used >> 20}/{g.memory_total >> 20} MiB"
+        procs = f", {len(g.pids)} process(es)" if g.pids else ""
+        out.append(f"GPU {g.index} {g.name}: {g.util_percent} % busy{power}{clocks}{held}{used}{procs}")
+    return out
+
+
+def nvml_issues(look: GpuLook) -> list[Issue]:
+    """Uncorrected ECC errors (the GPU's memory is not to be trusted) and clocks held down by heat or a power brake."""
+    issues = []
+    for g in look.gpus:
+        if g.ecc_uncorrected:
+            issues.append(
+                fail(
+                    f"GPU {g.index} reports {g.ecc_uncorrected} uncorrected ECC error(s) since its driver loaded",
+                    "drain the node: the GPU needs a reset (nvidia-smi -r when idle) and, if they come back, "
+                    "replacement; `nvidia-smi -q -d ECC,PAGE_RETIREMENT` and `dmesg | grep Xid` show the history",
+                )
+            )
+        slow = sorted(set(g.reasons) & SLOWDOWNS)
+        if slow:
+            issues.append(
+                warn(
+                    f"GPU {g.index}'s clocks are held down ({', '.join(slow)}): a rank on it runs slower than its peers",
+                    "check its cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); every rank waits "
+                    "for the slowest GPU",
+                )
+            )
     return issues
