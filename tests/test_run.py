@@ -173,6 +173,10 @@ def test_a_straggler_is_caught_live_and_ctrl_c_leaves_nothing_behind(tmp_path: P
     record = json.loads(Path(report["hangs"][0]["path"]).read_text())
     assert record["schema"] == "ncclcheck.watch/2" and [f["kind"] for f in record["findings"]] == ["straggler"]
     assert all(r["stack"] for r in record["ranks"]), "every local rank's stack is in the record"
+    # the incident beside it: what it could not have on this machine (no NCCL RAS, no GPU driver) is said, with why
+    incident = record["incident"]
+    assert Path(incident["folder"], "incident.json").is_file() and "nothing listens" in incident["missing"]["ras"]
+    assert "gpus" in incident["missing"] and "flight_recorder" not in incident["missing"]  # gloo: nobody asked
     complete(tmp_path / "run")
     # The run dir read back by `ncclcheck logs` (as for several nodes' dirs): the hang seen live is the cause.
     logs = subprocess.run(
@@ -484,3 +488,17 @@ def test_rank_ends_are_seen_in_order_with_their_exit_codes() -> None:
     second.wait()
     seen = ends.ends()
     assert [(e.rank, e.exit_code) for e in seen] == [(0, 3), (1, 0)] and seen[0].time < seen[1].time, seen
+
+
+def test_flight_recorder_dumps_written_after_the_ask_are_copied_under_the_hang_s_name(tmp_path: Path) -> None:
+    from ncclcheck.collectors.incident import _flight_dumps
+
+    fr, folder = tmp_path / "fr", tmp_path / "hang"
+    fr.mkdir()
+    folder.mkdir()
+    old = fr / "rank_1"
+    old.write_bytes(b"an older dump")
+    os.utime(old, (1000.0, 1000.0))  # from an earlier hang: not this one's
+    (fr / "rank_0").write_bytes(b"\x80\x02}q\x00.")
+    copied = _flight_dumps(str(fr), str(folder), time.time() - 0.5, ranks=1)
+    assert sorted(copied) == ["fr_rank_0"] and (folder / "fr_rank_0").read_bytes() == b"\x80\x02}q\x00."

@@ -95,3 +95,16 @@ class SlowSoFar:
     @property
     def episodes(self) -> tuple[SlowEpisode, ...]:
         return self.closed + ((self.open,) if self.open is not None else ())
+
+
+@dataclass(frozen=True)
+class Incident:
+    """What ``run`` kept of a hang beside its record (``control/<hang>/``): each file by name, and what it could not
+    have, with why."""
+
+    folder: str
+    kept: tuple[tuple[str, str], ...]  # (name, path)
+    missing: tuple[tuple[str, str], ...]  # (what, why)
+
+    def to_json(self) -> dict[str, object]:
+        return {"folder": self.folder, "kept": dict(self.kept), "missing": dict(self.missing)}

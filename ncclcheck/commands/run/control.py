@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ncclcheck.analysis.watch.flight import culprits, exact, overrides
-from ncclcheck.collectors import control_hook, control_hook_p2p
+from ncclcheck.collectors import control_hook, control_hook_p2p, incident
 from ncclcheck.collectors.control_plane import FILES, RankAnswer, fetch, recorders, sockets_in
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump, Unreadable
@@ -114,13 +114,24 @@ def _save(out: str, answers: list[RankAnswer]) -> tuple[list[FrDump], list[Unrea
     return recorders(answers, lambda a, h: os.path.join(out, FILES[h].format(a.rank)))
 
 
-def _add_to(hang_path: str, summary: dict[str, Any]) -> None:
+def _add_to(hang_path: str, summary: dict[str, Any], key: str = "control_plane") -> None:
     try:
         with open(hang_path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return
-    replace_json(hang_path, {**data, "control_plane": summary})
+    replace_json(hang_path, {**data, key: summary})
+
+
+def keep_incident(
+    run_dir: str, record: HangRecord, ranks: dict[int, int], asked_at: float | None, console: Any
+) -> None:
+    """The rest of the incident beside the hang's record (collectors/incident.py), said in one line."""
+    folder = os.path.join(run_dir, "control", Path(record.path).stem)
+    found = incident.keep(folder, os.path.join(run_dir, "fr"), ranks, asked_at)
+    _add_to(record.path, found.to_json(), "incident")
+    kept = ", ".join(name for name, _ in found.kept) or "nothing more"
+    console.print(f"ncclcheck run: incident kept in {folder}: {kept}")
 
 
 def _say(console: Any, out: str, answers: list[RankAnswer], silent: dict[int, str]) -> None:

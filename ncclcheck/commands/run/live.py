@@ -19,7 +19,7 @@ from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
-from ncclcheck.commands.run.control import on_hang
+from ncclcheck.commands.run.control import keep_incident, on_hang
 from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.stacks import Frame
@@ -128,9 +128,12 @@ def sample_live(
                 record = on_hang(run_dir, record, console)  # the ranks' own Flight Recorders, when they answer
                 hangs.append(record)
                 hang_line(record, console)
+                asked_at = time.time()
                 asked, _ = ask_for_dumps(os.path.join(run_dir, "fr", "pipe_"))
                 if asked:
                     console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
+                pids = {r.rank: r.pid for r in source.job.ranks}
+                keep_incident(run_dir, record, pids, asked_at if asked else None, console)  # before --on-hang exit
                 if args.on_hang == "exit":
                     end_now.set()
             last = key if errors else None
