@@ -502,3 +502,22 @@ def test_flight_recorder_dumps_written_after_the_ask_are_copied_under_the_hang_s
     (fr / "rank_0").write_bytes(b"\x80\x02}q\x00.")
     copied = _flight_dumps(str(fr), str(folder), time.time() - 0.5, ranks=1)
     assert sorted(copied) == ["fr_rank_0"] and (folder / "fr_rank_0").read_bytes() == b"\x80\x02}q\x00."
+
+
+def test_early_dumps_are_copied_once_written_and_forgotten_when_the_stall_ends(tmp_path: Path) -> None:
+    from ncclcheck.collectors.incident import EarlyDumps
+
+    fr = tmp_path / "fr"
+    fr.mkdir()
+    early = EarlyDumps(str(fr))
+    assert early.suspect(True) == 0 and early.asked_at is None  # no NCCL rank's pipe (gloo): nobody asked
+    early.asked_at, early.folder, early.asks = time.time() - 0.5, str(fr / "early-1"), 1  # as after an ask
+    (fr / "rank_0").write_bytes(b"dump of rank 0")
+    early.suspect(True)  # first look: its size seen
+    assert early.copies() == {}
+    early.suspect(True)  # the same size again: written, copied
+    assert early.copies() == {"fr_early_rank_0": str(fr / "early-1" / "rank_0")}
+    (fr / "rank_0").write_bytes(b"a later dump overwrites the file: not the copy")
+    assert (fr / "early-1" / "rank_0").read_bytes() == b"dump of rank 0"
+    early.suspect(False)  # the ranks moved again: the next stall asks anew
+    assert early.asked_at is None and early.copies() == {}

@@ -5,6 +5,7 @@ what could not be had is said, with why, in ``incident.json``. Nothing is writte
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -15,6 +16,7 @@ import time
 from collections.abc import Mapping
 
 from ncclcheck.collectors.control_plane import environ
+from ncclcheck.collectors.dump_request import ask_for_dumps
 from ncclcheck.collectors.gpu import look as look_at_gpus
 from ncclcheck.collectors.ras import address, query
 from ncclcheck.model.run import Incident
@@ -26,7 +28,9 @@ XID_LINES = 50
 RAS_GATHER_S = 3
 
 
-def keep(folder: str, fr_dir: str, ranks: Mapping[int, int], asked_at: float | None) -> Incident:
+def keep(
+    folder: str, fr_dir: str, ranks: Mapping[int, int], asked_at: float | None, early: Mapping[str, str] | None = None
+) -> Incident:
     """Gather the incident into ``folder``; ``ranks``: each local rank's pid; ``asked_at``: when the ranks' dump pipes
     were written (None: no NCCL rank was asked). Returns what incident.json holds."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -63,6 +67,10 @@ def keep(folder: str, fr_dir: str, ranks: Mapping[int, int], asked_at: float | N
         write("xid.txt", "".join(f"{line}\n" for line in lines))
     else:
         missing["xid"] = xid[1]
+    for name, path in (early or {}).items():  # asked at the first suspicion: the stuck group's entries still there
+        with contextlib.suppress(OSError):
+            shutil.copyfile(path, os.path.join(folder, name))
+            kept[name] = os.path.join(folder, name)
     if asked_at is not None:
         copied = _flight_dumps(fr_dir, folder, asked_at, len(ranks))
         kept.update(copied)
@@ -119,3 +127,55 @@ def _flight_dumps(fr_dir: str, folder: str, asked_at: float, ranks: int) -> dict
         except OSError:
             continue
     return out
+
+
+class EarlyDumps:
+    """The Flight Recorders asked for at the first suspicion of a stall (ranks still for half of --stall), before a
+    busy group can push the stuck group's entries out of the ring: each rank's dump, once written, is copied to
+    ``fr/early-<k>/`` at the next looks (never waited for), and the hang's incident takes those copies."""
+
+    def __init__(self, fr_dir: str) -> None:
+        self.fr_dir = fr_dir
+        self.asked_at: float | None = None
+        self.asks = 0
+        self.folder: str | None = None
+        self.sizes: dict[str, int] = {}
+
+    def suspect(self, still: bool) -> int:
+        """Ask once per stall (``still``: ranks stood still past half of --stall); returns how many ranks were asked."""
+        if not still:
+            self.asked_at, self.folder, self.sizes = None, None, {}
+            return 0
+        if self.asked_at is not None:
+            self.collect()
+            return 0
+        asked, _ = ask_for_dumps(os.path.join(self.fr_dir, "pipe_"))
+        if asked:
+            self.asks += 1
+            self.asked_at = time.time()
+            self.folder = os.path.join(self.fr_dir, f"early-{self.asks}")
+        return asked
+
+    def collect(self) -> None:
+        """Copy the dumps written since the ask whose size held still since the last look."""
+        if self.asked_at is None or self.folder is None:
+            return
+        for path in glob.glob(os.path.join(glob.escape(self.fr_dir), "rank_*")):
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue
+            target = os.path.join(self.folder, os.path.basename(path))
+            if stat.st_mtime < self.asked_at - 1 or os.path.exists(target):
+                continue
+            if self.sizes.get(path) == stat.st_size and stat.st_size > 0:
+                os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(path, target)
+            self.sizes[path] = stat.st_size
+
+    def copies(self) -> dict[str, str]:
+        """The copies of this stall's early dumps, by the name the incident gives them."""
+        if self.folder is None or not os.path.isdir(self.folder):
+            return {}
+        return {f"fr_early_{name}": os.path.join(self.folder, name) for name in sorted(os.listdir(self.folder))}

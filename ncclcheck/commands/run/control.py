@@ -124,11 +124,16 @@ def _add_to(hang_path: str, summary: dict[str, Any], key: str = "control_plane")
 
 
 def keep_incident(
-    run_dir: str, record: HangRecord, ranks: dict[int, int], asked_at: float | None, console: Any
+    run_dir: str,
+    record: HangRecord,
+    ranks: dict[int, int],
+    asked_at: float | None,
+    console: Any,
+    early: dict[str, str] | None = None,
 ) -> None:
     """The rest of the incident beside the hang's record (collectors/incident.py), said in one line."""
     folder = os.path.join(run_dir, "control", Path(record.path).stem)
-    found = incident.keep(folder, os.path.join(run_dir, "fr"), ranks, asked_at)
+    found = incident.keep(folder, os.path.join(run_dir, "fr"), ranks, asked_at, early)
     _add_to(record.path, found.to_json(), "incident")
     kept = ", ".join(name for name, _ in found.kept) or "nothing more"
     console.print(f"ncclcheck run: incident kept in {folder}: {kept}")

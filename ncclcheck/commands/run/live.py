@@ -15,6 +15,7 @@ from typing import Any
 
 from ncclcheck.analysis.watch.judge import hangs_in, next_delay
 from ncclcheck.collectors.dump_request import ask_for_dumps
+from ncclcheck.collectors.incident import EarlyDumps
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.rendezvous import launcher_endpoint
@@ -64,6 +65,7 @@ def sample_live(
     rounds_sent: dict[int, float] = {}  # each rank's last round written: a line carries only the new ones
     deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last written: sent again when it changes
     seen: float | None = None  # when the first of the job's ranks was found
+    early = EarlyDumps(os.path.join(run_dir, "fr"))
     lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         while True:
@@ -118,6 +120,9 @@ def sample_live(
                 stop.wait(args.interval)
                 continue
             slow.look(state, now, args.interval)
+            suspect = any(v.collective and v.still_s >= args.stall / 2 for v in state.ranks)
+            if early.suspect(suspect):  # the first suspicion: the ring still holds the stuck group's entries
+                console.print("ncclcheck run: ranks stand still: asked NCCL ranks for an early Flight Recorder dump")
             errors = list(hangs_in(state.findings))  # warnings too: what stood still past --stall is a hang
             key = tuple((f.id, f.culprits) for f in errors)
             if errors and key != last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
@@ -133,7 +138,8 @@ def sample_live(
                 if asked:
                     console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
                 pids = {r.rank: r.pid for r in source.job.ranks}
-                keep_incident(run_dir, record, pids, asked_at if asked else None, console)  # before --on-hang exit
+                early.collect()
+                keep_incident(run_dir, record, pids, asked_at if asked else None, console, early.copies())
                 if args.on_hang == "exit":
                     end_now.set()
             last = key if errors else None
