@@ -33,6 +33,7 @@ def events(name: str):  # type: ignore[no-untyped-def]
         ("warn_func_ib.log", "fail", [("ib-retry-exceeded", "error")]),
         ("diag_ok.log", "pass", []),
         ("diag_p2p_partial.log", "pass", [("nccl-diag-issue", "warning")]),
+        ("ras_diagnostics.log", "pass", [("nccl-diag-mismatch", "warning")]),
     ],
 )
 def test_each_line_gives_its_finding_and_none_other(name: str, status: str, found: list[tuple[str, str]]) -> None:

@@ -118,6 +118,15 @@ RULES: tuple[Rule, ...] = (
         " NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT the report names the pair and its path. [INFO] also marks a check"
         " that could not complete: read the line",
     ),
+    _rule(  # RAS diagnostics (2.31+, src/ras/diagnostics_checks.cc): GPU inventory, driver and NCCL_* consistency
+        "nccl-diag-mismatch", "warning", "mismatch across",
+        r"\[INFO\]\s+(?P<check>[\w /.-]+?): (?:\w+ )?mismatch across (?P<n>\d+) ranks in comm (?P<comm>0x[0-9a-f]+), "
+        r"rank\(s\) (?P<ranks>\{[^}]*\}(?: \(N=\d+\))?) differ from rank (?P<rank>\d+) \((?P<value>[^)]*)\)",
+        "NCCL's RAS diagnostics: {check} differs on communicator rank(s) {ranks} of comm {comm} ({n} ranks) from "
+        "rank {rank} ({value})",
+        "make every node the same (driver, CUDA, GPU model, NCCL_* settings) before the job: the ranks that differ are"
+        " the nodes to fix or drain; `ncclcheck env --json` on each node and compare",
+    ),
     _rule(
         "no-socket-interface", "error", "no socket interface",
         r"no socket interface found",
