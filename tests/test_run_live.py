@@ -74,6 +74,8 @@ def sample_twice(
     monkeypatch.setattr(live, "discover", lambda pid: (job(2),))
     monkeypatch.setattr(live, "LiveSource", Scripted)
     monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)
+    kept: list[str] = []  # the incident (RAS, GPUs, dmesg: collectors of their own tests) only noted here
+    monkeypatch.setattr(live, "keep_incident", lambda run_dir, record, *rest: kept.append(record.path))
     args = argparse.Namespace(interval=0.01, stall=4.0, on_hang="watch")
     hangs: list[HangRecord] = []
     ends = Ends()
@@ -148,6 +150,8 @@ def sample_looks(
     monkeypatch.setattr(live, "discover", lambda pid: (job(3),))
     monkeypatch.setattr(live, "LiveSource", Scripted)
     monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)
+    kept: list[str] = []  # the incident (RAS, GPUs, dmesg: collectors of their own tests) only noted here
+    monkeypatch.setattr(live, "keep_incident", lambda run_dir, record, *rest: kept.append(record.path))
     args = argparse.Namespace(interval=0.01, stall=4.0, on_hang="watch")
     hangs: list[HangRecord] = []
     out = io.StringIO()

@@ -138,8 +138,11 @@ def sample_live(
                 if asked:
                     console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
                 pids = {r.rank: r.pid for r in source.job.ranks}
-                early.collect()
-                keep_incident(run_dir, record, pids, asked_at if asked else None, console, early.copies())
+                try:  # the incident's extras failing must not end the watch: the record is already written
+                    early.collect()
+                    keep_incident(run_dir, record, pids, asked_at if asked else None, console, early.copies())
+                except OSError as exc:
+                    console.print(f"ncclcheck run: the incident could not be kept whole: {exc}", style="yellow")
                 if args.on_hang == "exit":
                     end_now.set()
             last = key if errors else None
