@@ -8,8 +8,8 @@ STAMP := $(VENV)/.ncclcheck-installed
 # The suite's two tiers: the pure one (no process, socket, namespace or terminal: tests/conftest.py holds it to
 # that) and the integration one (real torchrun, py-spy, network namespaces, SLURM, the TUI in a terminal).
 # `make test` runs both on TEST_JOBS workers (pytest-xdist); `make test-fast` the pure tier alone, in about 30 s.
-# Four workers on two cores: most of the integration tier waits on real jobs (a hung job costs no CPU).
-TEST_JOBS ?= 4
+# Three workers on two cores: most of the integration tier waits on real jobs (a hung job costs no CPU).
+TEST_JOBS ?= 3
 
 # torch is installed only when none is importable, and then exactly 2.13.0 (a CPU wheel);
 # pip must never resolve the open `torch>=2.2` range into a fresh multi-GB CUDA install.

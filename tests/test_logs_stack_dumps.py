@@ -337,3 +337,18 @@ def test_logs_on_pastes_end_to_end_exit_codes_json_and_words() -> None:
     open_ = run_logs(str(next(SHARED.glob("S02_*.txt"))))
     assert open_.returncode == 4 and "single out no culprit" in open_.stdout and "✓" not in open_.stdout
     assert "backward" in open_.stdout and open_.stderr == ""
+
+
+def test_a_big_log_is_read_around_its_dumps_with_their_true_line_numbers() -> None:
+    from ncclcheck.sources.logs import WHOLE_TEXT, _stacks
+
+    filler = "".join(f"[rank0]: step {i} loss 0.{i % 97:02d} lr 3e-4 tokens/s 91234\n" for i in range(200_000))
+    assert len(filler) > WHOLE_TEXT
+    paste = (REAL / "dl-stuck.txt").read_text()
+    text = filler + paste + filler
+    found = _stacks(text, "train.log")
+    places = [s for d in found for s in judge([d])[0]]
+    assert [s.place for s in places] == ["collective", "dataloader"]
+    header = filler.count("\n") + paste.splitlines().index('Thread 11221 (idle): "MainThread"') + 1
+    assert places[1].thread is not None and places[1].thread.line == header
+    assert _stacks(filler * 2, "quiet.log") == []  # no dump: nothing read beyond the search for its marks

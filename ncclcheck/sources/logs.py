@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections.abc import Iterator
 
 from ncclcheck.analysis.logs import flight
@@ -25,8 +26,13 @@ from ncclcheck.model.stack_dumps import StackDump
 from ncclcheck.sources.log_parts import done_in_order, plan
 
 STACK_TEXT = 64 << 20  # the most of one source's text kept for its stack dumps (a paste is far smaller)
+WHOLE_TEXT = 4 << 20  # a source up to this size is read whole for its dumps; a bigger one around their marks
+BEFORE, AFTER = 32 << 10, 256 << 10  # the stretch around a mark: what comes before a header (a listing) and after
+MAX_MARKS = 2000
 # what a file must hold for its stack dumps to be read: a py-spy thread header, a faulthandler or gdb frame, a listing
-STACK_MARKERS = ("(idle)", "(active)", 'File "', "most recent call first", "Process ", "    ")
+STACK_MARKERS = ("(idle)", "(active", "(gil)", "most recent call first", "Failed to suspend process")
+# ... or, for pastes with no header at all, one py-spy frame line (``    main_loop (ray/_private/worker.py:935)``)
+FRAME_LINE = re.compile(r"^[ \t]+[\w.<>]+ \([\w./<>-]+\.py:\d+\)[ \t]*$", re.MULTILINE)
 
 
 def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores: int | None = None) -> LogReport:
@@ -54,7 +60,7 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
                 reading.incomplete = reading.incomplete or part.incomplete
             lines += offset
     report = dataclasses.replace(fold.result(), lines=lines, notes=tuple(reading.notes), incomplete=reading.incomplete)
-    stacks = [dump for i, text in kept.items() if (dump := _stacks("".join(text), found[i].name)) is not None]
+    stacks = [dump for i, text in kept.items() for dump in _stacks("".join(text), found[i].name)]
     if stacks:
         report = with_stacks(report, *judge(stacks))
     dumps = [d if isinstance(d := load(s.path), Unreadable) else with_groups(d) for s in found if s.kind == "flight"]
@@ -74,11 +80,42 @@ def _keeping(pieces: Iterator[str], kept: list[str]) -> Iterator[str]:
         yield piece
 
 
-def _stacks(text: str, name: str) -> StackDump | None:
-    """The stack dumps in a source's text (a file read in parts by workers is a log, not a paste: not looked at)."""
-    if not any(marker in text for marker in STACK_MARKERS):
-        return None
-    return read_stacks(text.splitlines(), name)
+def _stacks(text: str, name: str) -> list[StackDump]:
+    """The stack dumps in a source's text (a file read in parts by workers is a log, not a paste: not looked at). A
+    paste is read whole; in a big log, only the stretches around each dump's marks (a log of hours holds a dump or
+    two): reading costs what the dumps do, not what the log does."""
+    if len(text) <= WHOLE_TEXT:
+        if not any(marker in text for marker in STACK_MARKERS) and FRAME_LINE.search(text) is None:
+            return []
+        dump = read_stacks(text.splitlines(), name)
+        return [dump] if dump is not None else []
+    out = []
+    for start, end in _windows(text):
+        first = text.count("\n", 0, start) + 1
+        dump = read_stacks(text[start:end].splitlines(), name, first)
+        if dump is not None:
+            out.append(dump)
+    return out
+
+
+def _windows(text: str) -> list[tuple[int, int]]:
+    """Line-aligned stretches of ``text`` around each mark of a dump, merged where they meet."""
+    hits: list[int] = []
+    for marker in STACK_MARKERS:
+        at = text.find(marker)
+        while at != -1 and len(hits) < MAX_MARKS:
+            hits.append(at)
+            at = text.find(marker, at + len(marker))
+    spans: list[tuple[int, int]] = []
+    for at in sorted(hits):
+        start = text.rfind("\n", 0, max(0, at - BEFORE)) + 1
+        end = text.find("\n", min(len(text), at + AFTER))
+        end = len(text) if end == -1 else end + 1
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
 
 
 def events(found: tuple[LogSource, ...], reading: Reading, least: str) -> Iterator[Event]:

@@ -36,6 +36,12 @@ REASON = re.compile(r"Reason: (.+)$")
 GROUP = re.compile(r"(\d+)\s+(?:processes\s+|ranks\s+)?(?:are\s+)?in:$")
 LISTED = re.compile(r"\s+([A-Za-z_<][\w.<>]*)$")  # a bare function name, indented: one process's top function
 HOST = re.compile(r"([\w][\w.@:/-]*)$")  # a listing's heading: the host or file the names under it came from
+# what a line of a dump holds somewhere (its header, a frame's parenthesis, a failure, a fence, a group, a ps
+# heading): a line with none of these, not indented, of several words, is prose or a log line, passed over at once
+TOKENS = re.compile(
+    r'\(|File "|Thread |Process |Python v|dump for PID|py-spy dump|Error: |Reason: |```| in:|PID|Fatal P'
+)
+PREFIX_ONLY = re.compile(r"\S+\s+\|\s*$")  # docker compose's prefix on an empty line: a blank line inside a stack
 WRAP_LINES = 6  # the most lines a pasted command line is wrapped over
 PS_LINE = re.compile(r"\s*(\d+) (.*)$")
 PREFIXES = (
@@ -144,8 +150,9 @@ def garbled(lines: Iterable[str]) -> int:
     return sum(1 for line in lines if len(GARBLE.findall(line)) >= 3)
 
 
-def read(lines: Iterable[str], source: str) -> StackDump | None:
-    """The stack dumps in a file's lines, or None when it holds none."""
+def read(lines: Iterable[str], source: str, first: int = 1) -> StackDump | None:
+    """The stack dumps in a file's lines (``first``: the number of the first of them in the file), or None when they
+    hold none."""
     raw = [line.rstrip() for line in lines]
     if garbled(raw) >= 3:
         return StackDump(
@@ -175,7 +182,14 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
         thread = None
         return current
 
-    for number, line in enumerate(raw, 1):
+    for index, line in enumerate(raw, 1):
+        number = index + first - 1
+        quiet = not in_ps and not (current is not None and current.wrapping) and line[:1] not in (" ", "\t", "")
+        if quiet and " " in line.strip() and not TOKENS.search(line) and not PREFIX_ONLY.match(line):  # prose
+            thread = listing = None
+            if current is not None and current.format != "py-spy":
+                current = None
+            continue
         text, rank, used = _strip(line, prefix)
         prefix = used or prefix
         body = text.strip()
@@ -274,11 +288,11 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
             current.threads.append(thread)
             continue
         file_frame = FILE_FRAME.match(text)
-        if file_frame is None and body.startswith('File "') and number < len(raw):
-            joined = text + _strip(raw[number], prefix)[0].strip()  # a frame wrapped over two lines
+        if file_frame is None and body.startswith('File "') and index < len(raw):
+            joined = text + _strip(raw[index], prefix)[0].strip()  # a frame wrapped over two lines
             if FILE_FRAME.match(joined):
                 file_frame = FILE_FRAME.match(joined)
-                raw[number] = ""
+                raw[index] = ""
         if file_frame is not None:
             if thread is None or current is None or current.format not in ("faulthandler", "gdb"):
                 thread = None  # a Python traceback (most recent call last) in a log: an error, not a dump
@@ -306,7 +320,7 @@ def read(lines: Iterable[str], source: str) -> StackDump | None:
             current.threads.append(_Thread("?", None, None, number, [Frame(name, "", 0)]))
             thread = None
             continue
-        if body and text[:1] not in (" ", "\t") and HOST.fullmatch(body) and _listing_follows(raw, number):
+        if body and text[:1] not in (" ", "\t") and HOST.fullmatch(body) and _listing_follows(raw, index):
             listing, listed = body, 0
             current = thread = None
             continue
