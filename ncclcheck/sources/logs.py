@@ -25,7 +25,7 @@ from ncclcheck.model.logs import Event
 from ncclcheck.model.stack_dumps import StackDump
 from ncclcheck.sources.log_parts import done_in_order, plan
 
-STACK_TEXT = 64 << 20  # the most of one source's text kept for its stack dumps (a paste is far smaller)
+STACK_TEXT = 16 << 20  # the most of one source's text kept for its stack dumps (a paste is far smaller)
 WHOLE_TEXT = 4 << 20  # a source up to this size is read whole for its dumps; a bigger one around their marks
 BEFORE, AFTER = 32 << 10, 256 << 10  # the stretch around a mark: what comes before a header (a listing) and after
 MAX_MARKS = 2000
