@@ -155,3 +155,34 @@ def test_a_log_with_only_facts_is_a_pass_and_a_warning_is_called_one(
     gdr.write_text("node1:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n")
     assert main(["logs", str(gdr)]) == 0
     assert capsys.readouterr().out.startswith("! no error, but warnings below")
+
+
+def test_a_run_dir_s_own_files_are_not_read_as_the_job_s_logs(tmp_path: Path) -> None:
+    """run's hook and its bytecode, its agent lines, an incident's captures (RAS, Xid lines that may predate the job,
+    nvidia-smi) and the Flight Recorder copies kept with each hang: none is the job's log, none makes a note."""
+    from ncclcheck.collectors.logfiles import Reading, sources
+
+    run = tmp_path / "run"
+    hook = run / "control" / "hook"
+    (hook / "__pycache__").mkdir(parents=True)
+    (hook / "sitecustomize.py").write_text("raise RuntimeError('in ncclcheck's hook source')\n")
+    (hook / "__pycache__" / "sitecustomize.cpython-311.pyc").write_bytes(b"\xa7\r\r\n\0\0\0\0" + bytes(range(256)))
+    hang = run / "control" / "hang-20261127-001155-1"
+    hang.mkdir()
+    (hang / "xid.txt").write_text("[  12.3] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus.\n")
+    (hang / "ras.txt").write_text("Job summary\n===========\n")
+    (hang / "nvidia-smi-q.txt").write_text("==============NVSMI LOG==============\n")
+    (hang / "fr_rank_0").write_bytes(b"\x80\x02}q\x00.")
+    early = run / "fr" / "early-1"
+    early.mkdir(parents=True)
+    (early / "rank_0").write_bytes(b"\x80\x02}q\x00.")
+    (run / "logs").mkdir()
+    (run / "logs" / "rank0.log").write_text("[rank0]: RuntimeError: the job's own error\n")
+    (run / "mine").mkdir()
+    (run / "mine" / "__init__.py").write_text("")
+    (run / "early-notes").mkdir()
+    (run / "early-notes" / "notes.log").write_text("a user's folder that happens to start with early-\n")
+    reading = Reading()
+    names = sorted(os.path.relpath(s.path, run) for s in sources([str(run)], reading))
+    assert names == ["early-notes/notes.log", "logs/rank0.log", "mine/__init__.py"], names
+    assert reading.notes == [], reading.notes

@@ -14,6 +14,7 @@ import contextlib
 import gzip
 import io
 import os
+import re
 import stat
 import sys
 import zlib
@@ -26,9 +27,13 @@ SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin
 # ncclcheck's own files in a run dir that are not logs: the live watch agent's states (JSON lines whose stacks
 # and notes say "Exception" where the job never raised one)
 OWN_FILES = frozenset({"watch-agent.jsonl", "sitecustomize.py", "ncclcheck_hook_p2p.py"})  # run's hook (control/hook/)
+# ... and what run kept of an incident beside a hang's record (collectors/incident.py): its captures, not the job's
+# logs (dmesg's Xid lines may predate the job: they are the user's to read, never a verdict's)
+OWN_FILES |= {"ras.txt", "xid.txt", "nvidia-smi-q.txt", "incident.json", "gpus.json", "ras.json"}
+EARLY = re.compile(r"early-\d+")  # the early Flight Recorder copies run keeps in fr/early-<k>/
 # What run fetched through the ranks' control plane on a hang (control/hang-*/), judged then into the hang record:
 # left out of a run dir read whole; the Flight Recorders are read when that hang's folder is given itself.
-OWN_PREFIXES = ("live_stacks_rank",)
+OWN_PREFIXES = ("live_stacks_rank", "fr_rank_", "fr_early_rank_")  # the dumps' copies kept with each hang
 LIVE_FR = ("live_fr_rank", "live_nccl_rank")
 
 
@@ -129,7 +134,8 @@ def _binary(path: str) -> str | None:
 def _walk(root: str, reading: Reading) -> list[LogSource]:
     out = []
     for directory, dirs, files in os.walk(root):
-        dirs.sort()
+        fr = os.path.basename(directory) == "fr"  # a run dir's: its early dumps' copies are not read twice
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not (fr and EARLY.fullmatch(d)))
         for name in sorted(files):
             full = os.path.join(directory, name)
             if name.startswith((".", *OWN_PREFIXES)) or name in OWN_FILES:
