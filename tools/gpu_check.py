@@ -66,7 +66,7 @@ def end(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def gpu_reading(dry: bool) -> dict[str, object]:
+def gpu_reading() -> dict[str, object]:
     """The GPUs as ncclcheck's own collector reads them (NVML), or why it cannot."""
     from ncclcheck.collectors.gpu import look
 
@@ -110,7 +110,7 @@ def case(name: str, dry: bool, out: Path, py: str) -> dict[str, object]:
                 break
             time.sleep(0.5)
         time.sleep(3)
-        took["gpu_hung"] = gpu_reading(dry)
+        took["gpu_hung"] = gpu_reading()
         import psutil
 
         launcher = (
@@ -177,7 +177,7 @@ def main() -> int:
         summary: dict[str, object] = {"dry": args.dry, "started": time.time(), "cases": []}
         sh(["nvidia-smi", "-q"], out / "nvidia_smi_q.txt", 30)
         sh([py, "-m", "ncclcheck", "env", "--json"], out / "env.json", 60)
-        (out / "gpu_idle.json").write_text(json.dumps(gpu_reading(args.dry), indent=1))
+        (out / "gpu_idle.json").write_text(json.dumps(gpu_reading(), indent=1))
         backend = "gloo" if args.dry else "nccl"
         smoke = [py, "-m", "ncclcheck", "smoke", "--backend", backend, "--nproc", "1" if not args.dry else "2"]
         summary["smoke_exit"] = sh([*smoke, "--json", str(out / "smoke.json")], out / "smoke.out", 90)

@@ -9,10 +9,8 @@ says), under the command a user would type, the way pastes in issue threads look
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,9 +18,8 @@ import time
 from pathlib import Path
 
 import psutil
+from record_zoo import REPO, WORKER, ready, stop  # tools/ is this script's folder: the zoo's own launcher helpers
 
-REPO = Path(__file__).resolve().parents[1]
-WORKER = REPO / "tests" / "workers" / "zoo.py"
 OUT = REPO / "tests" / "fixtures" / "pyspy_text"
 PYSPY = Path(sys.executable).parent / "py-spy"
 HUNG_S = 4.0
@@ -37,25 +34,6 @@ CASES = {
     "compute": (2, False),
     "group-subset": (3, False),
 }
-
-
-def ready(log: Path, nproc: int, deadline_s: float = 90.0) -> None:
-    end = time.monotonic() + deadline_s
-    while log.read_text(errors="replace").count("ready ") < nproc:
-        if time.monotonic() > end:
-            raise SystemExit(f"no ready lines in {log}")
-        time.sleep(0.2)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(psutil.Error):
-        for kid in psutil.Process(proc.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                kid.send_signal(signal.SIGCONT)
-                kid.kill()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def record(case: str, nproc: int, native: bool, work: Path) -> None:

@@ -54,7 +54,7 @@ def judge(polls: Sequence[RasStatus], pids: Mapping[int, int], stall_s: float) -
     return tuple(found)
 
 
-def _who(rank: RasRank | None, comm_rank: int, host: str, pid: int, pids: Mapping[int, int]) -> str:
+def _who(comm_rank: int, host: str, pid: int, pids: Mapping[int, int]) -> str:
     """``rank 3 (PID 4242 on node7)``: the global rank where the PID is the job's, else the communicator's rank."""
     where = f"PID {pid} on {host}" if host else f"PID {pid}"
     if pid in pids:
@@ -70,7 +70,7 @@ def _failed(comm: RasComm, pids: Mapping[int, int]) -> list[Finding]:
     out = []
     dead = [m for m in comm.missing if m.dead or m.unresponsive]
     if dead:
-        said = ", ".join(_who(None, m.rank, m.host, m.pid, pids) for m in dead)
+        said = ", ".join(_who(m.rank, m.host, m.pid, pids) for m in dead)
         how = "considered dead" if all(m.dead for m in dead) else "not answering"
         culprits = tuple(sorted({pids[m.pid] for m in dead if m.pid in pids}))
         message = f"NCCL RAS: in communicator {comm.hash} ({comm.size} ranks), {said} {how} (unreachable over RAS)"
@@ -78,7 +78,7 @@ def _failed(comm: RasComm, pids: Mapping[int, int]) -> list[Finding]:
     failed = [r for r in comm.ranks if r.async_error or r.abort or r.init_state not in (0, 7)]
     if failed:
         said = ", ".join(
-            _who(r, r.rank, r.host, r.pid, pids)
+            _who(r.rank, r.host, r.pid, pids)
             + (f" async error {r.async_error}" if r.async_error else "")
             + (" aborted" if r.abort else "")
             + (f" init error {r.init_state}" if r.init_state not in (0, 7) else "")
@@ -123,7 +123,7 @@ def _behind(comm: RasComm, pids: Mapping[int, int], held_s: float, replies: int)
         ahead = [r for r in comm.ranks if r.count(op) == top]
         lowest = min(r.count(op) for r in behind)
         frozen = f"no count moved in {replies} replies over {held_s:.0f} s"
-        names = ", ".join(_who(r, r.rank, r.host, r.pid, pids) for r in behind[:8]) + (" …" if len(behind) > 8 else "")
+        names = ", ".join(_who(r.rank, r.host, r.pid, pids) for r in behind[:8]) + (" …" if len(behind) > 8 else "")
         if len(behind) * 2 < len(comm.ranks):
             message = (
                 f"NCCL RAS: in communicator {comm.hash} ({comm.size} ranks), {names} launched {op} only up to "
@@ -134,7 +134,7 @@ def _behind(comm: RasComm, pids: Mapping[int, int], held_s: float, replies: int)
             return Finding(
                 "ras-behind", "error", message, BEHIND_FIX, ranks=_globals(comm.ranks, pids), culprits=culprits
             )
-        first = ", ".join(_who(r, r.rank, r.host, r.pid, pids) for r in ahead[:8]) + (" …" if len(ahead) > 8 else "")
+        first = ", ".join(_who(r.rank, r.host, r.pid, pids) for r in ahead[:8]) + (" …" if len(ahead) > 8 else "")
         message = (
             f"NCCL RAS: in communicator {comm.hash} ({comm.size} ranks), {first} launched {op} operation {top}, which "
             f"the other {len(behind)} have not (they reached {lowest}), and {frozen}: "

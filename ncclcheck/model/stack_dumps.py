@@ -66,7 +66,6 @@ class DumpedProcess:
     format: Format
     rank: int | None = None  # only where the paste says it (a ``[rank3]:`` prefix)
     failed: str | None = None  # why its dump failed ("EPERM: Operation not permitted")
-    count: int = 1  # processes the paste says share these stacks ("4 in:")
     children: tuple[tuple[int, bool], ...] = ()  # (pid, exited) of its children in a ``ps --forest`` beside it
     source: str = ""  # the file it was read from
     fatal: str | None = None  # the fatal error faulthandler dumped it for ("Segmentation fault")

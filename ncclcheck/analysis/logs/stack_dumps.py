@@ -74,7 +74,6 @@ class _Process:
     format: Format
     rank: int | None = None
     failed: str | None = None
-    count: int = 1
     threads: list[_Thread] = field(default_factory=list)
     fatal: str | None = None
     wrapping: bool = False  # its command line goes on over the next lines until "Python v..."
@@ -90,7 +89,6 @@ class _Process:
             self.format,
             self.rank,
             self.failed,
-            self.count,
             fatal=self.fatal,
         )
 
@@ -390,15 +388,4 @@ def _with_children(process: DumpedProcess, ps: dict[int, tuple[int, bool]], orde
         child_indent = depth if child_indent is None else child_indent
         if depth == child_indent:
             children.append((pid, exited))
-    return DumpedProcess(
-        process.label,
-        process.pid,
-        process.command,
-        process.threads,
-        process.line,
-        process.format,
-        process.rank,
-        process.failed,
-        process.count,
-        tuple(children),
-    )
+    return dataclasses.replace(process, children=tuple(children))

@@ -67,9 +67,7 @@ def stood(process: DumpedProcess) -> Stood:
     command = process.command or ""
     main = process.main
     frames = main.frames if main else ()
-    if any(word in command for word in LAUNCHERS) or any(
-        f.filename.endswith(LAUNCHER_FILES) or any(part in f.filename for part in LAUNCHER_FILES) for f in frames
-    ):
+    if any(word in command for word in LAUNCHERS) or any(part in f.filename for f in frames for part in LAUNCHER_FILES):
         return Stood(process, "launcher", None, main, None, _launcher_words(process))
     if process.failed:
         return Stood(process, "unreadable", None, None, None, f"could not be dumped ({process.failed})")
