@@ -313,6 +313,8 @@ def test_a_stack_instant_never_outweighs_a_hang_seen_live_nor_an_error_of_its_ow
     assert with_stacks(logged, places, findings).root_cause == nic
     alone = with_stacks(base, *of(next(SHARED.glob("S04_*.txt"))))
     assert alone.status == "unknown" and alone.root_cause is None  # one instant of one process: never a pass
+    garbled = with_stacks(base, *of(next(SHARED.glob("S05_*.txt"))))
+    assert garbled.stacks == () and garbled.status == "unknown"  # stacks there but unreadable: never a pass either
 
 
 def test_stood_is_the_same_reading_for_a_process_read_twice() -> None:

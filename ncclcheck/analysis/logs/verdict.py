@@ -51,7 +51,9 @@ def with_stacks(report: LogReport, stacks: tuple[Stood, ...], findings: tuple[Fi
     named = [f for f in findings if f.severity == "error"]
     cause = hard[0] if hard else named[0] if named else report.root_cause
     merged = by_severity(report.findings + findings)
-    return dataclasses.replace(report, findings=merged, root_cause=cause, stacks=stacks)
+    refused = any(f.id == "stacks-unreadable" for f in findings)  # stacks there but unreadable: never a pass over them
+    incomplete = report.incomplete or refused
+    return dataclasses.replace(report, findings=merged, root_cause=cause, stacks=stacks, incomplete=incomplete)
 
 
 def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
