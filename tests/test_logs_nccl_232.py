@@ -59,3 +59,14 @@ def test_diag_lines_are_nccl_s_and_only_info_is_a_warning() -> None:
     got = {e.text.split("]")[0] + "]": e.severity for e in events("diag_p2p_partial.log") if "[" in e.text}
     assert got == {"NCCL DIAG [INFO]": "warning"}
     assert all(e.severity == "info" and e.emitter == "nccl" for e in events("diag_ok.log"))
+
+
+def test_must_not_a_value_nccl_took_or_an_ok_diagnostic_is_a_finding(tmp_path: Path) -> None:
+    log = tmp_path / "ok.log"
+    log.write_text(
+        "gpu-node07:48211:48211 [0] NCCL INFO NCCL_NTHREADS set by environment to 512.\n"
+        "[OK]   CUDA driver version: 12080 consistent across 16 ranks in comm 0x7f3ac1d2e4b5a697\n"
+        "NCCL DIAG [OK]   p2p: verified P2P access in both directions between every GPU pair (56 peer accesses)\n"
+    )
+    got = diagnose(sources([str(log)], Reading()))
+    assert got.status == "pass" and got.findings == (), got.findings
