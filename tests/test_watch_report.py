@@ -49,3 +49,15 @@ def test_a_healthy_view_marks_nobody() -> None:
 def test_help_names_the_enter_key() -> None:
     done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "Enter stack" in done.stdout
+
+
+def test_for_says_at_least_for_a_rank_there_since_the_first_look() -> None:
+    """``for`` counts from watch's first look: a rank standing there since then has stood there at least that long
+    ("≥"); one that arrived while watched shows its own time, without the sign."""
+    moved = all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))
+    state = states(job(2), moved, moved, all_in(2, "all_reduce"), all_in(2, "all_reduce"))
+    lines = rendered(state)
+    columns = [c.strip() for c in next(line for line in lines if "call site" in line).split("┃")]
+    at = columns.index("for")
+    assert row(lines, 0).split("│")[at].strip().startswith("≥")
+    assert not row(lines, 1).split("│")[at].strip().startswith("≥")

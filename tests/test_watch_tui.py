@@ -304,13 +304,13 @@ def test_rows_off_screen_are_current_once_scrolled_to() -> None:
             assert table.row_count == 500 and rows(a)[0][COL["collective"]] == "all_reduce"
             source.hold = False
             await until(pilot, lambda: a.shown is after)
-            assert rows(a)[1][COL["for"]] == "10s"  # on screen: updated at once
+            assert rows(a)[1][COL["for"]] == "≥10s"  # on screen: updated at once; there since the first look: "≥"
             await pilot.press("p")  # paused: only scrolling can bring the rows below up to date now
             table.move_cursor(row=450)
             await pilot.pause()
             assert table.scroll_y > 400
             assert rows(a)[450][COL["collective"]] == "barrier" and rows(a)[450][COL["for"]] == "0s"
-            assert rows(a)[449][COL["for"]] == "10s" and rows(a)[455][COL["for"]] == "10s"
+            assert rows(a)[449][COL["for"]] == "≥10s" and rows(a)[455][COL["for"]] == "≥10s"
 
     run(go())
 
@@ -530,5 +530,42 @@ def test_several_nodes_header_host_column_and_a_remote_rank_s_stack() -> None:
         async with b.run_test(size=(150, 40)) as pilot:
             await until(pilot, lambda: b.shown is not None)
             assert "nodes 1/2 reporting, 1 missing" in text_of(b, "#job")
+
+    run(go())
+
+
+def test_ctrl_c_quits_with_the_interrupted_exit_code() -> None:
+    """^C quits as it does in every terminal program (not Textual's "press ctrl+q" toast), with 130 as the exit table
+    says; q quits with 0."""
+
+    async def go(key: str) -> int | None:
+        a = app(Scripted(MISMATCH))
+        async with a.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: a.shown is not None)
+            await pilot.press(key)
+            await until(pilot, lambda: not a.is_running)
+        assert not any("ctrl+q" in str(n.message) for n in a._notifications)
+        return a.return_code
+
+    assert asyncio.run(go("ctrl+c")) == 130
+    assert asyncio.run(go("q")) == 0
+
+
+def test_80x24_with_the_stack_open_keeps_rows_of_the_rank_table() -> None:
+    """The stack panel opened at 80x24 leaves the rank table several rows (it shrank to one), and the stack still
+    shows; a long stack scrolls inside its panel instead of taking the table's rows."""
+    long_stack = states(job(8), *[all_in(8, "all_reduce", r2=sample(2, stack("all_gather", 57) * 12))] * 4)
+
+    async def go() -> None:
+        a = app(Scripted(long_stack))
+        async with a.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: a.shown is not None)
+            await pilot.press("enter")
+            await pilot.pause()
+            await pilot.pause()
+            table = a.query_one(RankTable)
+            assert table.size.height - 1 >= 5, table.size.height  # the header row and at least five ranks
+            assert a.query_one("#stack").size.height >= 4
+            assert "rank" in text_of(a, "#stack-text")
 
     run(go())

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer
 from textual.worker import get_current_worker
 
 from ncclcheck.analysis.watch.judge import next_delay
+from ncclcheck.exits import INTERRUPTED
 from ncclcheck.model.watch import Job, RankView, WatchState
 from ncclcheck.report_files import new_json
 from ncclcheck.tui.widgets import COLUMNS, NODE_COLUMNS, NODE_SORTS, SORTS, Block, JobPicker, Line, RankTable
@@ -36,6 +37,8 @@ from ncclcheck.views.watch import (
     nodes_line,
     to_json,
 )
+
+SHORT = 30  # rows: a screen shorter than this shares itself between the table and the open stack
 
 
 class Source(Protocol):
@@ -75,9 +78,16 @@ class WatchApp(App[None]):
     #compare.open { display: block; }
     #stack { height: auto; max-height: 14; border: round $secondary; display: none; }
     #stack.open { display: block; }
+    /* A short screen with the stack open: the panels take shares of it, not fixed rows (at 80×24 fixed heights
+       left the rank table one row). */
+    Screen.crowded #findings { max-height: 25%; }
+    Screen.crowded #compare { max-height: 20%; }
+    Screen.crowded #stack { max-height: 35%; }
     """
     BINDINGS: ClassVar[list[Binding | tuple[str, str] | tuple[str, str, str]]] = [
         Binding("q", "quit", "quit"),
+        # ^C quits as everywhere else in a terminal (Textual's default only says "press ctrl+q"), with ^C's exit code.
+        Binding("ctrl+c", "interrupt", "quit", show=False, priority=True),
         Binding("p", "pause", "pause"),
         Binding("s", "sort", "sort"),
         Binding("f", "flagged", "flagged only"),
@@ -245,6 +255,14 @@ class WatchApp(App[None]):
         if pair is not None:
             self.compare_text.set(comparison(pair, self.size.width - 4))  # the border, and room for a scrollbar
         self.compare_panel.set_class(pair is not None, "open")
+        self.fit_panels()
+
+    def fit_panels(self) -> None:
+        """Share a short screen between the rank table and the panels while the stack is open (see CSS: crowded)."""
+        self.table.screen.set_class(self.stack_panel.has_class("open") and self.size.height < SHORT, "crowded")
+
+    def on_resize(self) -> None:
+        self.fit_panels()
 
     def action_compare(self) -> None:
         """c: hide the comparison, or show it (for the rank under the cursor where no rank is found slow)."""
@@ -263,10 +281,11 @@ class WatchApp(App[None]):
     def toggle_stack(self, rank: int | None) -> None:
         """Enter: open the stack of the rank under the cursor; on the rank already shown, close it."""
         if self.stack_panel.has_class("open") and rank == self.stack_rank:
-            self.stack_panel.remove_class("open")
+            self.action_close_stack()
             return
         self.stack_rank = rank
         self.stack_panel.add_class("open")
+        self.fit_panels()
         self.update_stack()
 
     def update_stack(self) -> None:
@@ -286,6 +305,9 @@ class WatchApp(App[None]):
         text.rstrip()
         self.stack_text.set(text)
 
+    def action_interrupt(self) -> None:
+        self.exit(return_code=INTERRUPTED)
+
     def action_pause(self) -> None:
         self.paused = not self.paused
         self.refresh_view() if not self.paused else self.tick()
@@ -300,6 +322,7 @@ class WatchApp(App[None]):
 
     def action_close_stack(self) -> None:
         self.stack_panel.remove_class("open")
+        self.fit_panels()
 
     def action_save(self) -> None:
         """d: the latest state as JSON, a new file each time; a directory that refuses it is said, not raised."""

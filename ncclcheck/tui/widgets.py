@@ -42,9 +42,13 @@ MARGIN = 20  # rows above and below the screen kept up to date too
 
 
 def plain_row(
-    v: RankView, flag: str = "", columns: tuple[str, ...] = COLUMNS, share: RankShare | None = None
+    v: RankView,
+    flag: str = "",
+    columns: tuple[str, ...] = COLUMNS,
+    share: RankShare | None = None,
+    window_s: float | None = None,
 ) -> tuple[str, ...]:
-    text = cells(v, flag, share)
+    text = cells(v, flag, share, window_s)
     return tuple(text[c] for c in columns)
 
 
@@ -92,6 +96,7 @@ class RankTable(DataTable[Text]):
         self.columns_shown = columns
         self.shown_cells: dict[int, tuple[str, tuple[str, ...]]] = {}  # per row position: flag, texts shown
         self.latest: list[tuple[str, RankView, RankShare | None]] = []  # per row position: flag, view, shares
+        self.window_s: float | None = None  # how long the shown state's job has been watched
         self.stale: set[int] = set()  # positions whose shown cells may be older than ``latest``
         self.grown: dict[str, int] = {}  # the widest text written so far in each auto-width column
 
@@ -116,6 +121,7 @@ class RankTable(DataTable[Text]):
         chosen = self.rank_at(self.cursor_row)
         shares = {x.rank: x for x in state.shares}
         self.latest = [(marks.get(v.rank, ""), v, shares.get(v.rank)) for v in views]
+        self.window_s = state.window_s
         with self.app.batch_update():
             for position in range(len(views), self.row_count):
                 self.remove_row(str(position))
@@ -145,7 +151,7 @@ class RankTable(DataTable[Text]):
                 continue
             self.stale.discard(position)
             flag, view, share = self.latest[position]
-            texts = plain_row(view, flag, self.columns_shown, share)
+            texts = plain_row(view, flag, self.columns_shown, share, self.window_s)
             was_flag, before = self.shown_cells.get(position, (flag, ()))
             if flag == was_flag and texts == before:
                 continue

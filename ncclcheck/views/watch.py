@@ -178,7 +178,7 @@ def flags(state: WatchState) -> dict[int, str]:
     return out
 
 
-def cells(v: RankView, flag: str = "", share: RankShare | None = None) -> dict[str, str]:
+def cells(v: RankView, flag: str = "", share: RankShare | None = None, window_s: float | None = None) -> dict[str, str]:
     """Every column either rank table (rich or Textual) shows, as text (``wait``: its share of time waiting in
     collectives over the window, where the rounds of samples tell it)."""
     s = v.sample
@@ -193,11 +193,18 @@ def cells(v: RankView, flag: str = "", share: RankShare | None = None) -> dict[s
         "in": call or v.doing,
         "collective": call or v.collective or f"({v.doing})",
         "call site": short(v.call_site) if v.call_site else "",
-        "for": f"{v.since_s:.0f}s",
+        "for": stood(v, window_s),
         "wait": f"{share.wait:.0%}" if share is not None else "",
         "cpu": f"{s.cpu_percent:.0f}%",
         "rss": f"{s.rss_bytes >> 20}M",
     }
+
+
+def stood(v: RankView, window_s: float | None) -> str:
+    """How long the rank has stood at its place: watch counts from its first look, so a rank there since then has
+    stood there at least that long ("≥"), maybe much longer."""
+    there_before = window_s is not None and v.since_s >= window_s - 1e-6
+    return f"{'≥' if there_before else ''}{v.since_s:.0f}s"
 
 
 def row_style(flag: str) -> str:
@@ -226,7 +233,7 @@ def render(state: WatchState, console: Console) -> None:
     marks = flags(state)
     for v in state.ranks:
         flag = marks.get(v.rank, "")
-        text = cells(v, flag, waits.get(v.rank))
+        text = cells(v, flag, waits.get(v.rank), state.window_s)
         table.add_row(*(Text(text[c], style=row_style(flag)) for c in columns))
     console.print(table)
     if marks:

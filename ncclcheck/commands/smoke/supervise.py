@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from rich.console import Console
 from rich.status import Status
 
+from ncclcheck import exits
 from ncclcheck.analysis.smoke.progress import (
     INIT_GRACE_S,
     STILL_S,
@@ -191,5 +192,7 @@ def with_tui(proc: subprocess.Popen[bytes], launch: Launch, timeout_s: float, js
     thread.start()
     app.run()
     closed.set()
+    if app.return_code == exits.INTERRUPTED:
+        raise KeyboardInterrupt  # ^C in the app ends the smoke test as ^C without it does: the job ends too
     thread.join()  # the user may quit the app first: the smoke test still runs to its end
     return done[0]

@@ -182,13 +182,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if len(jobs) > 1:
-            WatchApp(None, args.interval, jobs=jobs, make_source=make).run()
+            app = WatchApp(None, args.interval, jobs=jobs, make_source=make)
         else:
-            WatchApp(make(jobs[0]), args.interval).run()
+            app = WatchApp(make(jobs[0]), args.interval)
+        app.run()
     finally:
         for source in made:
             source.close()
-    return exits.OK  # quitting the live view is not a verdict; scripts use --once
+    # Quitting the live view is not a verdict (scripts use --once): q exits 0, ^C 130 as the exit table says.
+    return exits.INTERRUPTED if app.return_code == exits.INTERRUPTED else exits.OK
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:

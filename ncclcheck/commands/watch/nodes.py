@@ -40,8 +40,9 @@ def run(args: argparse.Namespace, live: bool) -> int:
             if live:
                 from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-                WatchApp(source, args.interval, several_nodes=True).run()
-                return exits.OK
+                app = WatchApp(source, args.interval, several_nodes=True)
+                app.run()
+                return exits.INTERRUPTED if app.return_code == exits.INTERRUPTED else exits.OK
             state = _once(source, args)
     except KeyboardInterrupt:
         return exits.INTERRUPTED
