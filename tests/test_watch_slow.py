@@ -390,3 +390,64 @@ def _noisy(rank: int, share: float, n: int, rng: random.Random) -> RankView:
         places = (Place("collective", "all_reduce", "/job/train.py:83 (main)", waited),)
         tallies.append(Tally(1000.0 + 2.05 * i, 1002.0 + 2.05 * i, N, kinds, places, 1.0))
     return RankView(s, "all_reduce", None, "all_reduce", 0, 0, 0, 0, 0, None, True, tallies=tuple(tallies))
+
+
+class _Clock:
+    """``time`` for ``watch --once``'s loop: sleeping advances it, nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class _Looks:
+    """A live source handing out ``first`` until ``until_s`` on the clock, then ``then``."""
+
+    def __init__(self, clock: _Clock, first: WatchState, then: WatchState, until_s: float) -> None:
+        self.clock, self.first, self.then, self.until_s = clock, first, then, until_s
+
+    def poll(self) -> WatchState:
+        return self.first if self.clock.now < self.until_s else self.then
+
+    def with_flight(self, state: WatchState) -> WatchState:
+        return state
+
+
+NOT_PROVEN = {0: [0.6, 0.6, 0.05, 0.6, 0.6], 1: [0.6, 0.6, 0.05, 0.6, 0.6], 2: [0.0] * 5}
+PROVEN = {0: [0.65] * 5, 1: [0.65] * 5, 2: [0.0] * 5}
+
+
+@pytest.mark.parametrize("proven_at", [30.0, 1000.0])
+def test_once_watches_on_while_a_slow_rank_is_not_proven(monkeypatch: pytest.MonkeyPatch, proven_at: float) -> None:
+    """``--once`` without ``--settle``: a rank that may hold the others back, not proven at the window's end, is
+    watched on until the slow rank is proven (a warning, exit 1); never proven, it ends at the limit with exit 4
+    (the evidence did not decide), never 0. With ``--settle`` the window is the user's: it ends there."""
+    import argparse
+
+    from ncclcheck.commands import watch as command
+
+    clock = _Clock()
+    monkeypatch.setattr(command, "time", clock)
+    source = _Looks(clock, _snapshots(NOT_PROVEN), _snapshots(PROVEN), proven_at)
+    state = command._once(source, argparse.Namespace(settle=None, stall=10.0, interval=1.5))  # type: ignore[arg-type]
+    if proven_at < command.ONCE_LIMIT_S:
+        assert state.verdict.status == "warning" and command.once_exit(state) == 1
+        assert proven_at <= clock.now < proven_at + 10
+    else:
+        assert state.verdict.status == "pending" and command.once_exit(state) == 4
+        assert command.ONCE_LIMIT_S <= clock.now < command.ONCE_LIMIT_S + 10
+    clock.now = 0.0
+    settled = command._once(source, argparse.Namespace(settle=5.0, stall=10.0, interval=1.5))  # type: ignore[arg-type]
+    assert settled.verdict.status == "pending" and clock.now < 10
+
+
+def test_once_exits_0_on_a_healthy_job_judged_ok() -> None:
+    from ncclcheck.commands import watch as command
+
+    healthy = _snapshots({r: [0.3] * 5 for r in range(3)})
+    assert healthy.verdict.status == "ok" and command.once_exit(healthy) == 0

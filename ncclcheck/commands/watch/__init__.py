@@ -7,10 +7,12 @@ rank briefly to unwind them). Without a terminal, or with --once, watches until 
 (ranks blocked in different collectives: about 2 s; a rank outside any collective while the others
 wait: --stall; a job that runs but is held back by a rank or node the others wait for in every step,
 from each rank's stacks sampled 10 times a second: about 10 s) or --settle ends, and prints once.
-Exit code (--once): 0 no problem found (the verdict line says whether ranks were still being
-watched), 1 a problem or warning (a slow rank is a warning), 2 usage error (also:
-several jobs and no --job), 3 no job found, 4 the evidence cannot decide (ranks stood still with busy
-main threads: a long computation and a hang at a CUDA sync look alike); the live view exits 0 on q.
+Without --settle, a verdict still pending at the window's end (a rank that may hold the others back, not
+proven yet) is watched on, up to 2 minutes.
+Exit code (--once): 0 no problem found, 1 a problem or warning (a slow rank is a warning), 2 usage error
+(also: several jobs and no --job), 3 no job found, 4 the evidence cannot decide (ranks stood still with busy
+main threads: a long computation and a hang at a CUDA sync look alike; or nothing proven by the end: still
+pending); the live view exits 0 on q, 130 on ^C.
 
 Every node of a job: one agent per node (`watch --agent`, one JSON line per sample on stdout, no socket)
 started through SLURM (--slurm) or any command that runs it on every node and forwards its output
@@ -47,6 +49,7 @@ from ncclcheck.views.console import make_console
 from ncclcheck.views.watch import jobs_json, jobs_lines, render, to_json
 
 LAUNCH_WAIT_S = 60.0  # how long watch --pid LAUNCHER waits for the launcher's ranks to start (torchrun's rendezvous)
+ONCE_LIMIT_S = 120.0  # how long --once without --settle watches on while the verdict is still pending
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -169,9 +172,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(to_json(state, args.interval), indent=1))
         else:
             render(state, make_console())
-        if any(f.severity in ("error", "warning") for f in state.findings):
-            return exits.PROBLEM
-        return exits.UNDECIDED if state.verdict.status == "undecided" else exits.OK
+        return once_exit(state)
     from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
     made: list[LiveSource] = []
@@ -191,6 +192,14 @@ def run(args: argparse.Namespace) -> int:
             source.close()
     # Quitting the live view is not a verdict (scripts use --once): q exits 0, ^C 130 as the exit table says.
     return exits.INTERRUPTED if app.return_code == exits.INTERRUPTED else exits.OK
+
+
+def once_exit(state: WatchState) -> int:
+    """--once's exit code: a finding is a problem; pending at the end (nothing judged yet, a slow rank not proven)
+    is no pass any more than undecided is: the evidence did not decide."""
+    if any(f.severity in ("error", "warning") for f in state.findings):
+        return exits.PROBLEM
+    return exits.UNDECIDED if state.verdict.status in ("undecided", "pending") else exits.OK
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
@@ -233,15 +242,21 @@ def _source(job: Job, args: argparse.Namespace) -> LiveSource:
 
 def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
     """Sample until the answer is clear (without --settle), the job has finished, or the window ends; then
-    judge the window."""
+    judge the window. Without --settle, a verdict still pending at the window's end (a rank that may hold the
+    others back, not proven yet; ranks that began to stand still late) is watched on, up to ONCE_LIMIT_S."""
     window = args.settle if args.settle is not None else args.stall + 2 * args.interval
     state = source.poll()
-    deadline = time.monotonic() + window  # counted from the first sample, which can be slow on a loaded node
-    while time.monotonic() < deadline:
+    begun = time.monotonic()  # counted from the first sample, which can be slow on a loaded node
+    limit = window if args.settle is not None else max(window, ONCE_LIMIT_S)
+    while (elapsed := time.monotonic() - begun) < limit:
         if state.verdict.status == "finished" and not state.launcher_running:
             return state  # nothing left to watch; while the launcher lives, it may restart the ranks
         if args.settle is None and decided(state):
             return state  # answered early: judged as it stands, not against a window it did not wait for
-        time.sleep(max(min(next_delay(state, args.interval), deadline - time.monotonic()), 0))
+        if elapsed >= window and state.verdict.status != "pending":
+            break
+        end = (window if elapsed < window else limit) - elapsed
+        time.sleep(max(min(next_delay(state, args.interval), end), 0))
         state = source.poll()
-    return source.with_flight(rejudge(state, Judging(args.stall, final=True, window_s=window)))  # the exact word last
+    watched = max(window, min(time.monotonic() - begun, limit))
+    return source.with_flight(rejudge(state, Judging(args.stall, final=True, window_s=watched)))  # the exact word last
