@@ -108,5 +108,6 @@ def test_healthy_jobs_whose_ranks_wait_on_a_slow_one_have_no_finding(
     """One rank naps 0.8 s a step, so the others stand in send/recv, a sub-group's all_reduce, DDP's backward or a
     broadcast whose root moves each step: their arguments are read, and nothing is found."""
     code, report = watch(job(mode, nproc=nproc, slow=slow), capsys, *HEALTHY)
-    assert code == 0 and report["findings"] == [], report["findings"]
+    assert report["findings"] == [], report["findings"]
     assert report["verdict"]["status"] in ("ok", "pending")
+    assert code == (4 if report["verdict"]["status"] == "pending" else 0)  # pending is no pass

@@ -82,13 +82,14 @@ def test_a_job_that_no_rank_holds_back_has_no_finding(job: Any, capsys: pytest.C
     writes a checkpoint once, for 3 s, 5 s in."""
     env = {"SLOW_RANKS": "2", "WARMUP_S": "4", "CKPT_AFTER": "5", "CKPT_S": "3"}
     code, report = watch(job("mixed", **env), capsys, "--settle", "14")
-    assert code == 0 and report["findings"] == [], (report["verdict"], report["findings"])
+    assert report["findings"] == [], (report["verdict"], report["findings"])
     # over a window this short the compile and the checkpoint still show in the pooled shares: at most "may hold
     # them back, not proven" (pending), never a finding
     # (on a loaded machine the rounds may not yet cover 4 parts of the window: "too soon to tell", never a finding)
     verdict = report["verdict"]
     said = ("none holds the others back", "too soon to tell", "not proven over the window yet")
     assert verdict["status"] in ("ok", "pending") and any(s in verdict["message"] for s in said), verdict
+    assert code == (4 if verdict["status"] == "pending" else 0)  # pending is no pass: the evidence did not decide
 
 
 # A slow node of two: the test hosts (own network, PID, mount and UTS namespaces), watched from outside both.
