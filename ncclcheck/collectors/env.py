@@ -29,7 +29,8 @@ def collect_snapshot(
     root = options.root
     if root != "/":
         return _saved_snapshot(options, dict(assumed or {}))
-    env_facts = envvars.collect(root, {**(os.environ if environ is None else environ), **(assumed or {})})
+    judged = {**(os.environ if environ is None else environ), **(assumed or {})}
+    env_facts = envvars.collect(root, judged)
     net_facts = net.collect(root)
     effective: dict[str, str] = {}
     for var in env_facts.effective:
@@ -37,7 +38,7 @@ def collect_snapshot(
     gpu_facts = gpu.collect(root)
     return NodeSnapshot(
         options=options,
-        versions=versions.collect(root, try_import=root == "/"),
+        versions=versions.collect(root, try_import=root == "/", environ=judged),
         gpu=gpu_facts,
         ib=ib.collect(root),
         net=net_facts,
