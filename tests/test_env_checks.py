@@ -327,3 +327,22 @@ def test_a_real_import_under_a_bad_variable_is_blamed_on_the_variable() -> None:
     assert result.status is Status.FAIL and "because of TORCH_DISTRIBUTED_DEBUG=FULL" in result.summary
     healthy = versions.collect("/", try_import=True, environ={**os.environ, "TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
     assert healthy.torch_import_error is None
+
+
+@pytest.mark.parametrize(
+    ("connect", "status", "words"),
+    [
+        ("ok", Status.OK, "something listens on port 29533"),
+        ("ECONNREFUSED", Status.WARN, "connection refused"),
+        ("timeout", Status.FAIL, "timed out, no answer"),
+        ("ENETUNREACH", Status.FAIL, "no route to the host"),
+        ("EHOSTUNREACH", Status.FAIL, "no route to the host"),
+    ],
+)
+def test_a_remote_master_says_what_the_connect_found(connect: str, status: Status, words: str) -> None:
+    facts = RdzvFacts("10.1.0.9", 29533, ("10.1.0.9",), None, False, "10.1.0.5", False, None, connect, 29533)
+    result = check(bare({"MASTER_ADDR": "10.1.0.9", "MASTER_PORT": "29533"}, rdzv=facts), "rdzv")
+    assert result.status is status, result
+    assert words in result.summary
+    if connect != "ok":  # must not: a remote node passed as fine when nothing was found listening
+        assert "something listens" not in result.summary

@@ -91,7 +91,9 @@ def _rdzv(options: EnvOptions, env: Mapping[str, str], net_facts: net.NetFacts) 
     port_text = options.master_port or env.get("MASTER_PORT")
     if not addr or options.root != "/":
         return None
-    port = parse_int(port_text)  # no port: the address is still resolved
+    port = parse_int(port_text) if port_text else None  # no port: resolved, and tried on torchrun's default
+    if port_text and port is None:
+        port = 0  # not a port: never tried (the analysis says so)
     local = frozenset(a.addr for a in net_facts.ifaddrs)
     return rdzv.collect(addr, port, local, timeout_s=CONNECT_TIMEOUT_S)
 
