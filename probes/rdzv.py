@@ -21,6 +21,7 @@ except ImportError:  # run as a script: python3 probes/rdzv.py
     from net import collect as collect_net  # type: ignore[no-redef,import-not-found]
 
 TCP_LISTEN = "0A"
+DEFAULT_PORT = 29500  # torchrun's --master-port default: tried on a remote node when no port is given
 
 
 @dataclass(frozen=True)
@@ -35,23 +36,27 @@ class RdzvFacts:
     route_source: str | None
     listening: bool
     bind: str | None
-    connect: str | None
+    connect: str | None  # "ok" (something listens), "timeout", or the errno name (ECONNREFUSED, EHOSTUNREACH...)
+    connect_port: int | None = None  # the port tried: MASTER_PORT, or torchrun's default when it is unset
 
 
 def collect(
     addr: str, port: int | None, local_addrs: frozenset[str], timeout_s: float = 2.0, root: str = "/"
 ) -> RdzvFacts:
-    """Resolve ``addr``; on this node try to bind ``port``, elsewhere try to connect to it."""
+    """Resolve ``addr``; on this node try to bind ``port``, elsewhere connect to it within ``timeout_s``.
+
+    With no port (``None``) a remote address is tried on torchrun's default port; an unusable port is not tried.
+    """
     resolved, error = _resolve(addr)
     local = any(_is_local(a, local_addrs) for a in resolved)
     usable_port = port if port is not None and 0 < port < 65536 else None
     listening = usable_port is not None and usable_port in listening_ports(root)
     bind = connect = None
-    if usable_port is not None and resolved:
-        if local:
-            bind = _try_bind(usable_port)
-        else:
-            connect = _try_connect(resolved[0], usable_port, timeout_s)
+    tried = usable_port if usable_port is not None or port is not None else DEFAULT_PORT
+    if resolved and local and usable_port is not None:
+        bind = _try_bind(usable_port)
+    elif resolved and not local and tried is not None:
+        connect = _try_connect(resolved[0], tried, timeout_s)
     return RdzvFacts(
         addr=addr,
         port=port,
@@ -62,6 +67,7 @@ def collect(
         listening=listening,
         bind=bind,
         connect=connect,
+        connect_port=tried if connect is not None else None,
     )
 
 

@@ -20,7 +20,7 @@ import re
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,13 +82,14 @@ def from_json(data: Any) -> VersionFacts:
     return VersionFacts(**{**data, "torch": torch, "nccl_libs": libs})
 
 
-def collect(root: str = "/", try_import: bool = False) -> VersionFacts:
+def collect(root: str = "/", try_import: bool = False, environ: Mapping[str, str] | None = None) -> VersionFacts:
     """Collect the versions; ``root`` only affects where the driver version is read.
 
     ``try_import``: also import torch.distributed in a child Python (while the files are read), since
-    files that look right can still fail to import (a missing libcudart, an ABI clash, a broken wheel).
+    files that look right can still fail to import (a missing libcudart, an ABI clash, a broken wheel, a variable
+    torch rejects at import). ``environ``: the environment the child imports under (default: this one).
     """
-    importing = _start_import() if try_import else None
+    importing = _start_import(environ) if try_import else None
     torch, error = _torch()
     site = os.path.dirname(torch.path) if torch else None
     return VersionFacts(
@@ -104,10 +105,11 @@ def collect(root: str = "/", try_import: bool = False) -> VersionFacts:
     )
 
 
-def _start_import() -> subprocess.Popen[str] | None:
+def _start_import(environ: Mapping[str, str] | None = None) -> subprocess.Popen[str] | None:
     try:
         return subprocess.Popen(
             [sys.executable, "-c", "import torch.distributed"],
+            env=None if environ is None else dict(environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

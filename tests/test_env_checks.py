@@ -289,3 +289,60 @@ def test_gpus_as_nvml_reads_them_ecc_fails_a_slowdown_warns_and_no_driver_is_sai
     assert capped.status is Status.OK  # a setting, not a slowdown: said in the details only
     missing = check(with_nvml(GpuLook(0.0, error="no NVIDIA driver to ask (NVML: Library Not Found)")), "gpus")  # type: ignore[arg-type]
     assert missing.status is Status.OK and "NVML: no NVIDIA driver to ask (NVML: Library Not Found)" in missing.details
+
+
+def test_a_torch_import_broken_by_a_variable_names_the_variable_not_the_install() -> None:
+    """The error text is what ``import torch.distributed`` printed under TORCH_DISTRIBUTED_DEBUG=FULL
+    (torch 2.13: torch/distributed/__init__.py, set_debug_level_from_env())."""
+    torch = versions.Torch("2.13.0", "/env/torch", "12.8", None, True, True)
+    error = "ValueError: The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL."
+    facts = versions.VersionFacts("3.11.7", "Linux", torch, None, None, (), None, None, error)
+    result = check(bare({"TORCH_DISTRIBUTED_DEBUG": "FULL"}, versions=facts), "versions")
+    assert result.status is Status.FAIL
+    assert "because of TORCH_DISTRIBUTED_DEBUG=FULL" in result.summary
+    assert "unset TORCH_DISTRIBUTED_DEBUG" in result.fix and "reinstall" not in result.fix
+    # Must not: a variable that is set but not named by the error is not blamed; the install is.
+    other = check(
+        bare(
+            {"TORCH_DISTRIBUTED_DEBUG": "INFO"},
+            versions=dataclasses.replace(
+                facts, torch_import_error=("ImportError: libcudart.so.12: cannot open shared object file")
+            ),
+        ),
+        "versions",
+    )
+    assert other.status is Status.FAIL and "because of" not in other.summary and "reinstall torch" in other.fix
+
+
+@pytest.mark.integration
+def test_a_real_import_under_a_bad_variable_is_blamed_on_the_variable() -> None:
+    """A real child ``import torch.distributed`` under TORCH_DISTRIBUTED_DEBUG=FULL, as the env collector runs it."""
+    pytest.importorskip("torch")
+    import os
+
+    env = {**os.environ, "TORCH_DISTRIBUTED_DEBUG": "FULL"}
+    facts = versions.collect("/", try_import=True, environ=env)
+    assert facts.torch_import_error and "TORCH_DISTRIBUTED_DEBUG" in facts.torch_import_error
+    result = check(bare({"TORCH_DISTRIBUTED_DEBUG": "FULL"}, versions=facts), "versions")
+    assert result.status is Status.FAIL and "because of TORCH_DISTRIBUTED_DEBUG=FULL" in result.summary
+    healthy = versions.collect("/", try_import=True, environ={**os.environ, "TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+    assert healthy.torch_import_error is None
+
+
+@pytest.mark.parametrize(
+    ("connect", "status", "words"),
+    [
+        ("ok", Status.OK, "something listens on port 29533"),
+        ("ECONNREFUSED", Status.WARN, "connection refused"),
+        ("timeout", Status.FAIL, "timed out, no answer"),
+        ("ENETUNREACH", Status.FAIL, "no route to the host"),
+        ("EHOSTUNREACH", Status.FAIL, "no route to the host"),
+    ],
+)
+def test_a_remote_master_says_what_the_connect_found(connect: str, status: Status, words: str) -> None:
+    facts = RdzvFacts("10.1.0.9", 29533, ("10.1.0.9",), None, False, "10.1.0.5", False, None, connect, 29533)
+    result = check(bare({"MASTER_ADDR": "10.1.0.9", "MASTER_PORT": "29533"}, rdzv=facts), "rdzv")
+    assert result.status is status, result
+    assert words in result.summary
+    if connect != "ok":  # must not: a remote node passed as fine when nothing was found listening
+        assert "something listens" not in result.summary

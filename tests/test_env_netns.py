@@ -123,7 +123,8 @@ def two_nodes() -> Iterator[list[Namespace]]:
 def test_rdzv_remote_refused_then_reachable(two_nodes: list[Namespace]) -> None:
     master, worker = two_nodes
     rdzv = env_json(worker, "--master-addr", "10.78.0.1", "--master-port", "29533")["rdzv"]
-    assert rdzv["status"] == "warn" and "nothing listens yet" in rdzv["summary"]
+    assert rdzv["status"] == "warn" and "connection refused" in rdzv["summary"]
+    assert "something listens" not in rdzv["summary"]
     server = master.popen(
         [
             sys.executable,
@@ -138,7 +139,7 @@ def test_rdzv_remote_refused_then_reachable(two_nodes: list[Namespace]) -> None:
         assert server.stdout is not None and server.stdout.readline().strip() == "up"
         rdzv = env_json(worker, "--master-addr", "10.78.0.1", "--master-port", "29533")["rdzv"]
         assert rdzv["status"] == "ok", rdzv
-        assert "a remote node" in rdzv["summary"]
+        assert "a remote node" in rdzv["summary"] and "something listens on port 29533" in rdzv["summary"]
         own = env_json(master, "--master-addr", "10.78.0.1", "--master-port", "29533")["rdzv"]
         assert own["status"] == "fail" and "already in use" in own["summary"]
     finally:
@@ -152,3 +153,32 @@ def test_rdzv_unresolvable_and_bad_port(two_nodes: list[Namespace]) -> None:
     assert rdzv["status"] == "fail" and "does not resolve" in rdzv["summary"]
     rdzv = env_json(worker, "--master-addr", "10.78.0.1", "--master-port", "70000")["rdzv"]
     assert rdzv["status"] == "fail" and "not a TCP port" in rdzv["summary"]
+
+
+def test_rdzv_remote_without_a_port_tries_torchruns_default(two_nodes: list[Namespace]) -> None:
+    """No --master-port: the remote host is tried on 29500 (nothing listens there), never passed unseen."""
+    _, worker = two_nodes
+    rdzv = env_json(worker, "--master-addr", "10.78.0.1")["rdzv"]
+    assert rdzv["status"] == "warn", rdzv
+    assert "10.78.0.1:29500 (torchrun's default; MASTER_PORT unset): connection refused" in rdzv["summary"]
+
+
+def test_rdzv_no_route_fails_and_says_so(two_nodes: list[Namespace]) -> None:
+    """The worker host has no route outside 10.78.0.0/24 (no default route): the kernel refuses at once."""
+    _, worker = two_nodes
+    rdzv = env_json(worker, "--master-addr", "10.79.5.5", "--master-port", "29533")["rdzv"]
+    assert rdzv["status"] == "fail", rdzv
+    assert "no route to the host" in rdzv["summary"] and "ENETUNREACH" in rdzv["summary"]
+    assert "something listens" not in rdzv["summary"]
+
+
+def test_rdzv_dropped_packets_time_out_and_fail(two_nodes: list[Namespace]) -> None:
+    """10.78.0.9 is given a MAC no host on the link has: SYNs leave the worker host and nothing answers."""
+    _, worker = two_nodes
+    worker.ip("neigh", "replace", "10.78.0.9", "lladdr", "02:00:00:00:00:99", "dev", "eth1", "nud", "permanent")
+    try:
+        rdzv = env_json(worker, "--master-addr", "10.78.0.9", "--master-port", "29533")["rdzv"]
+    finally:
+        worker.ip("neigh", "del", "10.78.0.9", "dev", "eth1")
+    assert rdzv["status"] == "fail", rdzv
+    assert "10.78.0.9:29533: timed out, no answer" in rdzv["summary"]

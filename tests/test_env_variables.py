@@ -25,7 +25,10 @@ from ncclcheck.probes import envvars
     ],
 )
 def test_misspelt_name_gets_the_real_one(name: str, hint: str) -> None:
-    result = check(bare({name: "x1"}), "env.vars")
+    value = {"NCCL_DEBUG": "INFO", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_BLOCKING_WAIT": "1"}.get(
+        hint, "x1"
+    )
+    result = check(bare({name: value}), "env.vars")
     assert result.status is Status.WARN
     assert f"did you mean {hint}?" in result.summary
     assert f"rename {name} to {hint}" in result.fix

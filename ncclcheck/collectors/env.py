@@ -29,7 +29,8 @@ def collect_snapshot(
     root = options.root
     if root != "/":
         return _saved_snapshot(options, dict(assumed or {}))
-    env_facts = envvars.collect(root, {**(os.environ if environ is None else environ), **(assumed or {})})
+    judged = {**(os.environ if environ is None else environ), **(assumed or {})}
+    env_facts = envvars.collect(root, judged)
     net_facts = net.collect(root)
     effective: dict[str, str] = {}
     for var in env_facts.effective:
@@ -37,7 +38,7 @@ def collect_snapshot(
     gpu_facts = gpu.collect(root)
     return NodeSnapshot(
         options=options,
-        versions=versions.collect(root, try_import=root == "/"),
+        versions=versions.collect(root, try_import=root == "/", environ=judged),
         gpu=gpu_facts,
         ib=ib.collect(root),
         net=net_facts,
@@ -90,7 +91,9 @@ def _rdzv(options: EnvOptions, env: Mapping[str, str], net_facts: net.NetFacts) 
     port_text = options.master_port or env.get("MASTER_PORT")
     if not addr or options.root != "/":
         return None
-    port = parse_int(port_text)  # no port: the address is still resolved
+    port = parse_int(port_text) if port_text else None  # no port: resolved, and tried on torchrun's default
+    if port_text and port is None:
+        port = 0  # not a port: never tried (the analysis says so)
     local = frozenset(a.addr for a in net_facts.ifaddrs)
     return rdzv.collect(addr, port, local, timeout_s=CONNECT_TIMEOUT_S)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ncclcheck.analysis.env import gpus, host, ib, ib_gid, net, rdzv, variables, versions
+from ncclcheck.analysis.env import gpus, host, ib, ib_gid, net, rdzv, timeouts, variables, versions
 from ncclcheck.analysis.env.context import Context, context
 from ncclcheck.analysis.env.verdict import skip
 from ncclcheck.analysis.nccl_rules import version_text
@@ -27,6 +27,7 @@ CHECKS: tuple[Callable[[NodeSnapshot, Context], Check], ...] = (
     host.check_ptrace,
     host.check_iommu,
     variables.check_variables,
+    timeouts.check_timeouts,
 )
 
 
@@ -34,6 +35,7 @@ CHECKS: tuple[Callable[[NodeSnapshot, Context], Check], ...] = (
 NEEDS = {
     "versions": "versions",
     "env.vars": "environment",
+    "env.timeouts": "environment",
     "net.interfaces": "interfaces",
     "net.socket_ifname": "interfaces",
     "net.gloo": "interfaces",

@@ -12,8 +12,21 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
+from typing import Literal, get_args
 
 from ncclcheck.analysis.nccl_rules import Version
+
+# How the reader parses a value (the table's ``type`` column):
+#   int    NCCL: strtoll, base 0 (an NCCL_PARAM); PyTorch: a strict integer (raises on garbage)
+#   bool   PyTorch's strict boolean (1/0, true/false, y/n, ...)
+#   name   one of ``allowed``, case-insensitive (strcasecmp); anything else is ignored
+#   exact  one of ``allowed``, case-sensitive (strcmp)
+#   level  one of ``allowed`` (case-sensitive) or an integer (ncclGetLevel)
+#   names  a comma list of ``allowed`` names (NCCL_ALGO / NCCL_PROTO / NCCL_DEBUG_SUBSYS grammar)
+#   net    a built-in network (``allowed``) or the name of a loaded net plugin (strcasecmp)
+#   text   free text: paths, interface lists, plugin names; not checked
+ValueType = Literal["int", "bool", "name", "exact", "level", "names", "net", "text"]
+VALUE_TYPES: tuple[ValueType, ...] = get_args(ValueType)
 
 
 @dataclass(frozen=True)
@@ -26,12 +39,19 @@ class KnownVar:
     last_seen: str
     note: str
     how_read: str = ""  # NCCL_PARAM: an integer NCCL parses with strtoll; getenv: NCCL reads the text itself
+    type: ValueType = "text"
+    allowed: tuple[str, ...] = ()  # the names a name-typed value may take, or ("LOW..HIGH",) for an int
 
     @property
     def kind(self) -> str | None:
         """``bool`` or ``int`` when PyTorch parses the value strictly (raises on garbage)."""
-        match = re.match(r"(bool|int)\b", self.note)
-        return match.group(1) if match else None
+        return self.type if self.type in ("bool", "int") and not self.name.startswith("NCCL_") else None
+
+    @property
+    def bounds(self) -> tuple[int, int] | None:
+        """The inclusive range an integer setting supports, when the table gives one."""
+        match = re.fullmatch(r"(-?\d+)\.\.(-?\d+)", self.allowed[0]) if self.type == "int" and self.allowed else None
+        return (int(match[1]), int(match[2])) if match else None
 
     @property
     def replacement(self) -> str | None:
@@ -58,19 +78,27 @@ def _tag(text: str) -> Version | None:
 
 
 def parse_table(text: str) -> KnownVars:
-    """Parse the TSV (name, source, first_seen_tag, last_seen_tag, status, how_read, documented, note)."""
+    """Parse the TSV (name, source, first_seen_tag, last_seen_tag, status, how_read, documented, note, type, allowed)."""
     rows: dict[str, KnownVar] = {}
     prefixes: list[str] = []
     for line in text.splitlines()[1:]:
-        cols = line.split("\t") + [""] * 8
+        cols = line.split("\t") + [""] * 10
         name, first, last, status, how, note = cols[0], cols[2], cols[3], cols[4], cols[5], cols[7]
         if not name:
             continue
         if name.endswith("*"):
             prefixes.append(name.rstrip("*"))
             continue
-        rows[name] = KnownVar(name, status, _tag(first), last, note, how)
+        rows[name] = KnownVar(name, status, _tag(first), last, note, how, _type(cols[8]), _allowed(cols[9]))
     return KnownVars(MappingProxyType(rows), tuple(prefixes))
+
+
+def _type(text: str) -> ValueType:
+    return next((t for t in VALUE_TYPES if t == text), "text")
+
+
+def _allowed(text: str) -> tuple[str, ...]:
+    return tuple(n for n in text.split("|") if n)
 
 
 @cache

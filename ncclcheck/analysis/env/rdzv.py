@@ -49,8 +49,11 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
     where = "this node (hosts the store)" if facts.local else "a remote node" if facts.resolved else "not resolved"
     shown = f"{addr}:{port}" if port is not None and not issues else addr
     summary = f"{shown} resolves to {', '.join(facts.resolved) or 'nothing'}, {where}"
+    if facts.connect == "ok":
+        summary += f"; something listens on port {facts.connect_port} (a TCP connect succeeded)"
     if not port_text:
-        summary += "; MASTER_PORT unset (torchrun's default is 29500; the port was not tried)"
+        tried = "tried" if facts.connect_port else "the port was not tried"
+        summary += f"; MASTER_PORT unset (torchrun's default is 29500; {tried})"
     details = [f"resolved: {', '.join(facts.resolved)}", f"route from {facts.route_source}"] if facts.resolved else []
     return conclude("rdzv", summary, issues, details)
 
@@ -109,7 +112,7 @@ def _local_issues(facts: RdzvFacts, ctx: Context, target: str) -> list[Issue]:
     return issues
 
 
-def _remote_issues(facts: RdzvFacts, ctx: Context, target: str) -> list[Issue]:
+def _remote_issues(facts: RdzvFacts, ctx: Context, _target: str) -> list[Issue]:
     if _node_rank(ctx) == 0:
         return [
             warn(
@@ -117,24 +120,38 @@ def _remote_issues(facts: RdzvFacts, ctx: Context, target: str) -> list[Issue]:
                 "set MASTER_ADDR to this node's IP",
             )
         ]
-    if facts.connect in ("ok", None):  # None: no port to try (MASTER_PORT unset)
+    if facts.connect in ("ok", None):  # None: not tried (no usable port)
         return []
+    port = facts.connect_port or facts.port
+    target = f"{facts.addr}:{port}"
+    guessed = " (torchrun's default; MASTER_PORT unset)" if facts.port is None else ""
     if facts.connect == "ECONNREFUSED":
         return [
             warn(
-                f"{target} is reachable but nothing listens yet (rank 0 not started, or a REJECT rule)",
-                "start rank 0 first; if it runs, check its firewall for the port",
+                f"{target}{guessed}: connection refused, the host answers but nothing listens on the port"
+                " (rank 0 not started, a REJECT rule, or another port)",
+                "start rank 0 first; if it runs, check MASTER_PORT and its firewall for the port",
             )
         ]
     if facts.connect == "timeout":
         return [
             fail(
-                f"no answer from {target}: packets are dropped (firewall, security group or wrong network)",
-                f"allow TCP {facts.port} (and the ephemeral port range) between the nodes; run `ncclcheck env`"
+                f"{target}{guessed}: timed out, no answer (packets dropped: firewall, security group or wrong network)",
+                f"allow TCP {port} (and the ephemeral port range) between the nodes; run `ncclcheck env`"
                 " on the master node",
             )
         ]
-    return [fail(f"cannot reach {target}: {facts.connect}", "check routing between the nodes (ip route get <addr>)")]
+    if facts.connect in ("ENETUNREACH", "EHOSTUNREACH"):
+        return [
+            fail(
+                f"{target}: no route to the host from this node ({facts.connect}, route from"
+                f" {facts.route_source or 'no local address'})",
+                f"check routing between the nodes: ip route get {facts.addr}",
+            )
+        ]
+    return [
+        fail(f"cannot reach {target}: {facts.connect}", f"check routing between the nodes: ip route get {facts.addr}")
+    ]
 
 
 def _node_rank(ctx: Context) -> int | None:

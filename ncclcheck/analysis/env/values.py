@@ -2,51 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 
 from ncclcheck.analysis.env.context import Context
 from ncclcheck.analysis.env.known_vars import KnownVars
+from ncclcheck.analysis.env.typed_values import BOOLS, closest, typed_issues
 from ncclcheck.analysis.env.verdict import Issue, fail, warn
 from ncclcheck.analysis.nccl_rules import nccl_int
 from ncclcheck.probes._sysfs import parse_int
 
-BOOLS = {"y", "yes", "1", "t", "true", "n", "no", "0", "f", "false"}
-LEVELS = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"}
-DEBUG = {"VERSION", "WARN", "INFO", "ABORT", "TRACE"}
-SUBSYS = {
-    "INIT",
-    "COLL",
-    "P2P",
-    "SHM",
-    "NET",
-    "GRAPH",
-    "TUNING",
-    "ENV",
-    "ALLOC",
-    "ALLOC_HOST",
-    "CALL",
-    "PROXY",
-    "NVLS",
-    "BOOTSTRAP",
-    "REG",
-    "PROFILE",
-    "RAS",
-    "DESTROY",
-    "ALL",
-}
-ALGOS = ("Ring", "Tree", "CollnetChain", "CollnetDirect", "NVLS", "NVLSTree", "PAT")
-PROTOS = ("LL", "LL128", "Simple")
-NTHREADS = (64, 128, 256, 512)
-YES = {"y", "yes", "t", "true", "on"}
-RANGES = {
-    "NCCL_IB_TIMEOUT": (1, 31),
-    "NCCL_IB_RETRY_CNT": (0, 7),
-    "NCCL_SOCKET_NTHREADS": (1, 16),
-    "NCCL_IB_QPS_PER_CONNECTION": (1, 128),
-    "NCCL_MAX_CTAS": (1, 64),
-    "NCCL_MIN_CTAS": (1, 64),
-}
 # Debugging variables NCCL's docs say not to keep set in production, and what they cost.
 LEFTOVERS = {
     "NCCL_P2P_DISABLE": "disables NVLink/PCIe peer-to-peer: intra-node traffic goes through host memory",
@@ -62,7 +26,7 @@ LEFTOVERS = {
 
 def value_issues(ctx: Context, table: KnownVars) -> list[Issue]:
     env = ctx.env
-    issues = _leftovers(env, ctx) + _contradictions(env) + _nccl_values(ctx) + _nccl_params(env, table)
+    issues = _leftovers(env, ctx, table) + _contradictions(env) + _nccl_values(ctx, table) + typed_issues(env, table)
     issues += _torch_values(env, table)
     if "NCCL_COMM_ID" in env:
         issues.append(
@@ -81,9 +45,9 @@ def is_set_to_one(env: Mapping[str, str], name: str) -> bool:
     return bool(value) and nccl_int(value or "").value == 1
 
 
-def _leftovers(env: Mapping[str, str], ctx: Context) -> list[Issue]:
+def _leftovers(env: Mapping[str, str], ctx: Context, table: KnownVars) -> list[Issue]:
     issues = []
-    invalid = {name for name, _ in _bad_tokens(ctx)}  # said once, by the value check
+    invalid = {name for name, _ in _bad_tokens(ctx, table)}  # said once, by the value check
     for name, cost in LEFTOVERS.items():
         value = env.get(name)
         if value is None or (name.endswith("_DISABLE") and not is_set_to_one(env, name)) or name in invalid:
@@ -132,36 +96,21 @@ def _contradictions(env: Mapping[str, str]) -> list[Issue]:
     return issues
 
 
-def _nccl_values(ctx: Context) -> list[Issue]:
+def _nccl_values(ctx: Context, table: KnownVars) -> list[Issue]:
     env = ctx.env
     issues: list[Issue] = []
-    for name in ("NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"):
-        value = env.get(name)
-        if value is not None and value not in LEVELS and not nccl_int(value).exact:
-            issues.append(
-                warn(
-                    f"{name}={value} is silently ignored (exact, case-sensitive: {', '.join(sorted(LEVELS))})",
-                    f"use e.g. {name}={value.upper() if value.upper() in LEVELS else 'PXB'}",
-                )
-            )
-    debug = env.get("NCCL_DEBUG")
-    if debug is not None and debug.upper() not in DEBUG:
-        issues.append(warn(f"NCCL_DEBUG={debug} is not a level NCCL knows", "use NCCL_DEBUG=WARN (or INFO to debug)"))
     subsys = env.get("NCCL_DEBUG_SUBSYS")
     if subsys:
-        bad = [t for t in subsys.lstrip("^").split(",") if t and t.upper() not in SUBSYS]
+        names = _allowed(table, "NCCL_DEBUG_SUBSYS")
+        bad = [t for t in subsys.lstrip("^").split(",") if t and t.upper() not in names]
         if bad:
             issues.append(
                 warn(
                     f"NCCL_DEBUG_SUBSYS has unknown subsystems: {', '.join(bad)}",
-                    f"use names from {', '.join(sorted(SUBSYS))}",
+                    f"use names from {', '.join(sorted(names))}",
                 )
             )
-    issues += _algo_proto(ctx) + _ranges(env)
-    for name in ("NCCL_IB_ADDR_FAMILY",):
-        value = env.get(name)
-        if value is not None and value not in ("AF_INET", "AF_INET6"):
-            issues.append(warn(f"{name}={value} is silently ignored (only AF_INET or AF_INET6)", f"unset {name}"))
+    issues += _algo_proto(ctx, table)
     addr_range = env.get("NCCL_IB_ADDR_RANGE")
     if addr_range is not None and "/" not in addr_range:
         issues.append(
@@ -172,10 +121,16 @@ def _nccl_values(ctx: Context) -> list[Issue]:
     return issues
 
 
-def _bad_tokens(ctx: Context) -> list[tuple[str, list[str]]]:
+def _allowed(table: KnownVars, name: str) -> tuple[str, ...]:
+    known = table.lookup(name)
+    return known.allowed if known else ()
+
+
+def _bad_tokens(ctx: Context, table: KnownVars) -> list[tuple[str, list[str]]]:
     """NCCL_ALGO / NCCL_PROTO tokens NCCL does not know, in the user's spelling."""
     found = []
-    for name, allowed in (("NCCL_ALGO", ALGOS), ("NCCL_PROTO", PROTOS)):
+    for name in ("NCCL_ALGO", "NCCL_PROTO"):
+        allowed = _allowed(table, name)
         value = ctx.env.get(name)
         if not value:
             continue
@@ -189,12 +144,12 @@ def _bad_tokens(ctx: Context) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _algo_proto(ctx: Context) -> list[Issue]:
+def _algo_proto(ctx: Context, table: KnownVars) -> list[Issue]:
     issues = []
     strict = ctx.nccl is None or ctx.nccl >= (2, 24, 0)
-    for name, bad in _bad_tokens(ctx):
-        allowed = ALGOS if name == "NCCL_ALGO" else PROTOS
-        guesses = [_closest(w, allowed) for w in bad]
+    for name, bad in _bad_tokens(ctx, table):
+        allowed = _allowed(table, name)
+        guesses = [closest(w, allowed) for w in bad]
         hints = [f"did you mean {g}?" for g in guesses if g]
         text = f"{name}={ctx.env[name]} has unknown token(s): {', '.join(bad)}" + (
             f" ({'; '.join(hints)})" if hints else ""
@@ -202,80 +157,6 @@ def _algo_proto(ctx: Context) -> list[Issue]:
         fix = f"use {', '.join(allowed)} (case does not matter), or unset {name}"
         issues.append(fail(text + "; NCCL >= 2.24 fails init", fix) if strict else warn(text, fix))
     return issues
-
-
-def _closest(word: str, names: tuple[str, ...]) -> str | None:
-    by_lower = {n.lower(): n for n in names}
-    match = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
-    return by_lower[match[0]] if match else None
-
-
-def _ranges(env: Mapping[str, str]) -> list[Issue]:
-    """Values NCCL reads as numbers but outside what it supports (garbage is ``_nccl_params``' to say)."""
-    issues = []
-    for name, (low, high) in RANGES.items():
-        value = env.get(name)
-        if not value:
-            continue
-        parsed = nccl_int(value)
-        if parsed.digits and not parsed.overflow and not low <= parsed.value <= high:
-            issues.append(warn(f"{name}={value} is outside {low}..{high}", f"unset {name} or use {low}..{high}"))
-    nthreads = env.get("NCCL_NTHREADS")
-    if nthreads and nccl_int(nthreads).exact and nccl_int(nthreads).value not in NTHREADS:
-        issues.append(
-            warn(
-                f"NCCL_NTHREADS={nthreads} is not one of {', '.join(map(str, NTHREADS))}: NCCL ignores it or rounds it",
-                "unset NCCL_NTHREADS",
-            )
-        )
-    threads = nccl_int(env.get("NCCL_SOCKET_NTHREADS", "")).value
-    socks = nccl_int(env.get("NCCL_NSOCKS_PERTHREAD", "")).value
-    if threads and socks and threads * socks > 64:
-        issues.append(
-            warn(
-                f"NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = {threads * socks} > 64; NCCL clamps it",
-                "keep the product at or below 64",
-            )
-        )
-    return issues
-
-
-def _nccl_params(env: Mapping[str, str], table: KnownVars) -> list[Issue]:
-    """Every integer NCCL setting NCCL would read as something else than what is written (strtoll's rules)."""
-    issues = []
-    for name, value in sorted(env.items()):
-        known = table.lookup(name)
-        readers = set(known.how_read.split(",")) if known else set()
-        if not value or "NCCL_PARAM" not in readers or "getenv" in readers:  # getenv: NCCL also reads it as text
-            continue
-        parsed = nccl_int(value)
-        if parsed.exact:
-            continue
-        does = _what_nccl_does(name, parsed.value)
-        if parsed.overflow:
-            text = f"{name}={value} is out of range: NCCL ignores it and keeps its default"
-        elif not parsed.digits:
-            text = f"{name}={value} is not a number: NCCL reads it as 0{does}"
-        else:
-            text = f"{name}={value} is not a plain number: NCCL reads only its leading number, {parsed.value}{does}"
-        meant_yes = value.strip().lower() in YES and parsed.value == 0 and name.endswith(("_DISABLE", "_ENABLE"))
-        turn = "disable" if name.endswith("_DISABLE") else "enable"
-        fix = f"write {name} as a plain integer (NCCL parses it with strtoll)" + (
-            f": {name}=1 to {turn} it" if meant_yes else ""
-        )
-        issues.append(fail(text, fix) if meant_yes or name == "NCCL_IB_GID_INDEX" else warn(text, fix))
-    return issues
-
-
-def _what_nccl_does(name: str, value: int) -> str:
-    if name.endswith("_DISABLE"):
-        what = name[len("NCCL_") : -len("_DISABLE")].replace("_", " ")
-        return f": {what} stays ON" if value == 0 else f": {what} is disabled" if value == 1 else ""
-    if name.endswith("_ENABLE"):
-        return ": it is off" if value == 0 else ""
-    if name == "NCCL_IB_GID_INDEX":
-        return f": GID index {value}" + (" (link-local on RoCE, not routable between nodes)" if value == 0 else "")
-    return ""
 
 
 def _torch_values(env: Mapping[str, str], table: KnownVars) -> list[Issue]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import difflib
 
 from ncclcheck.analysis.env.context import Context
-from ncclcheck.analysis.env.known_vars import KnownVars, known_vars
+from ncclcheck.analysis.env.known_vars import KnownVar, KnownVars, known_vars
+from ncclcheck.analysis.env.typed_values import accepts
 from ncclcheck.analysis.env.values import value_issues
 from ncclcheck.analysis.env.verdict import Issue, conclude, warn
 from ncclcheck.analysis.nccl_rules import Version, version_text
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.probes._sysfs import parse_int
 from ncclcheck.probes.envvars import EnvVar
 
 TORCH_LINTED = (
@@ -24,6 +26,8 @@ TORCH_LINTED = (
 )
 LINTED = ("NCCL_", "GLOO_", *TORCH_LINTED)
 SHOWN = (*LINTED, "TORCH_", "TP_SOCKET_IFNAME", "CUDA_VISIBLE_DEVICES", "MASTER_", "USE_LIBUV")
+# Names people set for the process-group (collective) timeout, which no variable sets.
+PG_TIMEOUT_NAMES = frozenset({"NCCL_TIMEOUT", "TORCH_NCCL_TIMEOUT", "NCCL_TIMEOUT_SEC", "TORCH_NCCL_TIMEOUT_SEC"})
 REWRITES = {
     "NCCL_DEBUG_LEVEL": "NCCL_DEBUG",
     "NCCL_TRACE_BUFFER_SIZE": "TORCH_NCCL_TRACE_BUFFER_SIZE",
@@ -53,23 +57,17 @@ def check_variables(snapshot: NodeSnapshot, ctx: Context) -> Check:
     issues: list[Issue] = []
     for var in snapshot.env.effective:
         if var.name.startswith(LINTED) and var.name == var.name.strip():
-            issues += name_issues(var.name, table, ctx.nccl)
+            issues += name_issues(var.name, table, ctx.nccl, var.value)
     issues += conf_issues(snapshot, ctx) + value_issues(ctx, table)
     count = sum(1 for v in shown if v.name.startswith(LINTED))
     return conclude("env.vars", f"{count} NCCL/torch/gloo variable(s), no problem found", issues, details, fact=False)
 
 
-def name_issues(name: str, table: KnownVars, nccl: Version | None) -> list[Issue]:
+def name_issues(name: str, table: KnownVars, nccl: Version | None, value: str = "") -> list[Issue]:
     """What is wrong with a variable's name: unknown, removed, deprecated, or too new for this NCCL."""
     known = table.lookup(name)
     if known is None:
-        if table.plugin_owned(name):
-            return []
-        hint = suggest(name, table)
-        reader = "NCCL" if name.startswith("NCCL_") else "PyTorch/gloo"
-        if hint:
-            return [warn(f"{name} is not a variable {reader} reads: did you mean {hint}?", f"rename {name} to {hint}")]
-        return [warn(f"{name} is not a variable {reader} reads (ignored)", f"unset {name}, or check its spelling")]
+        return [] if table.plugin_owned(name) else unknown_name_issues(name, value, table)
     replacement = known.replacement
     if known.status == "removed":
         instead = f"; use {replacement}" if replacement else ""
@@ -91,6 +89,47 @@ def name_issues(name: str, table: KnownVars, nccl: Version | None) -> list[Issue
             )
         ]
     return []
+
+
+def unknown_name_issues(name: str, value: str, table: KnownVars) -> list[Issue]:
+    """A name no reader reads: what it was meant to be, never a rename to a value the real name cannot take."""
+    reader = "NCCL" if name.startswith("NCCL_") else "PyTorch/gloo"
+    if name in PG_TIMEOUT_NAMES:
+        return [pg_timeout_issue(name, value, reader)]
+    hint = suggest(name, table)
+    target = table.lookup(hint) if hint else None
+    if hint and target and (not value or accepts(target, value)):
+        return [warn(f"{name} is not a variable {reader} reads: did you mean {hint}?", f"rename {name} to {hint}")]
+    if hint and target:
+        return [
+            warn(
+                f"{name} is not a variable {reader} reads (ignored); the nearest name, {hint}, cannot take"
+                f" {value!r} ({_what_it_takes(target)})",
+                f"unset {name}; set {hint} only if you mean it, with a value it takes",
+            )
+        ]
+    return [warn(f"{name} is not a variable {reader} reads (ignored)", f"unset {name}, or check its spelling")]
+
+
+def pg_timeout_issue(name: str, value: str, reader: str) -> Issue:
+    """A timeout variable no one reads: the collective timeout is the process group's, given in code."""
+    seconds = parse_int(value)
+    given = f"timedelta(seconds={seconds})" if seconds is not None and seconds > 0 else "timedelta(minutes=30)"
+    return warn(
+        f"{name}={value} is not a variable {reader} reads (ignored): a collective's timeout is the process"
+        " group's, passed in code (PyTorch's default for NCCL is 10 min); NCCL_IB_TIMEOUT is something else,"
+        " the exponent of one InfiniBand retry (4.096 us x 2^N, N in 1..31)",
+        f"unset {name}; pass init_process_group(backend='nccl', timeout={given}) (or your framework's timeout"
+        " setting); TORCH_NCCL_ASYNC_ERROR_HANDLING / TORCH_NCCL_BLOCKING_WAIT choose what happens when it fires",
+    )
+
+
+def _what_it_takes(known: KnownVar) -> str:
+    if known.bounds:
+        return f"an integer in {known.bounds[0]}..{known.bounds[1]}"
+    if known.allowed:
+        return f"one of {', '.join(known.allowed)}"
+    return "an integer" if known.type == "int" else known.type
 
 
 def conf_issues(snapshot: NodeSnapshot, ctx: Context) -> list[Issue]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ncclcheck.analysis.env.context import Context
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, warn
 from ncclcheck.analysis.nccl_rules import decode_version, version_text
@@ -29,13 +31,7 @@ def check_versions(snapshot: NodeSnapshot, ctx: Context) -> Check:
         build = f"CUDA {torch.cuda}" if torch.cuda else "CPU-only build"
         details.append(f"torch {torch.version} ({build}) at {torch.path}")
         if facts.torch_import_error:
-            issues.append(
-                fail(
-                    f"torch {torch.version} is installed but does not import here: {facts.torch_import_error}",
-                    "run `python -c 'import torch.distributed'` in this environment and fix what it says"
-                    " (a missing CUDA library, a broken or mixed install: reinstall torch)",
-                )
-            )
+            issues.append(_import_issue(torch.version, facts.torch_import_error, ctx))
         details.append(f"backends built in: gloo {_yes(torch.gloo_built)}, nccl {_yes(torch.nccl_built)}")
         if torch.cuda and torch.nccl_built is False:
             issues.append(warn("this CUDA build of torch has no NCCL backend", "install a torch wheel built with NCCL"))
@@ -46,6 +42,22 @@ def check_versions(snapshot: NodeSnapshot, ctx: Context) -> Check:
     issues += _driver_issues(facts) + _nccl_issues(facts)
     summary = _summary(facts, ctx)
     return conclude("versions", summary, issues, details)
+
+
+def _import_issue(version: str, error: str, ctx: Context) -> Issue:
+    """Why ``import torch.distributed`` failed: a variable the error names, else the install."""
+    named = [n for n in ctx.env if re.search(rf"(?<![A-Z0-9_]){re.escape(n)}(?![A-Z0-9_])", error)]
+    if named:
+        name = named[0]
+        return fail(
+            f"torch {version} does not import here because of {name}={ctx.env[name]}: {error}",
+            f"fix or unset {name} (env.vars says what it takes); the install itself is not at fault",
+        )
+    return fail(
+        f"torch {version} is installed but does not import here: {error}",
+        "run `python -c 'import torch.distributed'` in this environment and fix what it says"
+        " (a missing CUDA library, a broken or mixed install: reinstall torch)",
+    )
 
 
 def _yes(flag: bool | None) -> str:
