@@ -250,7 +250,10 @@ GAVE_UP = (
 
 
 def test_a_connect_that_gives_up_after_its_retries_is_the_cause_and_retries_alone_are_not() -> None:
-    assert report(*RETRIES).findings == ()  # retrying, then (the log ends) perhaps connected: no failure
+    early = report(*RETRIES[:33])  # retrying, then (the log ends) perhaps connected: information, no failure
+    assert {f.id for f in early.findings} == {"connect-retried"} and early.status == "pass"
+    last = report(*RETRIES)  # NCCL's last retry (34/34): the connection is failing (issue 35), not a pass
+    assert last.root_cause is not None and last.root_cause.id == "connect-failed" and last.status == "fail"
     gave_up = report(*RETRIES, GAVE_UP, "vae-0:10209:10243 [1] NCCL INFO misc/socket.cc:635 -> 6")
     assert gave_up.root_cause is not None and gave_up.root_cause.id == "connect-failed"
     assert "gave up" in gave_up.root_cause.message and "Connection refused" in gave_up.root_cause.message

@@ -35,7 +35,7 @@ EXPECTED = [
     ("13", None, set()),
     ("14", None, set()),
     ("15", "ib-local-protection", {"ib-local-protection", "nccl-tests-failed"}),
-    ("16", "ib-local-protection", {"ib-local-protection", "peer-closed"}),
+    ("16", "ib-local-protection", {"ib-local-protection", "proxy-peer-closed"}),  # the service thread: information
     ("17", "ib-wr-flush", {"ib-wr-flush"}),
     ("18", "ib-retry-exceeded", {"ib-retry-exceeded", "ib-wr-flush"}),
     (

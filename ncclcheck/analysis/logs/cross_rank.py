@@ -7,6 +7,7 @@ import dataclasses
 import re
 
 from ncclcheck.analysis.logs.failure_tables import child_findings
+from ncclcheck.analysis.logs.nccl import link_layer
 from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE
 from ncclcheck.model.findings import Evidence, Finding
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
@@ -148,7 +149,7 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
 
 def _link_layer_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
     for r in ranks:
-        layers = {d.rsplit("/", 1)[-1] for d in r.net_devices if "/" in d}
+        layers = {link_layer(d) for d in r.net_devices}
         if {"IB", "RoCE"} <= layers:
             return [
                 Finding(

@@ -14,7 +14,15 @@ from ncclcheck.analysis.logs.rules import RULES, Rule
 from ncclcheck.probes._sysfs import parse_int
 
 # A message's {name} that its line did not give, said in words ("the line does not name the peer").
-UNKNOWN_NOUNS = {"why": "reason", "what": "error", "n": "count", "who": "ranks", "addr": "address", "err": "error"}
+UNKNOWN_NOUNS = {
+    "why": "reason",
+    "what": "error",
+    "n": "count",
+    "who": "ranks",
+    "addr": "address",
+    "err": "error",
+    "where": "HCA and port",
+}
 ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES})))
 # Summaries of an error reported elsewhere: the root cause only when nothing more specific is in the logs.
 # What a log says when ranks stop agreeing; a Flight Recorder dump says which rank and which call, so it wins.

@@ -17,18 +17,26 @@ INIT = re.compile(
     r"(?: commId (0x[0-9a-f]+))?(?: localSize \d+)? - Init (START|COMPLETE)"
 )
 TOPO = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
-NETWORK = re.compile(r"Using network (\w+)")
-NET_IB = re.compile(r"NET/(\w+) ?: Using ((?:\[\d+\]\S+\s*)+)(?:\[RO\])?\s*;\s*OOB ([\w.-]+):(\S+?)<")
+# A network or transport name may hold a space (aws-ofi-nccl's "AWS Libfabric"): read to the end, not to a space
+NETWORK = re.compile(r"Using network (\w[\w ./-]*?)\s*$")
+NET_IB = re.compile(r"NET/(\w[\w ]*?) ?: Using ((?:\[\d+\]\S+\s*)+)(?:\[RO\])?\s*;\s*OOB ([\w.-]+):(\S+?)<")
 NET_SOCKET = re.compile(r"NET/Socket : Using ((?:\[\d+\][\w.-]+:\S+<\d+>\s*)+)")
 BOOTSTRAP = re.compile(r"Bootstrap ?: Using ((?:\[\d+\])?[\w.-]+:\S+<\d+>(?:\s+\[\d+\][\w.-]+:\S+<\d+>)*)")
 ITEM = re.compile(r"(?:\[\d+\])?([\w.:-]+?)(?::([0-9A-Fa-f:.%\w-]+))?<\d+>")
-DEVICE = re.compile(r"\[\d+\](\S+)")
+DEVICE = re.compile(r"\[\d+\](\S+)")  # an HCA port as NCCL lists it, suffixes and all: "mlx5_0:1/IB/SHARP"
 GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA (\d+) '([\w-]+)'( \(no module\))?|GPU (\S+) / HCA (\d+) .*)")
 ENV = re.compile(r"\b((?:NCCL|TORCH)_\w+) set (?:by environment )?to (\S*)")
 CONNECTION = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[0-9a-f]+\])? -> (\d+)(?:\[[0-9a-f]+\])?"
-    r"(?: \[(send|receive)\])? via (\S+(?: pointer| shared memory)?)"
+    r"(?: \[(send|receive)\])? via (NET/[\w-]+(?: [\w-]+)*/\S*|\S+(?: pointer| shared memory)?)"
 )
+
+
+def link_layer(device: str) -> str | None:
+    """The link layer of an HCA port as NCCL lists it: "mlx5_0:1/IB/SHARP" is IB (SHARP is a capability, not a link
+    layer), "mlx5_bond_0:1/RoCE" RoCE; None for a device named without one."""
+    parts = device.split("/")
+    return parts[1] if len(parts) > 1 and parts[1] else None
 
 
 @dataclass

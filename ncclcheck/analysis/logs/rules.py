@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ncclcheck.analysis.logs.exit_rules import EXIT_RULES
 from ncclcheck.analysis.logs.gpu_rules import GPU_RULES
+from ncclcheck.analysis.logs.ib_rules import IB_RULES
 from ncclcheck.analysis.logs.rule import Rule as Rule
 from ncclcheck.analysis.logs.rule import make_rule as _rule
 from ncclcheck.analysis.logs.setup_rules import SETUP_RULES
@@ -19,10 +20,6 @@ from ncclcheck.analysis.logs.setup_rules import SETUP_RULES
 TRAIL_FIX = (
     "a consequence: NCCL prints this at each call on the way up from an error; the WARN line before the trail (or"
     " the first error of the rank at the bottom of it) says what failed; rerun with NCCL_DEBUG=WARN if it is missing"
-)
-GID_FIX = (
-    "on RoCE set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (`ncclcheck env` shows it), NCCL_CROSS_NIC=0 on"
-    " rail-optimised fabrics; test the path with ib_write_bw; check switch PFC/ECN and link flaps"
 )
 STORE_LOST_FIX = (
     "a consequence: the store lives in rank 0 (env:// launches) or in node 0's torchrun agent; read that"
@@ -59,24 +56,7 @@ CONNECT_FIX = (
 )
 # One rule a few lines, its fields in _rule's order: the table reads as a table only kept compact (fmt: skip).
 RULES: tuple[Rule, ...] = (
-    _rule(
-        "ib-retry-exceeded", "error", "Got completion",
-        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)(?:\w+\()?12\b.*?vendor[ _]err[ =](?P<vendor>\d+)",
-        "IB transport retry counter exceeded talking to {peer}: the remote NIC never acknowledged", GID_FIX,
-    ),
-    _rule(
-        "ib-local-protection", "error", "Got completion",
-        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)(?:\w+\()?4\b",
-        "IB local protection error (peer {peer}): GPUDirect RDMA writes are rejected",
-        "usually PCIe ACS or the IOMMU breaking GPUDirect RDMA: disable ACS on the switches, boot with iommu=pt;"
-        " confirm with NCCL_NET_GDR_LEVEL=0 (works, slower)",
-    ),
-    _rule(
-        "ib-wr-flush", "error", "Got completion",
-        r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)(?:\w+\()?5\b",
-        "IB work requests flushed (peer {peer}): the queue pair had already failed",
-        "a consequence: find the first completion error (12 or 4) on this or the peer node", True,
-    ),
+    *IB_RULES,
     _rule(
         "ib-modify-qp-failed", "error", "Call to ibv_modify_qp",
         r"Call to ibv_modify_qp failed with (?!.*retrying \d)(?:error )?(?:\d+ )?(?P<why>[A-Za-z ]+)",  # a retry is not yet a failure
@@ -90,12 +70,6 @@ RULES: tuple[Rule, ...] = (
         NO_RDMA, NO_RDMA_FIX,
     ),
     _rule("ib-no-device", "warning", "Call to ibv_open_device failed", r"Call to ibv_open_device failed", NO_RDMA, NO_RDMA_FIX),
-    _rule(  # benign: what the subnet manager asks of every port after a restart or failover (not an error event)
-        "ib-sm-event", "info", "Got async event",
-        r"NET/IB : (?:[\w.]+:\d+ )?Got async event : (?P<event>client reregistration|port active|GID table change|LID change|SM change|P_Key change)",
-        "the InfiniBand subnet manager announced a {event} (an SM restart or failover): harmless on its own",
-        "nothing, unless it repeats or completion errors follow it: then read the subnet manager's log (opensm, UFM)",
-    ),
     _rule(
         "gdr-disabled", "warning", "GPU Direct RDMA Disabled",
         r"GPU Direct RDMA Disabled for (?:HCA \d+ '(?P<hca>[\w-]+)'(?P<nomod> \(no module\))?|GPU (?P<gpu>\S+) / HCA)",
@@ -160,7 +134,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "connect-failed", "error", "exceeded error retry count",
-        r"(?:PollConnect: connect returned (?P<why>[A-Za-z ]+?), |TryAccept: )exceeded error retry count"
+        r"(?:\w+: connect returned (?P<why>[A-Za-z ]+?), |TryAccept: )exceeded error retry count"
         r"(?: after \d+ attempts, (?P<why2>.+)| \(\d+\)(?:, (?P<why3>.+))?)",
         "a peer connection kept failing ({why}) and NCCL gave up after its retries",
         CONNECT_FIX,
@@ -181,9 +155,17 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "peer-closed", "error", "Connection closed by ",
         # "by peer" alone: torch's watchdog names none; gloo's "by peer [ADDR]:PORT" is peer-crashed's, named
-        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|(?P<peer2>localRank \d+)|peer\b(?! \[))",
+        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|peer\b(?! \[))",
         "a peer closed its connection ({peer}): usually that process exited",
         "a consequence: read the peer's log for its first error", True,
+    ),
+    _rule(  # proxy.cc 2.12-: each local rank's proxy connection closing, at every communicator's teardown too
+        "proxy-peer-closed", "info", "[Service thread] Connection closed by localRank",
+        r"\[Service thread\] Connection closed by localRank (?P<rank>\d+)",
+        "NCCL's proxy service saw local rank {rank}'s connection close (a communicator's teardown, or that process"
+        " ended)",
+        "nothing on its own: every rank prints it when a communicator is destroyed; if the job failed, the first error"
+        " of the rank named is the one to read",
     ),
     _rule(
         "peer-closed", "error", "Call to recv from",
@@ -572,6 +554,12 @@ RULES: tuple[Rule, ...] = (
         "a consequence: the watchdog's timeout or error next to it is the one to read; with"
         " TORCH_NCCL_TRACE_BUFFER_SIZE>0 each rank's Flight Recorder dump (`ncclcheck logs` reads it) names the"
         " collective each rank was in", True,
+    ),
+    _rule(  # srun (every release in use): printed for every step that is cancelled or whose task failed
+        "slurm-step-aborted", "error", "srun: Job step aborted",
+        r"srun: Job step aborted: Waiting up to (?P<s>\d+) seconds for job step to finish",
+        "SLURM's srun is aborting the job step (it waits up to {s} s for the tasks to end)",
+        "a consequence: the cancel (slurmstepd's CANCELLED line) or the task that failed first is the one to read", True,
     ),
     _rule(
         "slurm-task-ended", "error", "srun: Force Terminated",

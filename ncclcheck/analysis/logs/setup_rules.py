@@ -33,6 +33,22 @@ CONNECT_FIX = (
     " destination (the bootstrap lines before it), test the port with `nc`, set NCCL_SOCKET_IFNAME to the routed"
     " interface on every node; NCCL 2.27 and later retry such connects"
 )
+# NCCL tries the default plugin name (libnccl-net.so) when none is configured: that file missing is no failure
+NOT_DEFAULT_MISSING = r"(?!(?:libnccl-net\.so: )?libnccl-net\.so: cannot open shared object file: No such file)"
+RETRY = (  # 2.26's "%s: connect returned %s, retrying (%d/%ld) ...", 2.27 and later name the peer
+    r"\w+: connect (?:to (?P<peer>\S+?<\d+>) )?returned (?P<why>[A-Za-z ]+?), retrying \((?P<n>\d+)/"
+)
+MAGIC_FIX = (
+    "something that is not this job's NCCL connected to NCCL's port: a port scanner or health check, or a process of"
+    " another job or of an earlier run (a reused MASTER_PORT, a stale process); NCCL drops it and waits for the real"
+    " peer, but before 2.30u1 such a connection can leave a bootstrap or proxy accept stuck (NVIDIA/nccl #1808,"
+    " #1871): keep scanners off the nodes' ephemeral ports while jobs run, end stale processes, and upgrade NCCL if"
+    " init hangs after it"
+)
+VERBS_FIX = (
+    "nothing if this host has no RDMA NIC (NCCL uses TCP sockets as meant); if it has one, install rdma-core"
+    " (libibverbs1) or MLNX_OFED/DOCA in the image and pass /dev/infiniband into the container"
+)
 # One rule a few lines, its fields in make_rule's order (fmt: skip keeps the table a table).
 SETUP_RULES: tuple[Rule, ...] = (
     make_rule(
@@ -81,13 +97,13 @@ SETUP_RULES: tuple[Rule, ...] = (
     ),
     make_rule(  # INFO: the library is there but will not load (a missing dependency, a symbol); NCCL carries on without
         "net-plugin-failed", "warning", "Plugin load returned",
-        r"NET/Plugin ?: Plugin load returned (?P<errno>\d+) : (?P<why>.+?)\.?$",
+        rf"NET/Plugin ?: Plugin load returned (?P<errno>\d+) : {NOT_DEFAULT_MISSING}(?P<why>.+?)\.?$",
         "NCCL's network plugin failed to load ({why}): NCCL falls back to its internal transports",
         PLUGIN_FIX,
     ),
     make_rule(  # plugin_open.cc since 2.28 ("%s/Plugin: %s: %s"), net.cc 2.22-2.26 ("NET/Plugin: %s" with dlerror)
         "net-plugin-failed", "warning", "NET/Plugin: ",
-        r"NET/Plugin: (?P<lib>[\w./-]+\.so[\w.]*): (?P<why>.+)",
+        rf"NET/Plugin: {NOT_DEFAULT_MISSING}(?P<lib>[\w./-]+\.so[\w.]*): (?P<why>.+)",
         "NCCL's network plugin {lib} failed to load ({why}): NCCL falls back to its internal transports",
         PLUGIN_FIX,
     ),
@@ -119,6 +135,38 @@ SETUP_RULES: tuple[Rule, ...] = (
         "compare `NCCL version` on every rank (one libnccl for all: the same torch wheel or NCCL on every node, no"
         " stray LD_LIBRARY_PATH); make sure no other job, port scanner or health check connects to the ports in"
         " NCCL's bootstrap range",
+    ),
+    make_rule(  # the last of NCCL_SOCKET_RETRY_CNT's retries (2.26 and later): one more refusal and NCCL gives up
+        "connect-failed", "error", ", retrying (",
+        rf"{RETRY}(?P=n)\)",
+        "a connection to a peer (peer {peer}) failed at NCCL's last retry ({n}/{n}): {why}",
+        CONNECT_FIX,
+    ),
+    make_rule(  # the same retries before the last: NCCL is still trying (a peer not listening yet, a lost SYN)
+        "connect-retried", "info", ", retrying (",
+        rf"{RETRY}(?!(?P=n)\))(?P<max>\d+)\)",
+        "NCCL retried a connection to a peer (peer {peer}): {why}, retry {n} of {max}",
+        "nothing if the job went on: a peer not listening yet or a dropped SYN; if it reaches its last retry, the"
+        " connection failed (a firewall, the wrong interface: NCCL_SOCKET_IFNAME, or the peer died)",
+    ),
+    make_rule(  # socket.cc 2.12-2.25: the refused (20000, 20 s) or timed-out (3) retries ran out
+        "connect-failed", "error", ": exceeded ",
+        r"\w+: exceeded (?P<what>retries|timeouts) \((?P<n>\d+)\)",
+        "a connection to a peer kept failing and NCCL gave up after {n} {what}",
+        CONNECT_FIX,
+    ),
+    make_rule(  # socket.cc 2.17-2.25 (WARN); 2.26 and later say it at INFO, naming who connected
+        "socket-wrong-magic", "warning", "socketFinalizeAccept: ",
+        r"socketFinalizeAccept: (?:wrong magic (?P<got>[0-9a-fx]+) != (?P<want>[0-9a-fx]+)"
+        r"|didn't receive a valid magic from (?P<peer>\S+))",
+        "a connection to NCCL's listening port did not come from this job's NCCL (peer {peer}): NCCL dropped it",
+        MAGIC_FIX,
+    ),
+    make_rule(  # ibvwrap.cc / ibvsymbols.cc: a WARN in 2.4-2.10, an INFO since; "Count not open %s" (sic) in 2.28+
+        "ib-verbs-missing", "info", "libibverbs",
+        r"Failed to open libibverbs\.so\[\.1\]|Count not open (?P<lib>\S*libibverbs\S*)",
+        "libibverbs could not be loaded here: NCCL cannot use InfiniBand/RoCE on this host and uses TCP sockets",
+        VERBS_FIX,
     ),
     make_rule(  # socket.cc 2.23-2.26: WARN("socketPollConnect poll() returned %d%s", ret, ", no POLLOUT events")
         "connect-failed", "error", "socketPollConnect poll() returned",
