@@ -83,7 +83,7 @@ def smoke_outputs() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def run_outputs() -> Iterator[tuple[str, dict[str, Any]]]:
-    report = logs_diagnose(sources([str(FIXTURES / "torchrun" / "gloo_abort_at_exit.log")]))
+    report = logs_diagnose(sources([str(FIXTURES / "launch" / "gloo_abort_at_exit.log")]))
     at_exit = aborted_at_exit(report, ("gloo",))
     peer = Finding("peer-closed", "error", "Connection closed by peer", ranks=(1,))
     left = early_leaver(
@@ -95,7 +95,11 @@ def run_outputs() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def logs_outputs() -> Iterator[tuple[str, dict[str, Any]]]:
-    paths = sorted((FIXTURES / "torchrun").glob("*.log")) + sorted((FIXTURES / "nccl_logs").glob("*.log"))
+    paths = (
+        sorted((FIXTURES / "torchrun").glob("*.log"))
+        + sorted((FIXTURES / "launch").glob("*.log"))
+        + sorted((FIXTURES / "nccl_logs").glob("*.log"))
+    )
     for path in paths:
         found = sources([str(path)])
         yield f"logs {path.name}", logs_json(logs_diagnose(found), [s.name for s in found])

@@ -12,7 +12,7 @@ from ncclcheck.model.log_report import LogReport
 from ncclcheck.sources.logs import diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures"
-AT_EXIT = FIXTURES / "torchrun" / "gloo_abort_at_exit.log"  # real: see fixtures/torchrun/INDEX.md
+AT_EXIT = FIXTURES / "launch" / "gloo_abort_at_exit.log"  # real: see fixtures/launch/INDEX.md
 # a real launcher summary: every rank SIGABRT, ProcessGroupNCCL's abort (fixtures/nccl_logs/INDEX.md, 49)
 NCCL_ABORTS = FIXTURES / "nccl_logs" / "49_torchrun-childfailederror-multi-failures.log"
 # a real NCCL watchdog's own terminate: "terminate called after throwing an instance of 'c10::DistBackendError'"

@@ -14,7 +14,7 @@ from ncclcheck.collectors.logfiles import sources
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.sources.logs import diagnose
 
-TORCHRUN = Path(__file__).parent / "fixtures" / "torchrun"  # real captures: see its INDEX.md
+TORCHRUN = Path(__file__).parent / "fixtures" / "launch"  # real captures: see its INDEX.md
 
 
 def lines(*text: str) -> LogReport:
