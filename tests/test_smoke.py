@@ -135,7 +135,10 @@ def test_killed_rank_is_named_with_its_signal_and_the_oom_hint(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--drill", "explode@1:all_reduce"], "expected KIND@RANK:OP"),
+        (["--drill", "explode@1:all_reduce"], "unknown kind explode; choose from hang, crash, kill, mismatch"),
+        # the op misspelt: the op is named, with the ops a drill can take, never the kind
+        (["--drill", "hang@1:allreduce"], "unknown op allreduce; choose from broadcast, reduce, all_reduce,"),
+        (["--drill", "hang-1-all_reduce"], "expected KIND@RANK:OP, e.g. hang@1:all_reduce"),
         (["--ops", "allreduce"], "unknown op(s) allreduce"),
         (["--nodes", "2"], "needs --master-addr"),
         (["--sizes", "big"], "'big' is not a size"),

@@ -9,6 +9,7 @@ import pytest
 
 from ncclcheck.analysis.rank_exits import hint, signal_of
 from ncclcheck.analysis.smoke.fingerprint import differences
+from ncclcheck.analysis.smoke.plan import OPS, Drill, PlanError, parse_drill
 from ncclcheck.analysis.smoke.progress import first_failure, local_results, merge, rank_died, stalled_ranks
 from ncclcheck.analysis.smoke.summary import torchrun_report
 from ncclcheck.collectors.launch import torchrun_log
@@ -189,3 +190,21 @@ def test_variables_smoke_sets_itself_are_not_reported_as_the_users(monkeypatch: 
     reported = dict(fingerprint.collect(0, "gloo", "2.13.0", None).env)
     assert "GLOO_SOCKET_IFNAME" not in reported and "NCCL_DEBUG_FILE" not in reported
     assert reported["NCCL_DEBUG"] == "WARN"
+
+
+@pytest.mark.parametrize(
+    ("text", "named", "not_named"),
+    [
+        ("hang@1:allreduce", "unknown op allreduce; choose from " + ", ".join(OPS), "KIND"),
+        ("explode@1:all_reduce", "unknown kind explode; choose from hang, crash, kill, mismatch", "op"),
+        ("hang@one:all_reduce", "expected KIND@RANK:OP", "unknown"),
+    ],
+)
+def test_a_bad_drill_names_the_part_that_is_wrong(text: str, named: str, not_named: str) -> None:
+    with pytest.raises(PlanError) as caught:
+        parse_drill(text)
+    assert named in str(caught.value) and not_named not in str(caught.value).split(":", 1)[1], caught.value
+
+
+def test_a_good_drill_parses() -> None:
+    assert parse_drill(" mismatch@1:all_gather ") == Drill("mismatch", 1, "all_gather")

@@ -75,3 +75,19 @@ def test_smoke_tui_never_says_moving_while_a_rank_stands_still() -> None:
     assert smoke_verdict(moving, ()) == moving  # nobody stands still: the watch view's own line
     problem = Verdict("problem", "✗ straggler: see the findings")
     assert smoke_verdict(problem, held) == problem  # a finding says more than a count
+
+
+def test_finished_ops_print_before_the_watchdog_and_once() -> None:
+    """The watchdog's line comes after the ops that finished (supervise calls finish() before the dumps), and the
+    closing finish() prints none of them again."""
+    out = io.StringIO()
+    console = make_console(out)
+    shown = Shown(console, still_every_s=2.0)
+    two = (*DONE, OpResult("all_reduce", 8, 2, "ok", 10.0, 11.0, 0.1, 0.1, 0))
+    shown.update(two)
+    shown.finish()
+    console.print("watchdog: no progress past the deadline")
+    shown.finish()
+    text = out.getvalue()
+    assert text.index("reduce") < text.index("all_reduce") < text.index("watchdog"), text
+    assert text.count("all_reduce") == 1 and text.rstrip().endswith("deadline"), text

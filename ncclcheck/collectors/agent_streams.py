@@ -258,9 +258,19 @@ def _group_alive(group: int, leader: subprocess.Popen[str]) -> bool:
     return True
 
 
+TEARDOWN_NOTE = (
+    "replayed up to the job's teardown: after this sample its ranks were ended by SIGTERM (their launcher, or"
+    " `ncclcheck run --on-hang exit`), which is not judged: what they were doing before it is"
+)
+
+
 def replay(path: str) -> Streams:
-    """Agent lines collected before (a file, or ``-`` for stdin): every line, on the lines' own clock."""
+    """Agent lines collected before (a file, or ``-`` for stdin), on the lines' own clock: a node's history up to
+    its teardown. Ranks ended by SIGTERM with none ended of its own before them were ended from outside (after a
+    hang, by its launcher or ``run --on-hang exit``): that end says nothing of the job, so the node is judged on its
+    last sample before it. A rank that ended of its own (an exit code, a crash signal) is judged as it ended."""
     streams = Streams()
+    torn: set[str] = set()
     handle: IO[str]
     with (
         open(0, encoding="utf-8", errors="replace", closefd=False)
@@ -268,5 +278,27 @@ def replay(path: str) -> Streams:
         else Path(path).open(encoding="utf-8", errors="replace")
     ) as handle:
         for line in handle:
-            streams.add_line(line, -1.0)  # -1: the line's own time
+            host = _torn_down(line)
+            if host is not None and host in streams.reports and host not in torn:
+                torn.add(host)
+                kept = streams.reports[host]
+                streams.reports[host] = dataclasses.replace(kept, notes=(*kept.notes, TEARDOWN_NOTE))
+            if host is None or host not in torn:
+                streams.add_line(line, -1.0)  # -1: the line's own time
     return streams
+
+
+def _torn_down(line: str) -> str | None:
+    """The host of an agent line whose ended ranks were all ended by SIGTERM (or reaped unread), at least one."""
+    brace = line.find("{")
+    try:
+        data = json.loads(line[brace:]) if brace >= 0 else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("schema") != AGENT_SCHEMA or not isinstance(data.get("ranks"), list):
+        return None
+    ended = [r for r in data["ranks"] if isinstance(r, dict) and r.get("status") in ("gone", "zombie")]
+    codes = {r.get("exit_code") for r in ended}
+    if not ended or -signal.SIGTERM not in codes or not codes <= {-signal.SIGTERM, None}:
+        return None
+    return str(data.get("host"))

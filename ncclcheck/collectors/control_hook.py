@@ -75,9 +75,16 @@ def _note(control_dir: str, rank: object, text: str) -> None:
 def _record(control_dir: str, rank: int, facts: dict[str, Any]) -> None:
     import json
 
+    backend = None
+    try:  # the default group's backend: a job's abort reads differently on gloo (no NCCL watchdog) than on nccl
+        import torch.distributed as dist
+
+        backend = str(dist.get_backend())
+    except Exception:
+        pass
     tmp = os.path.join(control_dir, f".rank{rank}.json.{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"rank": rank, "pid": os.getpid(), **facts}, f)
+        json.dump({"rank": rank, "pid": os.getpid(), "backend": backend, **facts}, f)
     os.replace(tmp, os.path.join(control_dir, f"rank{rank}.json"))
 
 

@@ -244,4 +244,52 @@ ELASTIC_RULES: tuple[Rule, ...] = (
         True,
     ),
 )  # fmt: skip
-EXIT_RULES: tuple[Rule, ...] = CRASH_RULES + END_RULES + ELASTIC_RULES
+# What the interpreter and the launcher say when a rank cannot start at all: no traceback follows, so torchrun's
+# table (exit code 1 or 2) is all else there is. The program name is sys.executable, a path ending in python.
+PYTHON = r"^(?P<prog>\S*python[\w.]*)"
+LAUNCH_RULES: tuple[Rule, ...] = (
+    make_rule(  # Modules/main.c (pymain_run_file): "%ls: can't open file %R: [Errno %d] %s\n"
+        "script-not-found", "error", "can't open file",
+        PYTHON + r": can't open file '(?P<path>[^']+)': \[Errno 2\] No such file or directory\s*$",
+        "the rank never started: python could not find the script {path} (a misspelt name, or a path relative to"
+        " another directory or node)",
+        "fix the script's path in the launch command: a relative path is read from the directory the launcher starts"
+        " in, on every node (`ls` it there)",
+    ),
+    make_rule(
+        "script-not-readable", "error", "can't open file",
+        PYTHON + r": can't open file '(?P<path>[^']+)': \[Errno 13\] Permission denied\s*$",
+        "the rank never started: python may not read the script {path} (permission denied)",
+        "give the job's user read access (`chmod a+r` on the script, execute on its directories) or run it as the"
+        " file's owner",
+    ),
+    make_rule(  # Lib/runpy.py (_get_module_details): "No module named %s", printed as "%s: %s" % (sys.executable, msg)
+        "module-not-found", "error", "No module named",
+        PYTHON + r": No module named (?P<module>[\w.]+)\s*$",
+        "the rank never started: python -m found no module {module}",
+        "check the module's name in the launch command (`-m pkg.train`, no .py) and that its package is importable"
+        " from the directory the launcher starts in (PYTHONPATH, `pip install -e .`) on every node",
+    ),
+    make_rule(  # Lib/runpy.py: "Error while finding module specification for %r (%s: %s)"
+        "module-not-found", "error", "Error while finding module specification",
+        PYTHON + r": Error while finding module specification for '(?P<module>[^']+)' \((?P<why>.*)\)\s*$",
+        "the rank never started: python -m could not find the module {module} ({why})",
+        "check the module's name in the launch command (`-m pkg.train`, no .py) and that its package is importable"
+        " from the directory the launcher starts in (PYTHONPATH, `pip install -e .`) on every node",
+    ),
+    make_rule(  # argparse (Lib/argparse.py, ArgumentParser.error): "%(prog)s: error: %(message)s\n"; torchrun's prog is
+        # "torchrun", or "run.py" under `python -m torch.distributed.run`
+        "launcher-usage", "error", ": error: ",
+        r"^(?P<prog>torchrun|run\.py): error: (?P<why>.+)",
+        "torchrun refused its command line and started no rank: {why}",
+        "fix the launch command (`torchrun --help` lists its options; the script and its own arguments come after"
+        " torchrun's options)",
+    ),
+    make_rule(  # the same argparse format from the job's own script (its prog is the script's file name)
+        "script-usage", "error", ": error: ",
+        r"^(?P<prog>(?!run\.py:)[\w.-]+\.py): error: (?P<why>.+)",
+        "the script {prog} refused its arguments and exited: {why}",
+        "fix the script's arguments after its name in the launch command (`python {prog} --help` lists them)",
+    ),
+)  # fmt: skip
+EXIT_RULES: tuple[Rule, ...] = CRASH_RULES + END_RULES + ELASTIC_RULES + LAUNCH_RULES

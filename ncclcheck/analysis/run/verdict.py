@@ -59,6 +59,42 @@ def early_leaver(ends: Sequence[RankEnd], failed: set[int], report: LogReport) -
     return Finding("rank-left-early", "error", message, LEFT_FIX, ranks=ranks, culprits=ranks)
 
 
+# libstdc++'s __verbose_terminate_handler (libsupc++/vterminate.cc), std::terminate called outside any exception:
+# most often a std::thread destroyed while still joinable, i.e. a thread left running when the process exits
+TERMINATE = "terminate called without an active exception"
+ABORT_FAMILY = frozenset({"child-failed", "process-aborted"})
+AT_EXIT_FIX = (
+    "end the job cleanly: call torch.distributed.destroy_process_group() once the work is done, and stop and join"
+    " every thread you started (a data loader's, a logger's, a C++ extension's) before the script returns"
+)
+
+
+def aborted_at_exit(report: LogReport, backends: tuple[str, ...]) -> Finding | None:
+    """Ranks that died of SIGABRT with C++'s "terminate called without an active exception" and no error before it,
+    on a job whose process groups are not NCCL: no watchdog aborted them; they aborted on their way out.
+
+    ``backends``: what the ranks' hook recorded. NCCL, or none recorded, keeps the logs' own words (ProcessGroupNCCL's
+    abort ends a rank mid-work with SIGABRT too)."""
+    aborted = sorted({f.rank for f in report.failures if f.signal == "SIGABRT"})
+    if not aborted or not backends or "nccl" in backends:
+        return None
+    if any(f.signal not in ("SIGABRT", "SIGTERM") for f in report.failures):
+        return None  # another death (an exit code, a crash signal) is a cause of its own
+    if any(f.severity == "error" and f.id not in ABORT_FAMILY for f in report.findings):
+        return None  # an error before the abort is its cause
+    said = [e for f in report.findings for e in f.evidence if TERMINATE in e.text]
+    if not said:
+        return None
+    backend = ", ".join(backends)
+    message = (
+        f'rank {span(aborted)} aborted (SIGABRT) at exit with no error before it: "{TERMINATE}" is C++\'s'
+        " std::terminate outside any exception, most often a thread still running when the process ended (a process"
+        f" group not destroyed, a thread not joined); the job used {backend}, not NCCL, so no NCCL watchdog aborted it"
+        " and the ranks had finished their work"
+    )
+    return Finding("aborted-at-exit", "error", message, AT_EXIT_FIX, tuple(aborted), tuple(said[:3]), tuple(aborted))
+
+
 OURS = (
     "ncclcheck run ended the job after recording the hang (--on-hang exit): it sent the launcher SIGTERM, and the "
     "launcher shut its workers down; this ended the job, the hang above is why"
@@ -82,8 +118,9 @@ def verdict(
     report: LogReport,
     early: Finding | None,
     slow: tuple[SlowEpisode, ...] = (),
+    at_exit: Finding | None = None,
 ) -> tuple[RunVerdict, tuple[Finding, ...]]:
-    """The verdict and the findings of the run on top of the logs' own."""
+    """The verdict and the findings of the run on top of the logs' own (``at_exit``: see ``aborted_at_exit``)."""
     extra = [early] if early is not None and exit_code != 0 else []
     failed = exit_code != 0 and not (interrupted and not hangs)
     if extra and exit_code != 0 and not interrupted:  # the most specific cause: a live "dead" record follows from it
@@ -100,6 +137,8 @@ def verdict(
         return slow_verdict(slow), tuple(extra)
     if not failed:
         return RunVerdict("pass", None, (), "the job finished with exit code 0"), tuple(extra)
+    if at_exit is not None and not extra:
+        return RunVerdict("fail", at_exit.id, at_exit.culprits, at_exit.message), (at_exit,)
     if cause is not None:
         return RunVerdict("fail", cause.id, cause.blamed, cause.message), tuple(extra)
     return RunVerdict(

@@ -90,10 +90,16 @@ class Drill:
 
 
 def parse_drill(text: str) -> Drill:
+    """``hang@1:all_reduce`` -> a Drill; a bad part is named with the values it may take."""
     match = re.fullmatch(r"(\w+)@(\d+):(\w+)", text.strip())
-    if not match or match.group(1) not in DRILLS or match.group(3) not in OPS:
-        raise PlanError(f"--drill {text}: expected KIND@RANK:OP with KIND one of {', '.join(DRILLS)}")
-    return Drill(match.group(1), int(match.group(2)), match.group(3))
+    if not match:
+        raise PlanError(f"--drill {text}: expected KIND@RANK:OP, e.g. hang@1:all_reduce")
+    kind, rank, op = match.groups()
+    if kind not in DRILLS:
+        raise PlanError(f"--drill {text}: unknown kind {kind}; choose from {', '.join(DRILLS)}")
+    if op not in OPS:
+        raise PlanError(f"--drill {text}: unknown op {op}; choose from {', '.join(OPS)}")
+    return Drill(kind, int(rank), op)
 
 
 def check_drills(drills: tuple[Drill, ...], ops: tuple[str, ...], world_size: int) -> None:

@@ -123,7 +123,8 @@ def rank_died(
         " the other ranks' errors are echoes of this one"
     )
     died = f"rank {rank} died" + (f" ({manner})" if manner else "")
-    return Finding("rank-died", "error", f"{died}{at}{said}", fix, (rank,) if rank is not None else ())
+    blamed = (rank,) if rank is not None else ()
+    return Finding("rank-died", "error", f"{died}{at}{said}", fix, blamed, culprits=blamed)
 
 
 def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:

@@ -50,7 +50,8 @@ def summarise(
     )
     findings = errors + differences(prints)
     if hang:
-        findings += (Finding("smoke-hang", "error", hang.message, HANG_FIX, hang.culprits),)
+        named = tuple(sorted({s.rank for s in hang.ranks} | set(hang.culprits)))
+        findings += (Finding("smoke-hang", "error", hang.message, HANG_FIX, named, culprits=hang.culprits),)
     return SmokeSummary(
         launch.world_size,
         launch.nodes,

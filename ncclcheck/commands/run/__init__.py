@@ -39,7 +39,7 @@ from typing import Any
 from ncclcheck import __version__, exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.analysis.run.env import backend_notes, evidence_env, job_env
-from ncclcheck.analysis.run.verdict import early_leaver, ended_by_us, verdict
+from ncclcheck.analysis.run.verdict import aborted_at_exit, early_leaver, ended_by_us, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.run_job import END_GRACE_S, Launched
@@ -180,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
     before = [e for e in ends.ends() if not received or e.time < received[0][1]]  # ours to end after a signal
     early = early_leaver(before, failed, report) if exit_code != 0 else None
     episodes, pace = slow.seen.episodes, slow.seen.note
-    result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early, episodes)
+    at_exit = aborted_at_exit(report, control.backends(run_dir)) if exit_code != 0 else None
+    result, extra = verdict(exit_code, interrupted.is_set(), tuple(hangs), report, early, episodes, at_exit)
     findings = extra + report.findings
     files = {
         "launcher_log": [os.path.join(run_dir, "logs", "launcher.log")],

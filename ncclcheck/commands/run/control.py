@@ -161,6 +161,19 @@ def no_server(run_dir: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def backends(run_dir: str) -> tuple[str, ...]:
+    """The default process group's backend each rank's hook recorded (none without the hook)."""
+    found = set()
+    for path in Path(run_dir, "control").glob("rank*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("backend"), str):
+            found.add(data["backend"])
+    return tuple(sorted(found))
+
+
 def finish(run_dir: str) -> None:
     """The job is over: its sockets (and the short directory under /tmp, if one was used) go."""
     control_dir = os.path.join(run_dir, "control")

@@ -82,6 +82,7 @@ def supervise(
                 never = True
                 break
             if late or silent:
+                shown.finish()  # the ops that finished print before the watchdog's lines, not after them
                 link = hangs.announce(launch)
                 hang = hangs.exchange(hangs.dump_ranks(ranks, launch, console), link, launch, console)
                 launcher.end_tree(proc, [r.pid for r in ranks if r.pid])
@@ -169,6 +170,7 @@ class Shown:
             ops = list(dict.fromkeys(r.op for r in self.results))
             for op in ops[self.printed :]:
                 self.console.print(op_line(op, [r for r in self.results if r.op == op]))
+            self.printed = max(self.printed, len(ops))  # a second finish prints nothing twice
 
 
 def with_tui(proc: subprocess.Popen[bytes], launch: Launch, timeout_s: float, json_path: str | None) -> SmokeSummary:
