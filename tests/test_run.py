@@ -309,6 +309,17 @@ def test_on_hang_exit_ends_the_job_once_the_evidence_is_taken(tmp_path: Path) ->
     assert len(report["hangs"]) == 1 and Path(report["hangs"][0]["path"]).is_file()
     assert report["exit_code"] == code
     complete(tmp_path / "run")
+    # ncclcheck ended it: said by run, and by `logs RUN_DIR` afterwards (the hang record says so), never "from outside"
+    logs = subprocess.run(
+        [sys.executable, "-m", "ncclcheck", "logs", str(tmp_path / "run"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for said in (report, json.loads(logs.stdout)):
+        kinds = [f["id"] for f in said["findings"]]
+        assert "ended-by-ncclcheck" in kinds and "launcher-terminated" not in kinds, kinds
+        assert not any("from outside" in f["message"] for f in said["findings"]), said["findings"]
     assert no_job_left(tmp_path)
 
 

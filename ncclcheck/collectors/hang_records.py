@@ -48,6 +48,7 @@ def read(path: str) -> HangRecord | None:
             tuple(int(r) for r in first.get("culprits", [])),
             str(first["message"]),
             ",".join(hosts),
+            data.get("ended_job") is True,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

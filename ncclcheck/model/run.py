@@ -28,6 +28,7 @@ class HangRecord:
     culprits: tuple[int, ...]
     message: str
     host: str = ""
+    ended_job: bool = False  # ``--on-hang exit``: ncclcheck ended the job after recording this hang
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS
@@ -56,8 +56,25 @@ def with_stacks(report: LogReport, stacks: tuple[Stood, ...], findings: tuple[Fi
     return dataclasses.replace(report, findings=merged, root_cause=cause, stacks=stacks, incomplete=incomplete)
 
 
-def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
-    """Add the hangs ``ncclcheck run`` caught live: the first one that names culprits (else the first) is the root
+OURS = (
+    "ncclcheck run ended the job after recording the hang (--on-hang exit): it sent the launcher SIGTERM, and the "
+    "launcher shut its workers down; this ended the job, the hang above is why"
+)
+
+
+def ended_by_us(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """The findings of a job ``ncclcheck run`` ended itself (``--on-hang exit``, told by its hang record): the
+    launcher's "got signal 15", "received death signal" say it was ended from outside, which it was not: one info
+    finding says who did."""
+    ours = [f for f in findings if f.id == "launcher-terminated"]
+    if not ours:
+        return findings
+    said = Finding("ended-by-ncclcheck", "info", OURS, ranks=tuple(sorted({r for f in ours for r in f.ranks})))
+    return (*(f for f in findings if f.id != "launcher-terminated"), said)
+
+
+def with_hangs(report: LogReport, hangs: Sequence[HangRecord]) -> LogReport:
+    """Add the hangs ``ncclcheck run`` caught live (and, where one ended the job, say that ncclcheck did): the first one that names culprits (else the first) is the root
     cause over the echoes a hang leaves in the logs (timeouts, torchrun's failure table); a hardware or transport
     error stays the cause."""
     seen = [
@@ -73,6 +90,8 @@ def with_hangs(report: LogReport, hangs: Iterable[HangRecord]) -> LogReport:
     ]
     if not seen:
         return report
+    if any(h.ended_job for h in hangs):
+        report = dataclasses.replace(report, findings=ended_by_us(report.findings))
     hard = hard_errors(report.findings)
     # a node whose ranks only waited on ranks elsewhere names nobody; the node that saw the culprit does
     cause = hard[0] if hard else next((f for f in seen if f.culprits), seen[0])

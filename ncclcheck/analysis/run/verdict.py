@@ -95,22 +95,6 @@ def aborted_at_exit(report: LogReport, backends: tuple[str, ...]) -> Finding | N
     return Finding("aborted-at-exit", "error", message, AT_EXIT_FIX, tuple(aborted), tuple(said[:3]), tuple(aborted))
 
 
-OURS = (
-    "ncclcheck run ended the job after recording the hang (--on-hang exit): it sent the launcher SIGTERM, and the "
-    "launcher shut its workers down; this ended the job, the hang above is why"
-)
-
-
-def ended_by_us(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
-    """The findings of a job ``ncclcheck run`` ended itself (``--on-hang exit``): the launcher's "got signal 15",
-    "received death signal" say it was ended from outside, which it was not: one info finding says who did."""
-    ours = [f for f in findings if f.id == "launcher-terminated"]
-    if not ours:
-        return findings
-    said = Finding("ended-by-ncclcheck", "info", OURS, ranks=tuple(sorted({r for f in ours for r in f.ranks})))
-    return (*(f for f in findings if f.id != "launcher-terminated"), said)
-
-
 def verdict(
     exit_code: int,
     interrupted: bool,

@@ -39,7 +39,7 @@ from typing import Any
 from ncclcheck import __version__, exits
 from ncclcheck.analysis.logs.verdict import with_hangs
 from ncclcheck.analysis.run.env import backend_notes, evidence_env, job_env
-from ncclcheck.analysis.run.verdict import aborted_at_exit, early_leaver, ended_by_us, verdict
+from ncclcheck.analysis.run.verdict import aborted_at_exit, early_leaver, verdict
 from ncclcheck.collectors.logfiles import InputError, sources
 from ncclcheck.collectors.rank_ends import RankEnds
 from ncclcheck.collectors.run_job import END_GRACE_S, Launched
@@ -173,9 +173,8 @@ def run(args: argparse.Namespace) -> int:
     if received and exit_code != 0:
         exit_code = exits.by_signal(received[0][0])  # 130 after ^C: the user ended it, whatever the launcher returned
     report, log_files = _diagnose(run_dir)
-    report = with_hangs(report, tuple(hangs))
-    if end_now.is_set() and not received:  # --on-hang exit: ncclcheck ended it, nobody outside
-        report = dataclasses.replace(report, findings=ended_by_us(report.findings))
+    # --on-hang exit: the hang record that ended the job says ncclcheck ended it (unless a signal from outside came)
+    report = with_hangs(report, tuple(h if not received else dataclasses.replace(h, ended_job=False) for h in hangs))
     failed = {f.rank for f in report.failures}
     before = [e for e in ends.ends() if not received or e.time < received[0][1]]  # ours to end after a signal
     early = early_leaver(before, failed, report) if exit_code != 0 else None

@@ -127,9 +127,11 @@ def sample_live(
             key = tuple((f.id, f.culprits) for f in errors)
             if errors and key != last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
                 path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")
-                replace_json(path, watch_json(state, args.interval))
+                ending = args.on_hang == "exit"  # said in the record, so that `logs RUN_DIR` knows who ended it
+                replace_json(path, watch_json(state, args.interval) | ({"ended_job": True} if ending else {}))
                 first = errors[0]
-                record = HangRecord(path, now, tuple(f.id for f in errors), first.ranks, first.culprits, first.message)
+                kinds = tuple(f.id for f in errors)
+                record = HangRecord(path, now, kinds, first.ranks, first.culprits, first.message, ended_job=ending)
                 record = on_hang(run_dir, record, console)  # the ranks' own Flight Recorders, when they answer
                 hangs.append(record)
                 hang_line(record, console)
@@ -143,7 +145,7 @@ def sample_live(
                     keep_incident(run_dir, record, pids, asked_at if asked else None, console, early.copies())
                 except OSError as exc:
                     console.print(f"ncclcheck run: the incident could not be kept whole: {exc}", style="yellow")
-                if args.on_hang == "exit":
+                if ending:
                     end_now.set()
             last = key if errors else None
             _pause(next_delay(state, args.interval), stop, ends.ended)
