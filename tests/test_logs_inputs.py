@@ -6,6 +6,7 @@ Whatever cannot be read whole is said in a note; a log read only in part is neve
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import shutil
@@ -186,3 +187,99 @@ def test_a_run_dir_s_own_files_are_not_read_as_the_job_s_logs(tmp_path: Path) ->
     names = sorted(os.path.relpath(s.path, run) for s in sources([str(run)], reading))
     assert names == ["early-notes/notes.log", "logs/rank0.log", "mine/__init__.py"], names
     assert reading.notes == [], reading.notes
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"\n", b"   \n\t\n\r\n", b"\0" * 512 + b"\n"], ids=["empty", "newline", "whitespace", "nul-pad"]
+)
+def test_an_input_with_nothing_in_it_is_no_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
+    """Nothing read is not a pass: the input is named and the verdict stays open (exit 4), never "✓"."""
+    log = tmp_path / "rank0.log"
+    log.write_bytes(content)
+    assert main(["logs", str(log)]) == 4
+    out = capsys.readouterr().out
+    assert out.startswith(f"? nothing read: {log} is empty") and "no problem found" not in out
+    code, report = logs(capsys, str(log))
+    assert (code, report["verdict"]["status"]) == (4, "unknown")
+    assert any(str(log) in n and "empty" in n for n in report["notes"]), report["notes"]
+
+
+def test_an_empty_stdin_is_no_verdict(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl logs gone-pod | ncclcheck logs -`: the pipe brought nothing, and that is said, with the input."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    assert main(["logs", "-"]) == 4
+    assert capsys.readouterr().out.startswith("? nothing read: <stdin> is empty")
+
+
+def test_events_of_empty_inputs_say_nothing_was_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.log").write_text("")
+    (tmp_path / "b.log").write_text("\n\n")
+    assert main(["logs", "--events", str(tmp_path)]) == 4
+    err = capsys.readouterr().err
+    assert "nothing read" in err and f"{tmp_path / 'a.log'}: empty" in err and f"{tmp_path / 'b.log'}: empty" in err
+
+
+def test_an_empty_input_beside_a_log_takes_nothing_from_its_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Must not: an empty rank log beside others is named in a note; the others' verdict (fail, or pass) stands."""
+    (tmp_path / "empty.log").write_text("")
+    (tmp_path / "failed.log").write_text(ERROR + "\n")
+    code, report = logs(capsys, str(tmp_path / "empty.log"), str(tmp_path / "failed.log"))
+    assert (code, report["verdict"]["root_cause"]) == (1, "peer-closed")
+    assert any("empty.log: empty" in n for n in report["notes"])
+    (tmp_path / "healthy.log").write_text("".join(TRAIN.format(i=i) for i in range(3)))
+    code, report = logs(capsys, str(tmp_path / "empty.log"), str(tmp_path / "healthy.log"))
+    assert (code, report["verdict"]["status"]) == (0, "pass"), report
+    assert main(["logs", "--events", str(tmp_path / "empty.log"), str(tmp_path / "healthy.log")]) == 0
+
+
+def test_a_log_with_blank_lines_and_one_of_text_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Must not: blank lines before a line of text make a log, not an empty one."""
+    log = tmp_path / "a.log"
+    log.write_text("\n\n   \n" + TRAIN.format(i=1))
+    code, report = logs(capsys, str(log))
+    assert (code, report["verdict"]["status"], report["notes"]) == (0, "pass", []), report
+
+
+MODES = ([], ["--json"], ["--events"], ["--events", "--json"], ["--events", "--severity", "all"])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: " ".join(m) or "report")
+def test_every_output_mode_ends_141_on_a_closed_pipe(mode: list[str]) -> None:
+    """`ncclcheck logs ... | head`: the reader is gone before a byte is written; every mode exits 141, no traceback
+    (rich's own answer, SystemExit(1), would read as "a problem found")."""
+    log = Path(__file__).parent / "fixtures" / "real_failures" / "gloo_size_abort.log"
+    read, write = os.pipe()
+    os.close(read)  # a real pipe with no reader left: the first write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ncclcheck", "logs", *mode, str(log)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and b"Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", [m for m in MODES if "--events" in m], ids=" ".join)
+def test_a_reader_that_takes_one_line_and_leaves_gets_141(tmp_path: Path, mode: list[str]) -> None:
+    """`ncclcheck logs --events big.log | head -1`: far more than a pipe holds (64 KiB) is written; the reader takes
+    one line and closes its end, so a later write fails, whenever it comes: the exit is 141, no traceback."""
+    one = (Path(__file__).parent / "fixtures" / "real_failures" / "gloo_size_abort.log").read_text()
+    log = tmp_path / "big.log"
+    log.write_text(one * 400)  # thousands of warning and error events: megabytes listed
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ncclcheck", "logs", *mode, str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and b"Traceback" not in err, err

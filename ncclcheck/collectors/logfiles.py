@@ -52,11 +52,13 @@ class InputError(Exception):
 
 class Reading:
     """What reading the inputs could not do whole: one line each, shown with the report; ``incomplete`` when a
-    log was cut or unreadable (a verdict over it cannot be "pass")."""
+    log was cut or unreadable (a verdict over it cannot be "pass"); ``empty``: the inputs read whole that held
+    nothing but whitespace (an empty file, an empty stdin): nothing in them can be judged."""
 
     def __init__(self) -> None:
         self.notes: list[str] = []
         self.incomplete = False
+        self.empty: list[str] = []
 
 
 BINARY_PEEK = 8192
@@ -163,12 +165,17 @@ def chunks(source: LogSource, size: int = CHUNK, reading: Reading | None = None)
     the piece the error interrupted is read again in small steps, up to the cut.
     """
     done = 0
+    said = False  # whether a piece held more than whitespace (and NUL padding)
     try:
         with _opened(source, reading) as text:
             while block := text.read(size):
                 block += text.readline(MAX_LINE)
                 done += len(block)
+                said = said or _has_text(block)
                 yield block
+        if not said and reading is not None:
+            reading.empty.append(source.name)
+            reading.notes.append(f"{source.name}: empty (nothing but whitespace): nothing in it to judge")
         return
     except _Missing:
         return
@@ -179,6 +186,14 @@ def chunks(source: LogSource, size: int = CHUNK, reading: Reading | None = None)
     if reading is not None:
         reading.incomplete = True
         reading.notes.append(f"{source.name}: cut short ({why}); what was there before the cut was read")
+
+
+BLANK = " \t\r\n\f\v\0"  # what a file holds that says nothing: whitespace, and the NULs a crash pads a log with
+
+
+def _has_text(piece: str) -> bool:
+    """Whether a piece holds anything but whitespace and NULs."""
+    return not piece.isspace() and bool(piece.strip(BLANK))
 
 
 def _up_to_the_cut(source: LogSource, skip: int) -> Iterator[str]:

@@ -3,10 +3,12 @@
 Reads files, directories (walked), .gz files and - (stdin), streamed line by line, and Flight
 Recorder dumps (pickle or JSON, one per rank). The first real error is told apart from its echoes
 on other ranks; the dumps say which rank called what, where the ranks diverged. A line that says
-it is an error while no rule explains it is reported as unrecognised, never passed over. Exit code:
+it is an error while no rule explains it is reported as unrecognised, never passed over; inputs that hold
+nothing (an empty file or stdin, only whitespace) are named, and nothing read is no verdict. Exit code:
 0 no error found, 1 errors found, 2 usage error (e.g. a path that does not exist), 4 no known error
-but an error line nothing explains (verdict "unknown"), 130 ^C, 128+N ended by signal N. Large inputs
-are read on every core this process may use (taskset limits it); the report is the same.
+but an error line nothing explains, or nothing to judge (verdict "unknown"), 130 ^C, 128+N ended by
+signal N, 141 the reader of the output left (`| head`). Large inputs are read on every core this
+process may use (taskset limits it); the report is the same.
 
 examples:
   ncclcheck logs job-1234/            # every rank's log, NCCL_DEBUG_FILE output, torchrun's log
@@ -29,7 +31,7 @@ from ncclcheck.collectors import hang_records
 from ncclcheck.collectors.logfiles import InputError, LogSource, Reading, sources
 from ncclcheck.exits import UsageError
 from ncclcheck.signals import Ended, handling
-from ncclcheck.sources.logs import diagnose, events
+from ncclcheck.sources.logs import diagnose, events, read_nothing
 from ncclcheck.views.console import make_console
 from ncclcheck.views.logs import render, to_json
 from ncclcheck.views.logs_events import event_json, header_json, render_event
@@ -83,11 +85,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(report, names), indent=1))
     else:
         render(report, names, make_console())
+    sys.stdout.flush()  # a reader gone is said here (cli.main: exit 141), not at the interpreter's exit
     return {"fail": exits.PROBLEM, "unknown": exits.UNDECIDED}.get(report.status, exits.OK)
 
 
 def _events(found: tuple[LogSource, ...], reading: Reading, least: str, as_json: bool) -> int:
-    """``--events``: every line's event, streamed as it is read; 0 once listed (the verdict is the report's)."""
+    """``--events``: every line's event, streamed as it is read; 0 once listed (the verdict is the report's), 4
+    when every input was empty (nothing listed is not "nothing wrong")."""
     names = [s.name for s in found]
     if as_json:
         print(json.dumps(header_json(names, least)))
@@ -97,6 +101,10 @@ def _events(found: tuple[LogSource, ...], reading: Reading, least: str, as_json:
         console = make_console()
         for event in events(found, reading, least):
             render_event(event, console)
+    sys.stdout.flush()
     for note in reading.notes:
         print(f"ncclcheck logs: {note}", file=sys.stderr)
+    if read_nothing(found, reading):
+        print("ncclcheck logs: nothing read: every input was empty (no verdict over nothing)", file=sys.stderr)
+        return exits.UNDECIDED
     return exits.OK

@@ -24,6 +24,8 @@ class LogReport:
     notes: tuple[str, ...] = ()  # what could not be read whole (a cut .gz, a binary or unreadable file)
     incomplete: bool = False  # a log was cut short or unreadable: no "pass" over it
     stacks: tuple[Stood, ...] = ()  # where each process of the stack dumps in the logs stands
+    empty: tuple[str, ...] = ()  # the inputs that held nothing but whitespace: nothing in them was judged
+    nothing_read: bool = False  # every input was empty (no dump either): no verdict over nothing, never "pass"
 
     @property
     def failed(self) -> bool:
@@ -37,8 +39,8 @@ class LogReport:
     @property
     def status(self) -> str:
         """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains, a log that could not
-        be read whole, or stack dumps that single out no culprit: one instant of a job, never proof of health) or
-        ``pass``."""
+        be read whole, stack dumps that single out no culprit: one instant of a job, never proof of health, or
+        nothing read at all) or ``pass``."""
         if self.failed:
             return "fail"
-        return "unknown" if self.unrecognised or self.incomplete or self.stacks else "pass"
+        return "unknown" if self.unrecognised or self.incomplete or self.stacks or self.nothing_read else "pass"

@@ -59,7 +59,14 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
                 reading.notes.extend(part.notes)
                 reading.incomplete = reading.incomplete or part.incomplete
             lines += offset
-    report = dataclasses.replace(fold.result(), lines=lines, notes=tuple(reading.notes), incomplete=reading.incomplete)
+    report = dataclasses.replace(
+        fold.result(),
+        lines=lines,
+        notes=tuple(reading.notes),
+        incomplete=reading.incomplete,
+        empty=tuple(reading.empty),
+        nothing_read=read_nothing(found, reading),
+    )
     stacks = [dump for i, text in kept.items() for dump in _stacks("".join(text), found[i].name)]
     if stacks:
         report = with_stacks(report, *judge(stacks))
@@ -68,6 +75,11 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
         read = [d for d in dumps if isinstance(d, FrDump)]
         report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
     return report
+
+
+def read_nothing(found: tuple[LogSource, ...], reading: Reading) -> bool:
+    """Whether every input was a log that held nothing but whitespace (a Flight Recorder dump is something)."""
+    return bool(found) and all(s.kind == "log" for s in found) and len(reading.empty) >= len(found)
 
 
 def _keeping(pieces: Iterator[str], kept: list[str]) -> Iterator[str]:

@@ -13,12 +13,22 @@ from rich.console import Console
 UNWRAPPED_WIDTH = 10_000
 
 
+class PipedConsole(Console):
+    """A console whose closed pipe ends the command as every other output does: rich's own answer is
+    ``SystemExit(1)``, which reads as "a problem found"; a ``BrokenPipeError`` reaches ``cli.main``, which says
+    nothing more and returns ``exits.PIPE`` (141, as a shell reports ``cat big | head``)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # what is still buffered is dropped, not written again
+        raise BrokenPipeError
+
+
 def make_console(file: TextIO | None = None) -> Console:
     """On a terminal, rich's own wrapping at the terminal's width; without one, lines are never wrapped."""
-    console = Console(file=file)
+    console = PipedConsole(file=file)
     if console.is_terminal:
         return console
-    return Console(file=file, width=UNWRAPPED_WIDTH, soft_wrap=True)
+    return PipedConsole(file=file, width=UNWRAPPED_WIDTH, soft_wrap=True)
 
 
 class Lenient(io.TextIOBase):

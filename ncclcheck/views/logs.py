@@ -61,6 +61,8 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
         who = f" (rank {span(cause.blamed)})" if cause.blamed else ""
         console.print(Text(f"✗ root cause{who}: {cause.message}", style="bold red"))
         console.print(Text(f"  fix: {cause.fix}"))
+    elif report.nothing_read:
+        console.print(Text(f"? nothing read: {_named(report.empty)}: no verdict over nothing", style="bold yellow"))
     elif report.unrecognised:
         console.print(
             Text(
@@ -110,6 +112,13 @@ def render(report: LogReport, files: list[str], console: Console) -> None:
         render_flight(report.flight, console)
     if report.ranks:
         render_transports(report.ranks, console)
+
+
+def _named(empty: tuple[str, ...]) -> str:
+    """The empty inputs in words: a few by name, the rest counted."""
+    shown = ", ".join(empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+    what = "is empty (or holds" if len(empty) == 1 else "are empty (or hold"
+    return f"{shown} {what} only whitespace)"
 
 
 def render_stacks(report: LogReport, console: Console) -> None:

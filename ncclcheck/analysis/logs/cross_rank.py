@@ -243,7 +243,10 @@ def annotate_timeouts(
     # a collective smaller than the ranks these logs know cannot be the default group's, whatever the line names
     timeouts = tuple(_smaller_than_the_job(t, known) for t in timeouts)
     world = tuple(t for t in timeouts if not t.subgroup)
-    nccl = sorted({t.rank for t in world if t.rank is not None})
+    # every rank whose own line says its collective timed out reported it, also in a line read as no Timeout (a
+    # terminal cut it before "Timeout(ms)=", torch 2.3-2.5's "Timeout at NCCL work: N"): never a suspect of silence
+    said = {r for f in findings if f.id == "collective-timeout" for r in f.ranks}
+    nccl = sorted({t.rank for t in world if t.rank is not None} | said) if world else []
     gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
     several = any(f.id == "several-jobs" for f in findings)  # cross_checks' jobs_of: ranks not compared across
     # ranks whose own watchdog failed a collective and took them down did not sit silent, whichever collective it was

@@ -200,6 +200,8 @@ class LogFold:
         found.count += 1
         if said.named and len(found.named) < 64:
             found.named.update(said.named)
+        if rule.own and rank is not None and len(found.named) < 64:
+            found.named.add(rank)  # its own call failed the check: this rank is the one at fault
         if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
             found.sites.setdefault(rank, self.site[rank])
         if rule.id == "collective-mismatch" and "CollectiveFingerPrint(" in text:

@@ -35,6 +35,25 @@ def _partial(text: str) -> tuple[str, str, int] | None:
     return None
 
 
+# A progress bar's end (tqdm's, and Lightning's, which is tqdm's: "| 450/1000 [01:23<01:42, 5.37it/s, loss=2.31]",
+# "450it [01:23, 5.37it/s]"): a bar is drawn to the terminal's width, so it is often exactly that wide, and it is
+# whole by construction: the line after it is never its rest
+PROGRESS_END = re.compile(r"\d[\w.]*(?:/\d[\w.]*)? \[\d[\d:]*(?:<[\d:?]*)?, [^\[\]]*\]\s*$")
+PROGRESS_TAIL = 200  # the most of a line's end a bar's counters, times and postfix take
+
+
+# tmux's copy-mode position ("[451/1919]", with a search's "(3 results)" or "(timed out)" before it in tmux up to 3.3,
+# after it since): drawn over the top line's right end, it is glued into a paste copied from the screen
+_TMUX_SEARCH = r"\((?:\d+\+? results|timed out)\)"
+TMUX_POSITION = re.compile(rf"(?:{_TMUX_SEARCH} )?\[\d+/\d+\](?: {_TMUX_SEARCH})?$")
+
+
+def _without_position(text: str, at: int) -> str:
+    """A line whose right end tmux drew its position over: the position off, and the pane's padding before it."""
+    kept = text[:at]
+    return kept.rstrip(" ") if kept.endswith(" ") else kept
+
+
 class _Rejoin:
     """Glue back what a terminal or a container runtime cut: a line exactly a terminal's width followed by one that
     cannot start a line on its own (no prefix, no header, not indented), and the parts (P) of a CRI record with the
@@ -58,11 +77,15 @@ class _Rejoin:
                 return None
         held = self.held
         width = len(text) if "\x1b" not in text and "[0m" not in text else len(_visible(text))
+        if width in WRAP_WIDTHS and text.endswith(("]", ")")) and (drawn := TMUX_POSITION.search(text)) is not None:
+            text = _without_position(text, drawn.start())
+            width = width if text[-1:] not in ("", " ") else len(text)  # the text reached the edge: maybe wrapped
         if (
             held is not None
             and (self.last in WRAP_WIDTHS or _cut_in_parentheses(held[1], text))
             and len(held[1]) + len(text) <= MAX_LINE
             and (_rest(held[1], text) or (self.last in WRAP_WIDTHS and _after_a_bare_header(held[1], text)))
+            and PROGRESS_END.search(held[1][-PROGRESS_TAIL:]) is None
         ):
             self.held, self.last = (held[0], held[1] + text), width
             return None

@@ -19,10 +19,20 @@ class Rule:
     message: str
     fix: str
     secondary: bool = False
+    # the rank that prints it is the one at fault: its own call failed a check before any data moved (gloo's
+    # argument checks), so it is the culprit, never a rank that waited on another
+    own: bool = False
 
 
 def make_rule(
-    fid: str, severity: str, literal: str, regex: str, message: str, fix: str, secondary: bool = False
+    fid: str,
+    severity: str,
+    literal: str,
+    regex: str,
+    message: str,
+    fix: str,
+    secondary: bool = False,
+    own: bool = False,
 ) -> Rule:
     """A Rule with its regex compiled."""
-    return Rule(fid, severity, literal, re.compile(regex), message, fix, secondary)
+    return Rule(fid, severity, literal, re.compile(regex), message, fix, secondary, own)

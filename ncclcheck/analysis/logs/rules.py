@@ -442,11 +442,25 @@ RULES: tuple[Rule, ...] = (
         "ranks call different collectives: rank {a} runs {opa} while rank {b} runs {opb}",
         "make every rank issue the same collectives in the same order (look for rank-dependent branches)",
     ),
-    _rule(
-        "collective-mismatch", "error", "Received data size doesn't match",
-        r"Received data size doesn't match expected size",
+    _rule(  # gloo's tcp pair: GLOO_ENFORCE_LE's condition, then (gloo 2025-07 on) "Received data size doesn't match
+        # expected size": the condition makes it gloo's, where the sentence alone is said by many other programs
+        "collective-mismatch", "error", "op.preamble.length <= op.nbytes",
+        r"\] op\.preamble\.length <= op\.nbytes\. \d+ vs \d+",
         "gloo received a message of the wrong size: the ranks ran different collectives or sizes",
         "make every rank issue the same collectives with the same shapes; TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
+    ),
+    _rule(  # ProcessGroupGloo.cpp's argument checks (assertSizesMatch, assertTypeMatch, ...): TORCH_CHECK, a
+        # ValueError before torch 1.x's std::invalid_argument became one; raised by the rank's own call
+        "collective-mismatch", "error", "ProcessGroupGloo::",
+        r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception): ProcessGroupGloo::(?P<op>\w+): (?P<what>invalid"
+        r" (?:tensor (?:size|type|layout)|size of output tensor|output tensor list) at index \d+)"
+        r" \(expected (?P<want>.+?), got (?P<got>.+)\)\s*$",
+        "gloo refused this rank's {op} before any data moved ({what}: expected {want}, got {got}): the tensors its"
+        " call passed disagree in size or type, so the other ranks' errors are echoes of it",
+        "at the call site named: a collective's tensors must agree (each output of the input's shape and dtype in"
+        " all_gather and gather, every tensor of a list alike); a size that differs between ranks (a short last"
+        " batch) needs padding to one size (all_gather the sizes first) or all_gather_object",
+        own=True,
     ),
     _rule(
         "ddp-unused-parameters", "error", "Expected to have finished reduction",
