@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from ncclcheck.analysis.flight.match import analyse
 from ncclcheck.analysis.logs.diagnose import analyse as analyse_logs
-from ncclcheck.analysis.logs.flight import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.verdict import with_flight
 from ncclcheck.cli import main

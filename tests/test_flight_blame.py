@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import pytest
 
-from ncclcheck.analysis.logs.flight import analyse
+from ncclcheck.analysis.flight.match import analyse
 from ncclcheck.analysis.watch.flight import culprits, exact
 from ncclcheck.collectors.flight import parse
 from ncclcheck.model.flight import FrDump, FrEntry, PgProgress, dump_from_json, dump_to_json

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 
+from ncclcheck import exits
 from ncclcheck.analysis.env import analyse
 from ncclcheck.collectors.env import collect_snapshot, host_name, saved_host
 from ncclcheck.exits import UsageError
@@ -85,4 +86,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(report), indent=2))
     else:
         render(report, make_console(), verbose=args.verbose)
-    return report.exit_code
+    return exits.env(report.verdict)

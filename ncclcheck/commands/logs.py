@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(report, names, make_console())
     sys.stdout.flush()  # a reader gone is said here (cli.main: exit 141), not at the interpreter's exit
-    return {"fail": exits.PROBLEM, "unknown": exits.UNDECIDED}.get(report.status, exits.OK)
+    return exits.logs(report.status)
 
 
 def _events(found: tuple[LogSource, ...], reading: Reading, least: str, as_json: bool) -> int:

@@ -49,6 +49,6 @@ class EnvReport:
         return self.count(Status.FAIL) > 0
 
     @property
-    def exit_code(self) -> int:
-        """0 when nothing fails, 1 when any check fails."""
-        return 1 if self.failed else 0
+    def verdict(self) -> str:
+        """``fail`` when any check fails, else ``pass`` (a warning or a skipped check fails no node)."""
+        return "fail" if self.failed else "pass"

@@ -8,7 +8,7 @@ import itertools
 import re
 from collections.abc import Iterator
 
-from ncclcheck.analysis.logs import flight
+from ncclcheck.analysis.flight import match as flight
 from ncclcheck.analysis.logs.diagnose import LogFold
 from ncclcheck.analysis.logs.events import RANK, stream
 from ncclcheck.analysis.logs.frame import frame_all

@@ -25,7 +25,7 @@ def to_json(report: EnvReport) -> dict[str, Any]:
         "host": report.host,
         "root": report.root,
         "nccl_rules": report.nccl_rules,
-        "verdict": "fail" if report.failed else "pass",
+        "verdict": report.verdict,
         "not_saved": list(report.not_saved),
         "counts": {s.value: report.count(s) for s in Status},
         "checks": [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from ncclcheck.analysis.logs.flight import analyse
+from ncclcheck.analysis.flight.match import analyse
 from ncclcheck.analysis.watch.verdict import problem
 from ncclcheck.model.findings import Finding, by_severity
 from ncclcheck.model.flight import FrDump, Unreadable

@@ -169,9 +169,8 @@ def run(args: argparse.Namespace) -> int:
     ended = time.time()
     if control.no_server(run_dir):
         console.print("ncclcheck run: this torch has no control plane (_WorkerServer): py-spy only", style="yellow")
-    exit_code = 128 - code if code < 0 else code
-    if received and exit_code != 0:
-        exit_code = exits.by_signal(received[0][0])  # 130 after ^C: the user ended it, whatever the launcher returned
+    # 130 after ^C: the user ended it, whatever the launcher returned
+    exit_code = exits.run(code, received[0][0] if received else None)
     report, log_files = _diagnose(run_dir)
     # --on-hang exit: the hang record that ended the job says ncclcheck ended it (unless a signal from outside came)
     report = with_hangs(report, tuple(h if not received else dataclasses.replace(h, ended_job=False) for h in hangs))

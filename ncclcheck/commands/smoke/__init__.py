@@ -135,8 +135,7 @@ def _supervised(proc: subprocess.Popen[bytes], launch: Launch, args: argparse.Na
         launcher.end_tree(proc, [])  # any error after launch: never leave a job running
         raise
     failed_launch = any(f.id == "launch-failed" for f in summary.findings)
-    code = exits.LAUNCH_FAILED if failed_launch else exits.OK if summary.verdict == "pass" else exits.PROBLEM
-    return _report(summary, None, code)
+    return _report(summary, None, exits.smoke(summary.verdict, failed_launch))
 
 
 def _usage(message: str) -> UsageError:

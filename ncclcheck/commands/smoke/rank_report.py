@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ncclcheck import exits
 from ncclcheck.analysis.smoke.progress import job_results
 from ncclcheck.analysis.smoke.summary import summarise
 from ncclcheck.collectors.progress import read_progress
@@ -22,4 +23,4 @@ def rank_report(log_dir: str, backend: str) -> int:
     summary = summarise(launch, ranks, job_results(ranks), None, (), all(r.ended for r in ranks))
     render(summary, make_console())
     replace_json(os.path.join(log_dir, "report.json"), to_json(summary))
-    return 0 if summary.verdict == "pass" else 1
+    return exits.smoke(summary.verdict, launch_failed=False)  # the user's own torchrun started these ranks

@@ -197,9 +197,7 @@ def run(args: argparse.Namespace) -> int:
 def once_exit(state: WatchState) -> int:
     """--once's exit code: a finding is a problem; pending at the end (nothing judged yet, a slow rank not proven)
     is no pass any more than undecided is: the evidence did not decide."""
-    if any(f.severity in ("error", "warning") for f in state.findings):
-        return exits.PROBLEM
-    return exits.UNDECIDED if state.verdict.status in ("undecided", "pending") else exits.OK
+    return exits.watch(state.verdict.status, (f.severity for f in state.findings))
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:

@@ -54,9 +54,7 @@ def run(args: argparse.Namespace, live: bool) -> int:
         render(state, make_console())
     if not state.ranks and not any(n.agent == "ok" for n in state.nodes):
         return exits.NO_JOB if not state.findings else exits.PROBLEM
-    if any(f.severity in ("error", "warning") for f in state.findings):
-        return exits.PROBLEM
-    return exits.UNDECIDED if state.verdict.status in ("undecided", "pending") else exits.OK
+    return exits.watch(state.verdict.status, (f.severity for f in state.findings))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
-from ncclcheck.analysis.logs.flight_waits import Blame, Stuck, blame
+from ncclcheck.analysis.flight.blame import Blame, Stuck, blame
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.flight import DumpInfo, FlightReport, FrDump, FrEntry, GroupReport, RankStep, Unreadable
 from ncclcheck.model.ranks import span
