@@ -37,6 +37,7 @@ NAMES = (
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "HOME",
+    "SBATCH_SIGNAL",  # sbatch --signal, when set as a variable (env.timeouts shows it)
 )
 
 

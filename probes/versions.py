@@ -56,6 +56,12 @@ class Torch:
     gloo_built: bool | None
     nccl_built: bool | None
 
+    @property
+    def release(self) -> tuple[int, int] | None:
+        """(major, minor) of ``version`` ("2.13.0+cu128" -> (2, 13)), None when it is not one."""
+        parts = self.version.split("+")[0].split(".")[:2]
+        return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
 
 @dataclass(frozen=True)
 class VersionFacts:

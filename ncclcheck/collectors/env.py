@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from ncclcheck.collectors.gpu import look as look_at_gpus
 from ncclcheck.model.env import EnvOptions, NodeSnapshot
-from ncclcheck.probes import envvars, gpu, host, ib, net, rdzv, save_tree, versions
+from ncclcheck.probes import envvars, gpu, host, ib, net, rdzv, save_tree, slurm, versions
 from ncclcheck.probes._sysfs import SavedTreeError, parse_int
 
 CONNECT_TIMEOUT_S = 2.0
@@ -46,6 +46,7 @@ def collect_snapshot(
         env=env_facts,
         rdzv=_rdzv(options, effective, net_facts),
         nvml=look_at_gpus() if gpu_facts.gpus else None,
+        slurm=slurm.collect(judged),
     )
 
 
@@ -68,6 +69,7 @@ def _saved_snapshot(options: EnvOptions, assumed: dict[str, str]) -> NodeSnapsho
             raise SavedTreeError(
                 f"{root}/{save_tree.TREE_FILE}: its shm is not what save_tree writes ({exc})"
             ) from None
+    saved_environ = {**(tree["environ"] if tree else {}), **assumed}
     missing = (
         ("versions",) * (tree is None)
         + ("environment",) * (tree is None and not assumed)
@@ -80,9 +82,10 @@ def _saved_snapshot(options: EnvOptions, assumed: dict[str, str]) -> NodeSnapsho
         ib=ib.collect(root),
         net=net_facts,
         host=host_facts,
-        env=envvars.collect(root, {**(tree["environ"] if tree else {}), **assumed}),
+        env=envvars.collect(root, saved_environ),
         rdzv=None,
         not_saved=missing,
+        slurm=slurm.saved(saved_environ),
     )
 
 

@@ -11,6 +11,7 @@ from ncclcheck.probes.host import HostFacts
 from ncclcheck.probes.ib import IbFacts
 from ncclcheck.probes.net import NetFacts
 from ncclcheck.probes.rdzv import RdzvFacts
+from ncclcheck.probes.slurm import SlurmFacts
 from ncclcheck.probes.versions import VersionFacts
 
 
@@ -39,3 +40,4 @@ class NodeSnapshot:
     rdzv: RdzvFacts | None
     not_saved: tuple[str, ...] = ()  # under --root: "versions", "environment", "interfaces" the tree lacks
     nvml: GpuLook | None = None  # the GPUs as NVML reads them now (this node only, where PCI shows any)
+    slurm: SlurmFacts | None = None  # the SLURM job this node runs in (None: no SLURM_JOB_ID)

@@ -7,7 +7,8 @@ Defaults, from the sources that read them (the tests name each):
 - TORCH_FR_WAIT_TIMEOUT_DUMP_MILSEC / TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, 15000 ms; after a timeout the watchdog
   sleeps four times it before it raises (``getDumpTimeout() * 4``, ProcessGroupNCCL.cpp);
 - NCCL_IB_TIMEOUT 20 and NCCL_IB_RETRY_CNT 7 (``NCCL_PARAM``, src/transport/net_ib/connect.cc): a dead link is
-  reported after about 4.096 us x 2^timeout x (retries + 1).
+  reported after about 4.096 us x 2^timeout x (retries + 1);
+- torchrun's and SLURM's graces after a stop signal: analysis/env/grace.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ncclcheck.analysis.env.context import Context
+from ncclcheck.analysis.env.grace import grace_details, grace_issues, read_grace
 from ncclcheck.analysis.env.verdict import Issue, conclude, warn
 from ncclcheck.analysis.nccl_rules import nccl_int
 from ncclcheck.model.checks import Check
@@ -82,8 +84,12 @@ def check_timeouts(snapshot: NodeSnapshot, ctx: Context) -> Check:
         f"a dead InfiniBand link is reported {_seconds(times.ib_error_s)} ({times.sources['NCCL_IB_TIMEOUT']},"
         f" {times.sources['NCCL_IB_RETRY_CNT']})",
     ]
-    issues = _ib_issues(times) + _heartbeat_issues(times)
-    return conclude("env.timeouts", "the timeouts fit together", issues, details)
+    torch = snapshot.versions.torch
+    grace = read_grace(ctx.env, torch.release if torch else None)
+    details += grace_details(grace, times.dump_wait_s, snapshot.slurm, ctx.env)
+    issues = _ib_issues(times) + _heartbeat_issues(times) + grace_issues(grace, snapshot.slurm, ctx.env)
+    # fact=False: "fit together" is a claim of health, never shown beside a problem.
+    return conclude("env.timeouts", "the timeouts fit together", issues, details, fact=False)
 
 
 def _ib_issues(times: Timeouts) -> list[Issue]:
