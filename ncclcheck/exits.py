@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ncclcheck.model.log_report import LogStatus
+from ncclcheck.model.smoke import SmokeVerdict
+from ncclcheck.model.watch import WatchStatus
+
 OK = 0  # nothing wrong found (env: no check fails; smoke: pass; logs: pass; watch --once: no problem)
 PROBLEM = 1  # a problem found: a failed check, a failed or hung smoke run, an error in the logs, a watch finding
 USAGE = 2  # bad input: a flag, a path, a value (also watch: several jobs and no --job)
@@ -20,11 +24,11 @@ PIPE = 141  # 128 + SIGPIPE: the reader of our output left (a shell reports the 
 # What each command's verdict exits with, the verdict as its report names it ("verdict" or "verdict.status" in its
 # JSON). A verdict missing here is a KeyError, never a quiet 0: a new one is given its code here.
 ENV: Mapping[str, int] = {"pass": OK, "fail": PROBLEM}
-LOGS: Mapping[str, int] = {"pass": OK, "fail": PROBLEM, "unknown": UNDECIDED}
+LOGS: Mapping[LogStatus, int] = {"pass": OK, "fail": PROBLEM, "unknown": UNDECIDED}
 # running and interrupted are no pass (a run that a signal ended exits 128 + N before it is judged)
-SMOKE: Mapping[str, int] = {"pass": OK, "fail": PROBLEM, "running": PROBLEM, "interrupted": PROBLEM}
+SMOKE: Mapping[SmokeVerdict, int] = {"pass": OK, "fail": PROBLEM, "running": PROBLEM, "interrupted": PROBLEM}
 # pending at the end of --once (nothing judged yet, a slow rank not proven) is no pass any more than undecided is
-WATCH: Mapping[str, int] = {
+WATCH: Mapping[WatchStatus, int] = {
     "ok": OK,
     "finished": OK,
     "warning": PROBLEM,
@@ -44,17 +48,17 @@ def env(verdict: str) -> int:
     return ENV[verdict]
 
 
-def logs(status: str) -> int:
+def logs(status: LogStatus) -> int:
     """``logs``: 1 on an error, 4 when the logs cannot pass (``unknown``), else 0."""
     return LOGS[status]
 
 
-def smoke(verdict: str, launch_failed: bool) -> int:
+def smoke(verdict: SmokeVerdict, launch_failed: bool) -> int:
     """``smoke``: 0 on pass, 1 on a failed or hung run, 3 when torchrun could not be started."""
     return LAUNCH_FAILED if launch_failed else SMOKE[verdict]
 
 
-def watch(status: str, severities: Iterable[str]) -> int:
+def watch(status: WatchStatus, severities: Iterable[str]) -> int:
     """``watch --once`` (one node or every node): a finding that is an error or a warning is a problem (1), whatever
     the verdict; else the verdict's code (4 when it is pending or undecided: the evidence did not decide)."""
     return PROBLEM if any(s in ("error", "warning") for s in severities) else WATCH[status]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ncclcheck.model.waits import End, Hop
 
-SEVERITIES = ("error", "warning", "info")
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Finding:
     """What is wrong, on which ranks, how we know, and what to do about it."""
 
     id: str
-    severity: str
+    severity: Severity
     message: str
     fix: str = ""
     ranks: tuple[int, ...] = ()  # every rank involved

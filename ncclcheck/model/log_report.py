@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FlightReport
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
 from ncclcheck.model.stack_dumps import Stood
+
+LogStatus = Literal["pass", "fail", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class LogReport:
         return any(f.id == "unrecognised-error" for f in self.findings)
 
     @property
-    def status(self) -> str:
+    def status(self) -> LogStatus:
         """``fail`` (an error), ``unknown`` (no known error, but an error line nothing explains, a log that could not
         be read whole, stack dumps that single out no culprit: one instant of a job, never proof of health, or
         nothing read at all) or ``pass``."""

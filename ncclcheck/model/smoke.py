@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.logs import RankLog
@@ -128,7 +129,11 @@ class Hang:
     message: str
 
 
-RUNNING, INTERRUPTED, CONCLUDED = "running", "interrupted", "concluded"
+RunState = Literal["running", "interrupted", "concluded"]
+RUNNING: Final = "running"
+INTERRUPTED: Final = "interrupted"
+CONCLUDED: Final = "concluded"
+SmokeVerdict = Literal["pass", "fail", "running", "interrupted"]
 # The variable smoke's launcher lists the names it set itself in: never reported as the user's settings.
 SET_BY_SMOKE = "NCCLCHECK_SET_BY_SMOKE"
 
@@ -152,17 +157,17 @@ class SmokeSummary:
     transports: tuple[RankLog, ...]
     log_dir: str
     finished: bool
-    state: str = CONCLUDED
+    state: RunState = CONCLUDED
 
     @property
     def scope(self) -> str:
         return "job" if self.node_rank == 0 else "node"
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> SmokeVerdict:
         """``pass`` or ``fail`` once concluded; a run that has not concluded says so, whatever it saw."""
         if self.state != CONCLUDED:
-            return self.state
+            return RUNNING if self.state == RUNNING else INTERRUPTED
         bad = self.hang or any(f.severity == "error" for f in self.findings)
         return "fail" if bad or not self.finished or any(r.status != "ok" for r in self.results) else "pass"
 

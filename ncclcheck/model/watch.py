@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ncclcheck.model.args import CallArgs, FrameLocals, PostedOps
 from ncclcheck.model.findings import Finding
@@ -12,6 +13,10 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import CodeAt, Deep
 
 AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
+
+
+# ok, pending (not judged yet), undecided (the evidence cannot decide), warning, problem, finished (the job is over)
+WatchStatus = Literal["ok", "pending", "undecided", "warning", "problem", "finished"]
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,7 @@ class RankView:
 class Verdict:
     """The one line on top: ok, pending (not judged yet, and how long until it is), warning, problem, finished."""
 
-    status: str  # ok, pending, undecided, warning, problem, finished
+    status: WatchStatus
     message: str
 
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ncclcheck.analysis.rank_exits import hint, signal_of
-from ncclcheck.model.findings import Evidence, Finding
+from ncclcheck.model.findings import Evidence, Finding, Severity
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.ranks import span
 
@@ -359,7 +359,7 @@ def crash_findings(crashes: CrashFold, failures: tuple[ChildFailure, ...]) -> li
     also = f"; also: {'; '.join(said[1:4])}" if len(said) > 1 else ""
     fix = FIXES.get(faults[0].signal) or hint(faults[0].signal)
     # an abort with no frame of the user's code is most often torch's own, after an error reported beside it
-    severity = "error" if culprits or any(b.signal != "SIGABRT" for b in faults) else "warning"
+    severity: Severity = "error" if culprits or any(b.signal != "SIGABRT" for b in faults) else "warning"
     return [
         Finding(
             "native-crash",

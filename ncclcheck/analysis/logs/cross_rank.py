@@ -9,7 +9,7 @@ import re
 from ncclcheck.analysis.logs.failure_tables import child_findings
 from ncclcheck.analysis.logs.nccl import link_layer
 from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE
-from ncclcheck.model.findings import Evidence, Finding
+from ncclcheck.model.findings import Evidence, Finding, Severity
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
 from ncclcheck.model.ranks import span
 
@@ -83,7 +83,7 @@ def _version_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
         return []
     cores = {v.split("+")[0] for v in versions}
     parts = "; ".join(f"{v} on {', '.join(r.name for r in rs[:4])}" for v, rs in versions.items())
-    severity = "error" if len(cores) > 1 else "warning"
+    severity: Severity = "error" if len(cores) > 1 else "warning"
     what = "different NCCL versions" if len(cores) > 1 else "the same NCCL built against different CUDA versions"
     evidence = tuple(Evidence(rs[0].file, rs[0].first_line, f"NCCL version {v}") for v, rs in versions.items())
     return [

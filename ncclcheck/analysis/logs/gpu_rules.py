@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ncclcheck.analysis.logs.rule import Rule, make_rule
 from ncclcheck.analysis.logs.xid import GPU, MEMORY, NOTICE, NVLINK, PROGRAM, XIDS
+from ncclcheck.model.findings import Severity
 
 # NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s (src/nvidia/src/kernel/gpu/rc/kernel_rc.c; a MIG GPU adds
 # " GPU-I:%02u GPU-CI:%02u" inside the parenthesis; old drivers print no "PCI:" and no pid/name)
@@ -55,7 +56,7 @@ STICKY = (
 
 _FIX = {MEMORY: HARDWARE_FIX, GPU: HARDWARE_FIX, NVLINK: NVLINK_FIX, PROGRAM: PROGRAM_FIX, NOTICE: NOTICE_FIX}
 _ID = {MEMORY: "gpu-xid", GPU: "gpu-xid", NVLINK: "gpu-xid", PROGRAM: "gpu-xid-program", NOTICE: "gpu-xid-notice"}
-_SEVERITY = {NOTICE: "warning"}
+_SEVERITY: dict[str, Severity] = {NOTICE: "warning"}
 
 
 def _xid(code: int, kind: str, meaning: str) -> Rule:

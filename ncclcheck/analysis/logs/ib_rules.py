@@ -27,13 +27,14 @@ from ncclcheck.analysis.logs.ib_verbs import (
     WcStatus,
 )
 from ncclcheck.analysis.logs.rule import Rule, make_rule
+from ncclcheck.model.findings import Severity
 
 COMPLETION = r"Got completion (?:from peer (?P<peer>\S+?)<\d+> )?with (?:error |status=)"
 WHERE = r"NET/IB ?: (?:(?P<where>[\w.-]+:\d+) )?"  # the HCA and port (2.20 and later)
 NAMED = r"(?:Got (?:non-fatal )?async (?:error )?event ?: ?|async fatal event(?: on (?:CQ|QP|SRQ)[^:]*)?: )"
 KNOWN = "(?:" + "|".join(str(e.number) for e in ASYNC_EVENTS) + ")"
 EVENT_ID = {BENIGN: "ib-sm-event", NOTICE: "ib-async-notice", FAULT: "ib-async-fault"}
-EVENT_SEVERITY = {BENIGN: "info", NOTICE: "warning", FAULT: "error"}
+EVENT_SEVERITY: dict[str, Severity] = {BENIGN: "info", NOTICE: "warning", FAULT: "error"}
 EVENT_FIX = {
     BENIGN: "nothing, unless it repeats or completion errors follow it: then read the subnet manager's log (opensm, UFM)",
     NOTICE: "nothing on its own (NCCL's traffic does not depend on it); if errors follow it, check that port"

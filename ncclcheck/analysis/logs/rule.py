@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ncclcheck.model.findings import Severity
+
 
 @dataclass(frozen=True)
 class Rule:
     id: str
-    severity: str
+    severity: Severity
     literal: str
     pattern: re.Pattern[str]
     message: str
@@ -26,7 +28,7 @@ class Rule:
 
 def make_rule(
     fid: str,
-    severity: str,
+    severity: Severity,
     literal: str,
     regex: str,
     message: str,

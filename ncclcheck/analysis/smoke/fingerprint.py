@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 
 from ncclcheck.analysis.nccl_rules import Version, ib_ports, nccl_gid_index, socket_interfaces
-from ncclcheck.model.findings import Finding
+from ncclcheck.model.findings import Finding, Severity
 from ncclcheck.model.ranks import span
 from ncclcheck.model.smoke import Fingerprint
 from ncclcheck.probes.host import Hostname
@@ -60,7 +60,7 @@ def differences(prints: Sequence[Fingerprint]) -> tuple[Finding, ...]:
     if len(prints) < 2:
         return ()
     findings = []
-    for field, severity, fix in (
+    checked: tuple[tuple[str, Severity, str], ...] = (
         ("torch", "warning", "install the same torch build on every node"),
         (
             "nccl",
@@ -68,7 +68,8 @@ def differences(prints: Sequence[Fingerprint]) -> tuple[Finding, ...]:
             "use one NCCL everywhere (same torch wheel, or the same LD_PRELOAD/LD_LIBRARY_PATH libnccl)",
         ),
         ("backend", "error", "run every rank with the same backend"),
-    ):
+    )
+    for field, severity, fix in checked:
         groups = _groups(prints, attrgetter(field))
         if len(groups) > 1:
             findings.append(_finding(f"fingerprint-{field}", severity, field, groups, fix))
@@ -136,7 +137,7 @@ def _groups(prints: Sequence[Fingerprint], key: Callable[[Fingerprint], str | No
     return dict(groups)
 
 
-def _finding(fid: str, severity: str, what: str, groups: Mapping[str | None, list[int]], fix: str) -> Finding:
+def _finding(fid: str, severity: Severity, what: str, groups: Mapping[str | None, list[int]], fix: str) -> Finding:
     parts = [f"{'unset' if value is None else value} on rank(s) {span(ranks)}" for value, ranks in groups.items()]
     # The reference is the largest group, on a tie the one holding the lowest rank; the others are named.
     reference = max(groups.values(), key=lambda ranks: (len(ranks), -min(ranks)))

@@ -13,7 +13,7 @@ from ncclcheck.analysis.smoke.progress import first_failure, rank_died
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure, RankLog
-from ncclcheck.model.smoke import CONCLUDED, Hang, Launch, OpResult, RankProgress, SmokeSummary
+from ncclcheck.model.smoke import CONCLUDED, Hang, Launch, OpResult, RankProgress, RunState, SmokeSummary
 
 HANG_FIX = (
     "the culprit rank's stack shows where it is instead of the collective; if every rank is inside it,"
@@ -39,7 +39,7 @@ def summarise(
     errors: tuple[Finding, ...],
     finished: bool,
     rank_logs: tuple[RankLog, ...] = (),
-    state: str = CONCLUDED,
+    state: RunState = CONCLUDED,
 ) -> SmokeSummary:
     """Rank 0 carries every rank's fingerprint once the ranks exchanged them; before that, each rank its own."""
     zero = next((r for r in ranks if r.rank == 0), None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ncclcheck.analysis.watch.findings import group, ranks, where, who
-from ncclcheck.model.findings import Finding
+from ncclcheck.model.findings import Finding, Severity
 from ncclcheck.model.ranks import span
 from ncclcheck.model.watch import RankView
 
@@ -50,7 +50,7 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Findi
     if launcher_running:
         message += "; its launcher still runs: it may restart them (elastic) or be about to exit"
     fix = "read the failed ranks' logs (ncclcheck logs)" if failed or first else ""
-    severity = "warning" if failed or first else "info"
+    severity: Severity = "warning" if failed or first else "info"
     return Finding("finished", severity, message, fix, ranks=ranks(exited), culprits=first)
 
 
@@ -115,7 +115,7 @@ def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool
         )
     else:
         tail = " — the other ranks run on and do not wait on it (yet)"
-    severity = "warning" if failed or stuck else "info"
+    severity: Severity = "warning" if failed or stuck else "info"
     return Finding(
         "exited",
         severity,
@@ -139,7 +139,7 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = Fa
         }[s.status]
         parts.append(f"{who(v, hosts)} {what}")
     tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
-    severity = "error" if waiters else "warning"
+    severity: Severity = "error" if waiters else "warning"
     return Finding(
         "dead", severity, "; ".join(parts) + tail, DEAD_FIX, ranks=ranks(lost, waiters), culprits=ranks(lost)
     )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from ncclcheck.analysis.stacks import CUDA_SYNC, P2P
 from ncclcheck.analysis.watch.chains import FIXES, sentence
 from ncclcheck.analysis.watch.local import follow
-from ncclcheck.model.findings import Finding
+from ncclcheck.model.findings import Finding, Severity
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.waits import End, Hop
@@ -134,7 +134,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
             how = f"is busy in {v.doing}{at} (its stack changes: slow, not stuck, as far as the stacks show)"
         chain.append(Hop(who(v, hosts), f"is not in any collective: it {how}"))
         stuck = stuck or v.still_s >= limit
-    severity = "error" if stuck else "warning"
+    severity: Severity = "error" if stuck else "warning"
     end = ends[0] if len(set(ends)) == 1 and len(ends) == len(busy) else None
     fix = FIXES[fixes[0]] if len(set(fixes)) == 1 and len(fixes) == len(busy) else STRAGGLER_FIX
     return Finding(

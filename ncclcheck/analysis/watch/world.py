@@ -19,7 +19,7 @@ from ncclcheck.analysis.watch.chains import FIXES, sentence, waiting
 from ncclcheck.analysis.watch.ends import exit_words
 from ncclcheck.analysis.watch.findings import odd_ones
 from ncclcheck.analysis.watch.local import Followed, follow
-from ncclcheck.model.findings import Finding
+from ncclcheck.model.findings import Finding, Severity
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.waits import End, Hop
@@ -135,7 +135,7 @@ def _missing(
     )
     message = sentence(hops) + unseen_words
     held = all(by_rank[r].held_s >= limit for r in culprits if r in by_rank and by_rank[r].sample.status not in DEAD)
-    severity = "error" if certain or held else "warning"
+    severity: Severity = "error" if certain or held else "warning"
     fix = (STARTUP_FIX if kind == "startup" else GROUP_FIX) + FIXES[end]
     roles = tuple(sorted([(v.rank, f"waiting in {op}") for v in ranks] + [(r, f"not in {op}") for r in culprits]))
     involved = tuple(sorted(there | set(culprits)))
