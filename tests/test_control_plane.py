@@ -22,7 +22,7 @@ from ncclcheck.collectors.flight import load, parse
 from ncclcheck.commands.run import control
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
-from ncclcheck.model.run import HangRecord
+from ncclcheck.model.run import HangRecord, RunDir
 from ncclcheck.model.watch import Verdict, WatchState
 from ncclcheck.sources import watch as watch_source
 from ncclcheck.sources.watch import LiveSource
@@ -165,7 +165,7 @@ def hang_on(
     monkeypatch.setattr(control, "fetch", lambda sockets: answers(name, silent))
     out = io.StringIO()
     record = HangRecord(str(hang), 0.0, ("mismatch",), (2, 3), stack_vote, "the stacks' vote")
-    got = control.on_hang(str(tmp_path), record, Console(file=out, width=300))
+    got = control.on_hang(RunDir(str(tmp_path)), record, Console(file=out, width=300))
     return got, json.loads(hang.read_text()), out.getvalue()
 
 

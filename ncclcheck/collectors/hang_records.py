@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Sequence
 
-from ncclcheck.model.run import HangRecord
+from ncclcheck.model.run import HangRecord, RunDir
 
 
 def find(paths: Sequence[str]) -> tuple[HangRecord, ...]:
@@ -17,7 +17,7 @@ def find(paths: Sequence[str]) -> tuple[HangRecord, ...]:
             continue
         for directory, dirs, files in os.walk(root):
             dirs.sort()
-            if os.path.basename(directory) != "hangs":
+            if os.path.basename(directory) != RunDir.HANGS:
                 continue
             for name in sorted(files):
                 if name.startswith("hang-") and name.endswith(".json"):
