@@ -38,11 +38,11 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.shares import Tally
 from ncclcheck.model.stacks import Frame
 from ncclcheck.sources.live import samples
 from ncclcheck.tui.app import WatchApp
-from ncclcheck.views.watch_agent import agent_line
 
 WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "watch_job.py"
 PER_NODE = 8

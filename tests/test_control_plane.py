@@ -247,7 +247,7 @@ def node_lines(node: int, flight: list[FrDump] | None) -> list[str]:
     barrier and rank 2 in its pair's all_reduce, standing still 12 s; ``flight``: the recorders it sends."""
     from watch_states import sample, stack, states
 
-    from ncclcheck.views.watch_agent import agent_line
+    from ncclcheck.model.agent_line import agent_line
 
     first = 2 * node
     rounds = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
@@ -33,6 +34,41 @@ class HangRecord:
     message: str
     host: str = ""
     ended_job: bool = False  # ``--on-hang exit``: ncclcheck ended the job after recording this hang
+
+
+WATCH_SCHEMA_PREFIX = "ncclcheck.watch/"  # a hang record is the watch JSON of the look that found the hang
+
+
+def hang_json(watch: dict[str, Any], ended_job: bool) -> dict[str, Any]:
+    """A hang record as ``run`` writes it to DIR/hangs/: the look's watch JSON, and ``ended_job`` when --on-hang exit
+    ended the job after it (so that ``logs RUN_DIR`` knows who ended it)."""
+    return watch | ({"ended_job": True} if ended_job else {})
+
+
+def hang_from_json(data: Any, path: str, written: float) -> HangRecord | None:
+    """A hang record read back (``written``: the file's mtime, for a record without its own time), or None when it
+    is not a watch JSON with a hang's finding (a partial write, another file). Its errors, else its warnings: run
+    records a straggler whose line still moves and a start-up wait as warnings."""
+    try:
+        findings = data.get("findings", [])
+        errors = [f for f in findings if f.get("severity") == "error"]
+        errors = errors or [f for f in findings if f.get("severity") == "warning"]
+        if not str(data.get("schema", "")).startswith(WATCH_SCHEMA_PREFIX) or not errors:
+            return None
+        first = errors[0]
+        hosts = sorted({str(r.get("host")) for r in data.get("ranks", []) if r.get("host")})
+        return HangRecord(
+            path,
+            float(data.get("time") or written),
+            tuple(str(f["kind"]) for f in errors),
+            tuple(int(r) for r in first.get("ranks", [])),
+            tuple(int(r) for r in first.get("culprits", [])),
+            str(first["message"]),
+            ",".join(hosts),
+            data.get("ended_job") is True,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.commands.run.control import keep_incident, on_hang
 from ncclcheck.commands.run.slow import SlowLog
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.live import Look
-from ncclcheck.model.run import HangRecord, RunDir
+from ncclcheck.model.run import HangRecord, RunDir, hang_json
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RendezvousEndpoint, WatchState
@@ -31,7 +32,6 @@ from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.run import hang_line
 from ncclcheck.views.watch import to_json as watch_json
-from ncclcheck.views.watch_agent import agent_line
 
 FIND_S = 0.2  # how often the ranks are looked for at first
 FIND_FOR_S = 60.0  # ... and for how long; then every --interval (a launcher that starts no ranks for a while)
@@ -165,7 +165,7 @@ class LiveSampler:
     def _record(self, source: LiveSource, state: WatchState, now: float, errors: list[Any]) -> None:
         path = self.run_dir.hang(time.strftime("%Y%m%d-%H%M%S"), len(self.hangs) + 1)
         ending = self.watching.on_hang == "exit"  # said in the record, so that `logs RUN_DIR` knows who ended it
-        replace_json(path, watch_json(state, self.watching.interval_s) | ({"ended_job": True} if ending else {}))
+        replace_json(path, hang_json(watch_json(state, self.watching.interval_s), ending))
         first = errors[0]
         kinds = tuple(f.id for f in errors)
         record = HangRecord(path, now, kinds, first.ranks, first.culprits, first.message, ended_job=ending)

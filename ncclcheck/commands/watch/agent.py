@@ -24,13 +24,13 @@ from typing import Any
 from ncclcheck import exits
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RendezvousEndpoint
 from ncclcheck.signals import handling
 from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
-from ncclcheck.views.watch_agent import agent_line
 
 DONE = "every rank of the job on this node has exited"
 
