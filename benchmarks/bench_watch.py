@@ -25,6 +25,7 @@ from watch_states import all_in, job, sample, stack
 
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.model.watch import Snapshot, WatchState
+from ncclcheck.sources import live
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.tui.widgets import RankTable, plain_row
 
@@ -60,7 +61,7 @@ def refresh_cost(world: int, refreshes: int = 10) -> tuple[float, float, float]:
     async def drive() -> None:
         state = track(None, Snapshot(0.0, j, tuple(rounds[0][r] for r in range(world))), Judging(10.0))
         source = Frozen(state)
-        app = WatchApp(source, 3600.0, clock=lambda: 0.0)
+        app = WatchApp(source, 3600.0, clock=lambda: 0.0, samples=live.samples)
         async with app.run_test(size=(150, 40)) as pilot:
             await pilot.pause()
             table = app.query_one(RankTable)

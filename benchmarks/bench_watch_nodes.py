@@ -38,10 +38,11 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.shares import Tally
 from ncclcheck.model.stacks import Frame
+from ncclcheck.sources.live import samples
 from ncclcheck.tui.app import WatchApp
-from ncclcheck.views.watch_agent import agent_line
 
 WORKER = Path(__file__).resolve().parents[1] / "tests" / "workers" / "watch_job.py"
 PER_NODE = 8
@@ -88,7 +89,7 @@ def viewer_cost(nodes: int, refreshes: int = 8, slow: bool = False) -> tuple[flo
 
     async def drive() -> None:
         source = Frozen(state)
-        app = WatchApp(source, 3600.0, clock=lambda: 0.0, several_nodes=True)
+        app = WatchApp(source, 3600.0, clock=lambda: 0.0, several_nodes=True, samples=samples)
         async with app.run_test(size=(150, 40)) as pilot:
             await pilot.pause()
             for i in range(1, refreshes + 1):

@@ -14,7 +14,8 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.analysis.smoke.progress import rank_died
 from ncclcheck.cli import main
 from ncclcheck.model.findings import Finding
-from ncclcheck.model.run import RunVerdict
+from ncclcheck.model.log_report import LogReport
+from ncclcheck.model.run import RunDir, RunOutcome, RunVerdict
 from ncclcheck.model.smoke import OpResult, SmokeSummary
 from ncclcheck.views import run as run_view
 from ncclcheck.views import smoke as smoke_view
@@ -81,7 +82,11 @@ def test_run_keeps_its_report_path_and_a_fix_whole(tmp_path: Path) -> None:
     run_dir = str(deep(tmp_path) / "runs" / "exp7")
     finding = Finding("rank-died", "error", "rank 2 died", f"read {run_dir}/ranks/2/stderr.log", (2,), culprits=(2,))
     out = io.StringIO()
-    run_view.render(RunVerdict("fail", "rank-died", (2,), "rank 2 died"), (finding,), 1, run_dir, make_console(out))
+    verdict = RunVerdict("fail", "rank-died", (2,), "rank 2 died")
+    outcome = RunOutcome(
+        (), RunDir(run_dir), "", 1, 0.0, verdict, LogReport((), (), (), (), None, 0), findings=(finding,)
+    )
+    run_view.render(outcome, make_console(out))
     assert whole(f"read {run_dir}/ranks/2/stderr.log", out.getvalue()), out.getvalue()
     assert whole(f"report: {run_dir}/report.json", out.getvalue()), out.getvalue()
 

@@ -22,7 +22,7 @@ from ncclcheck.collectors.flight import load, parse
 from ncclcheck.commands.run import control
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump
-from ncclcheck.model.run import HangRecord
+from ncclcheck.model.run import HangRecord, RunDir
 from ncclcheck.model.watch import Verdict, WatchState
 from ncclcheck.sources import watch as watch_source
 from ncclcheck.sources.watch import LiveSource
@@ -165,7 +165,7 @@ def hang_on(
     monkeypatch.setattr(control, "fetch", lambda sockets: answers(name, silent))
     out = io.StringIO()
     record = HangRecord(str(hang), 0.0, ("mismatch",), (2, 3), stack_vote, "the stacks' vote")
-    got = control.on_hang(str(tmp_path), record, Console(file=out, width=300))
+    got = control.on_hang(RunDir(str(tmp_path)), record, Console(file=out, width=300))
     return got, json.loads(hang.read_text()), out.getvalue()
 
 
@@ -247,7 +247,7 @@ def node_lines(node: int, flight: list[FrDump] | None) -> list[str]:
     barrier and rank 2 in its pair's all_reduce, standing still 12 s; ``flight``: the recorders it sends."""
     from watch_states import sample, stack, states
 
-    from ncclcheck.views.watch_agent import agent_line
+    from ncclcheck.model.agent_line import agent_line
 
     first = 2 * node
     rounds = [

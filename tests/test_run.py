@@ -443,24 +443,25 @@ def test_one_run_dir_per_node_of_a_two_node_job_makes_one_verdict(tmp_path: Path
 
 def test_both_flight_recorder_names_are_set_for_a_torch_older_than_2_8_and_the_user_s_are_kept() -> None:
     from ncclcheck.analysis.run.env import evidence_env, job_env
+    from ncclcheck.model.run import RunDir
 
-    old = job_env({}, evidence_env({}, "/r", False, "2.5.1+cu124"))
+    old = job_env({}, evidence_env({}, RunDir("/r"), False, "2.5.1+cu124"))
     assert old["TORCH_FR_BUFFER_SIZE"] == old["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
     assert old["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == "/r/fr/rank_" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in old
-    unknown = job_env({}, evidence_env({}, "/r", False, None))
+    unknown = job_env({}, evidence_env({}, RunDir("/r"), False, None))
     assert unknown["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"  # torch not importable here: both names, to be safe
-    new = job_env({}, evidence_env({}, "/r", False, "2.13.0"))
+    new = job_env({}, evidence_env({}, RunDir("/r"), False, "2.13.0"))
     assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in new and new["TORCH_FR_DUMP_ON_TIMEOUT"] == "1"
     mine = job_env(
         {"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"},
-        evidence_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, "/r", False, "2.5.1"),
+        evidence_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}, RunDir("/r"), False, "2.5.1"),
     )
     assert mine["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "64" and "TORCH_FR_BUFFER_SIZE" not in mine
     # The old name set by the user on a new torch: still theirs, the new name is not set over it.
     aliased = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "64"}
-    kept = job_env(aliased, evidence_env(aliased, "/r", False, "2.13.0"))
+    kept = job_env(aliased, evidence_env(aliased, RunDir("/r"), False, "2.13.0"))
     assert kept["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "64" and "TORCH_FR_BUFFER_SIZE" not in kept
-    deep = job_env({}, evidence_env({}, "/r", True, "2.13.0"))
+    deep = job_env({}, evidence_env({}, RunDir("/r"), True, "2.13.0"))
     assert deep["NCCL_DEBUG"] == "INFO" and deep["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
 
 

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from ncclcheck.cli import main
 from ncclcheck.commands.run import control
-from ncclcheck.model.run import HangRecord
+from ncclcheck.model.run import HangRecord, RunDir
 
 pytestmark = pytest.mark.integration
 
@@ -174,7 +174,7 @@ def test_no_control_puts_nothing_on_the_jobs_pythonpath(tmp_path: Path) -> None:
 def skip_job(run_dir: Path) -> subprocess.Popen[str]:
     """The sub-group skip job started with run's hook (no sampler), once its ranks wait in the last step."""
     (run_dir / "hangs").mkdir(parents=True)
-    setting, hook_dir, _ = control.prepare(str(run_dir), True)
+    setting, hook_dir, _ = control.prepare(RunDir(str(run_dir)), True)
     assert setting is not None
     env = control.with_hook({**os.environ, "MODE": "skip", "HANG_S": "60", setting.names[0]: setting.value}, hook_dir)
     job = subprocess.Popen(torchrun(4), env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -221,7 +221,7 @@ def test_a_rank_that_does_not_answer_is_named_within_a_second_and_the_rest_judge
         out = io.StringIO()
         began = time.monotonic()
         got = control.on_hang(
-            str(run_dir), HangRecord(str(hang), 0.0, ("mismatch",), (2,), (2,), "stacks"), Console(file=out)
+            RunDir(str(run_dir)), HangRecord(str(hang), 0.0, ("mismatch",), (2,), (2,), "stacks"), Console(file=out)
         )
         assert time.monotonic() - began < 3.0
     finally:
@@ -251,7 +251,7 @@ def one_rank(tmp: Path, control_dir: Path, prepare: bool = True) -> subprocess.C
     """A one-rank gloo job started with run's hook (``prepare``: placed afresh, the control dir made 0700)."""
     hook_dir = str(control_dir / "hook")
     if prepare:
-        setting, _, _ = control.prepare(str(control_dir.parent), True)
+        setting, _, _ = control.prepare(RunDir(str(control_dir.parent)), True)
         assert setting is not None and setting.value == str(control_dir)
     env = {**os.environ, "STORE": str(tmp / "store"), "NCCLCHECK_CONTROL_DIR": str(control_dir)}
     env = control.with_hook({**env, "PYTHONPATH": os.pathsep.join(sys.path)}, hook_dir)
@@ -268,7 +268,7 @@ def test_a_run_dir_too_long_for_a_unix_socket_serves_from_a_short_private_dir(tm
         assert "answers {0: " in done.stdout  # found through the record, answered
         assert os.stat(os.path.dirname(where)).st_mode & 0o777 == 0o700
     finally:
-        control.finish(str(deep))
+        control.finish(RunDir(str(deep)))
     assert not os.path.exists(os.path.dirname(where))
 
 

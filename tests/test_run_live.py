@@ -4,7 +4,6 @@ episode's record and line while the same ranks hold the others back."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import io
 import json
@@ -20,7 +19,7 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.commands.run import live
 from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.model.findings import Finding
-from ncclcheck.model.run import HangRecord
+from ncclcheck.model.run import HangRecord, RunDir
 from ncclcheck.model.watch import WatchState
 from ncclcheck.views.watch import SCHEMA as WATCH_SCHEMA
 
@@ -76,12 +75,14 @@ def sample_twice(
     monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)
     kept: list[str] = []  # the incident (RAS, GPUs, dmesg: collectors of their own tests) only noted here
     monkeypatch.setattr(live, "keep_incident", lambda run_dir, record, *rest: kept.append(record.path))
-    args = argparse.Namespace(interval=0.01, stall=4.0, on_hang="watch")
-    hangs: list[HangRecord] = []
+    watching = live.Watching(stall_s=4.0, interval_s=0.01, on_hang="watch")
     ends = Ends()
     console = Console(file=io.StringIO())
-    slow = SlowLog(str(tmp_path), console)
-    live.sample_live(Launched(), args, str(tmp_path), console, hangs, slow, ends, stop, end_now, interrupted)  # type: ignore[arg-type]
+    slow = SlowLog(RunDir(str(tmp_path)), console)
+    signals = live.Signals(stop, end_now, interrupted)
+    sampler = live.LiveSampler(Launched(), watching, RunDir(str(tmp_path)), console, slow, ends, signals)  # type: ignore[arg-type]
+    sampler.run()
+    hangs: list[HangRecord] = sampler.hangs
     return hangs, ends.added, (tmp_path / "watch-agent.jsonl").read_text().splitlines()
 
 
@@ -152,12 +153,14 @@ def sample_looks(
     monkeypatch.setattr(live, "launcher_endpoint", lambda pid: None)
     kept: list[str] = []  # the incident (RAS, GPUs, dmesg: collectors of their own tests) only noted here
     monkeypatch.setattr(live, "keep_incident", lambda run_dir, record, *rest: kept.append(record.path))
-    args = argparse.Namespace(interval=0.01, stall=4.0, on_hang="watch")
-    hangs: list[HangRecord] = []
+    watching = live.Watching(stall_s=4.0, interval_s=0.01, on_hang="watch")
     out = io.StringIO()
     console = Console(file=out, width=400)
-    slow = SlowLog(str(tmp_path), console)
-    live.sample_live(Launched(), args, str(tmp_path), console, hangs, slow, Ends(), stop, end_now, interrupted)  # type: ignore[arg-type]
+    slow = SlowLog(RunDir(str(tmp_path)), console)
+    signals = live.Signals(stop, end_now, interrupted)
+    sampler = live.LiveSampler(Launched(), watching, RunDir(str(tmp_path)), console, slow, Ends(), signals)  # type: ignore[arg-type]
+    sampler.run()
+    hangs: list[HangRecord] = sampler.hangs
     return hangs, slow, out.getvalue()
 
 

@@ -16,7 +16,7 @@ from ncclcheck.analysis.run.verdict import verdict
 from ncclcheck.analysis.watch.slow import slowness
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
-from ncclcheck.model.run import HangRecord, SlowEpisode, SlowSoFar
+from ncclcheck.model.run import HangRecord, RunDir, RunOutcome, SlowEpisode, SlowSoFar
 from ncclcheck.model.shares import Place, Tally
 from ncclcheck.model.watch import WatchState
 from ncclcheck.views.run import render, to_json
@@ -159,7 +159,7 @@ def report(status: str = "slow") -> dict[str, object]:
     found, _ = verdict(0 if status == "slow" else 1, False, (), NONE, None, (EPISODE,))
     seen = fold((T0, look(PACE)))
     data = to_json(
-        ["torchrun", "x.py"], "/run", "node0", 0, 60.0, found, (), (), (), (), {}, NONE, [], (EPISODE,), seen.note
+        RunOutcome(("torchrun", "x.py"), RunDir("/run"), "node0", 0, 60.0, found, NONE, slow=(EPISODE,), pace=seen.note)
     )
     return json.loads(json.dumps(data))  # type: ignore[no-any-return]
 
@@ -188,7 +188,8 @@ def test_report_json_lists_the_episodes_and_the_note_under_the_same_schema() -> 
 def test_the_terminal_shows_each_episode_then_the_slow_verdict() -> None:
     out = io.StringIO()
     found, _ = verdict(0, False, (), NONE, None, (EPISODE,))
-    render(found, (), 0, "/run", Console(file=out, width=400), (EPISODE,), fold((T0, look(PACE))).note)
+    outcome = RunOutcome((), RunDir("/run"), "", 0, 0.0, found, NONE, slow=(EPISODE,), pace=fold((T0, look(PACE))).note)
+    render(outcome, Console(file=out, width=400))
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("! slow-rank (rank 2), ") and lines[0].endswith(EPISODE.message)
     assert ", 40 s: " in lines[0] and lines[1] == "  fix: fix it" and lines[2] == "  record: /run/slow/slow-1.json"

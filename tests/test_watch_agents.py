@@ -21,9 +21,9 @@ from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command
 from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RendezvousEndpoint, RendezvousMap, RendezvousNode, WatchState
-from ncclcheck.views.watch_agent import agent_line
 
 # Its agents are found by their command line, as test_watch_nodes' are: one xdist worker runs both.
 pytestmark = pytest.mark.xdist_group("agents_and_test_hosts")

@@ -24,7 +24,9 @@ from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.progress import read_progress
 from ncclcheck.collectors.pyspy import dump_all
 from ncclcheck.model.watch import WatchState
-from ncclcheck.sources.watch import LauncherSource, LiveSource
+from ncclcheck.sources.live import samples
+from ncclcheck.sources.smoke import LauncherSource
+from ncclcheck.sources.watch import LiveSource
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.tui.widgets import RankTable
 
@@ -418,7 +420,7 @@ def test_launcher_source_shows_every_real_rank_in_the_app(job: Any) -> None:
     """What ``smoke --tui`` runs: the app over the ranks under a launcher, once all of them exist."""
     j = job("healthy", nproc=3)
     source = LauncherSource(j.proc.pid, 3, 10.0)
-    app = WatchApp(source, 0.3)
+    app = WatchApp(source, 0.3, samples=samples)
 
     async def drive() -> None:
         async with app.run_test(size=(150, 30)):

@@ -18,11 +18,11 @@ from ncclcheck.analysis.watch.shares import classify, rank_shares, tally
 from ncclcheck.analysis.watch.slow import slowness
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.collectors.recorder import main_thread_stacks
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.shares import Place, Round, Tally, tally_from_json, tally_to_json, window
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankView, Snapshot, WatchState
 from ncclcheck.views.watch import to_json
-from ncclcheck.views.watch_agent import agent_line
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pyspy_record"
 DATA = "/env/lib/python3.11/site-packages/torch/utils/data/dataloader.py"

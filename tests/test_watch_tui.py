@@ -14,6 +14,7 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.shares import Place, RankShare, Round
 from ncclcheck.model.watch import Job, WatchState
+from ncclcheck.sources.live import samples
 from ncclcheck.tui.app import WatchApp
 from ncclcheck.tui.widgets import COLUMNS, JobPicker, RankTable
 from ncclcheck.views.shares import Pair, comparison, slow_pair, typical
@@ -64,7 +65,7 @@ class Scripted:
 
 
 def app(source: Scripted, tmp_path: Path | None = None, clock: object = None) -> WatchApp:
-    return WatchApp(source, 0.05, clock=clock or (lambda: 100.0), save_dir=tmp_path)  # type: ignore[arg-type]
+    return WatchApp(source, 0.05, clock=clock or (lambda: 100.0), save_dir=tmp_path, samples=samples)  # type: ignore[arg-type]
 
 
 async def until(pilot: object, check: object) -> None:
@@ -329,7 +330,7 @@ def test_several_jobs_open_on_a_picker_and_the_pick_is_watched() -> None:
         return Scripted(MISMATCH)
 
     async def go() -> None:
-        a = WatchApp(None, 0.05, clock=lambda: 100.0, jobs=two_jobs(), make_source=make)
+        a = WatchApp(None, 0.05, clock=lambda: 100.0, jobs=two_jobs(), make_source=make, samples=samples)
         async with a.run_test(size=(150, 30)) as pilot:
             await pilot.pause()
             assert isinstance(a.screen, JobPicker)
@@ -515,7 +516,7 @@ def test_several_nodes_header_host_column_and_a_remote_rank_s_stack() -> None:
     silent = merged(feed((node_state(0), "node0")), nodes=2)
 
     async def go() -> None:
-        a = WatchApp(Scripted(state), 0.05, clock=lambda: 100.0, several_nodes=True)  # type: ignore[arg-type]
+        a = WatchApp(Scripted(state), 0.05, clock=lambda: 100.0, several_nodes=True, samples=samples)  # type: ignore[arg-type]
         async with a.run_test(size=(150, 40)) as pilot:
             await until(pilot, lambda: a.shown is not None)
             assert "nodes 2/2 reporting" in text_of(a, "#job") and "sort: node" in text_of(a, "#job")

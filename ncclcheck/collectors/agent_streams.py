@@ -21,14 +21,14 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from ncclcheck.model.args import args_from_json, posted_from_json
-from ncclcheck.model.flight import FrDump, dump_from_json
-from ncclcheck.model.shares import Tally, tally_from_json, window
+from ncclcheck.model.agent_line import flight_from_json, parse
+from ncclcheck.model.flight import FrDump
+from ncclcheck.model.shares import Tally
 from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
-from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint
+from ncclcheck.model.waits import Deep
+from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
 KEEP_TEXT = 8  # last lines of a node's own words kept
@@ -60,9 +60,9 @@ class Streams:
             if isinstance(data, dict) and data.get("schema") == AGENT_SCHEMA and isinstance(data.get("host"), str):
                 report = parse(data, self.stacks, received, self.tallies, self.deeps)
                 if report is not None:
-                    if isinstance(data.get("flight"), list):
-                        dumps = (dump_from_json(d) for d in data["flight"])
-                        self.flights[report.host] = tuple(d for d in dumps if d is not None)
+                    flight = flight_from_json(data)
+                    if flight is not None:
+                        self.flights[report.host] = flight
                     report = dataclasses.replace(report, flight=self.flights.get(report.host, ()))
                     self.reports[report.host] = report
                     self.first_seen = report.received if self.first_seen is None else self.first_seen
@@ -71,120 +71,6 @@ class Streams:
         label = (match.group("bracket") or match.group("plain")) if match else ""
         words = line[match.end() :] if match else line
         self.text.setdefault(label, deque(maxlen=KEEP_TEXT)).append(words.strip())
-
-
-def parse(
-    data: dict[str, Any],
-    stacks: dict[tuple[str, int], tuple[Frame, ...]],
-    received: float,
-    tallies: dict[tuple[str, int], tuple[Tally, ...]] | None = None,
-    deeps: dict[tuple[str, int], Deep | None] | None = None,
-) -> AgentReport | None:
-    """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
-    out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``). None: a line
-    this version cannot read."""
-    held = {} if tallies is None else tallies
-    host = str(data["host"])
-    raw_job = data.get("job")
-    job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
-    try:
-        looks = {} if deeps is None else deeps
-        views = tuple(_view(r, host, stacks, held, looks) for r in data.get("ranks", []))
-        return AgentReport(
-            host=host,
-            received=float(data.get("time", received)) if received < 0 else received,
-            node_rank=_int(data.get("node_rank")),
-            job_id=job.get("id"),
-            world_size=_int(job.get("world_size")),
-            nodes=_int(job.get("nodes")),
-            launcher_running=job.get("launcher_running"),
-            window_s=float(data.get("window_s", 0.0)),
-            samples=int(data.get("samples", 0)),
-            views=views,
-            notes=tuple(str(n) for n in data.get("notes", [])),
-            error=data.get("error"),
-            done=data.get("done"),
-            rendezvous=_endpoint(data.get("rendezvous")),
-            interval_s=_float(data.get("interval_s")),
-            recording=bool(data.get("recording")),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _endpoint(data: object) -> RendezvousEndpoint | None:
-    """The agent's torchrun's c10d rendezvous endpoint, as the agent reported it."""
-    if not isinstance(data, dict):
-        return None
-    host, _, port = str(data.get("endpoint", "")).rpartition(":")
-    if not host or not port.isdigit():
-        return None
-    address = data.get("address")
-    return RendezvousEndpoint(
-        host, int(port), str(data.get("run_id") or "none"), address if isinstance(address, str) else None
-    )
-
-
-def _float(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _view(
-    r: dict[str, Any],
-    host: str,
-    stacks: dict[tuple[str, int], tuple[Frame, ...]],
-    tallies: dict[tuple[str, int], tuple[Tally, ...]],
-    deeps: dict[tuple[str, int], Deep | None],
-) -> RankView:
-    rank = int(r["rank"])
-    if "deep" in r:  # sent when it changed; null once the rank moved on
-        deeps[(host, rank)] = deep_from_json(r["deep"])
-    if isinstance(r.get("rounds"), list):
-        new = (tally_from_json(t) for t in r["rounds"])
-        tallies[(host, rank)] = window(tallies.get((host, rank), ()), [t for t in new if t is not None])
-    if "stack" in r:
-        stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
-    sample = RankSample(
-        rank=rank,
-        local_rank=_int(r.get("local_rank")),
-        pid=_int(r.get("pid")),
-        host=host,
-        status=str(r["status"]),
-        cpu_percent=float(r.get("cpu_percent") or 0.0),
-        rss_bytes=int(r.get("rss_bytes") or 0),
-        threads=int(r.get("threads") or 0),
-        main_cpu_s=None,
-        net_bytes=_int(r.get("socket_bytes")),
-        stack=stacks.get((host, rank), ()),
-        stack_error=r.get("stack_error"),
-        exit_code=_int(r.get("exit_code")),
-        deep=deeps.get((host, rank)),
-        p2p=posted_from_json(r.get("p2p")),
-        ended=_float(r.get("ended")),
-        code=code_from_json(r.get("code")),
-    )
-    cpu = r.get("main_cpu_percent")
-    return RankView(
-        sample,
-        r.get("collective"),
-        r.get("call_site"),
-        str(r.get("doing") or sample.status),
-        since_s=float(r["since_s"]),
-        still_s=float(r["still_s"]),
-        quiet_s=float(r["quiet_s"]),
-        idle_s=float(r["idle_s"]),
-        idle_samples=int(r.get("idle_samples", 0)),
-        main_cpu_percent=None if cpu is None else float(cpu),
-        progressing=bool(r.get("progressing")),
-        moved_samples=int(r.get("moved_samples", 0)),
-        args=args_from_json(r.get("args")),
-        tallies=tallies.get((host, rank), ()),
-        held_s=float(r.get("held_s") or 0.0),
-    )
 
 
 class FanOut:

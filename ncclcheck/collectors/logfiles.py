@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ncclcheck.collectors.flight import sniff
+from ncclcheck.model.run import RunDir
 
 SKIP_SUFFIXES = (".pkl", ".pickle", ".json", ".png", ".jpg", ".so", ".pt", ".bin", ".tmp")
 # ncclcheck's own files in a run dir that are not logs: the live watch agent's states (JSON lines whose stacks
 # and notes say "Exception" where the job never raised one)
-OWN_FILES = frozenset({"watch-agent.jsonl", "sitecustomize.py", "ncclcheck_hook_p2p.py"})  # run's hook (control/hook/)
+OWN_FILES = frozenset({RunDir.AGENT_LINES, *RunDir.HOOK_FILES})  # and run's hook (control/hook/)
 # ... and what run kept of an incident beside a hang's record (collectors/incident.py): its captures, not the job's
 # logs (dmesg's Xid lines may predate the job: they are the user's to read, never a verdict's)
 OWN_FILES |= {"ras.txt", "xid.txt", "nvidia-smi-q.txt", "incident.json", "gpus.json", "ras.json"}
@@ -136,7 +137,7 @@ def _binary(path: str) -> str | None:
 def _walk(root: str, reading: Reading) -> list[LogSource]:
     out = []
     for directory, dirs, files in os.walk(root):
-        fr = os.path.basename(directory) == "fr"  # a run dir's: its early dumps' copies are not read twice
+        fr = os.path.basename(directory) == RunDir.FR  # a run dir's: its early dumps' copies are not read twice
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not (fr and EARLY.fullmatch(d)))
         for name in sorted(files):
             full = os.path.join(directory, name)

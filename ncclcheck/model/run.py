@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
+
+from ncclcheck.model.findings import Finding
+from ncclcheck.model.log_report import LogReport
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,41 @@ class HangRecord:
     message: str
     host: str = ""
     ended_job: bool = False  # ``--on-hang exit``: ncclcheck ended the job after recording this hang
+
+
+WATCH_SCHEMA_PREFIX = "ncclcheck.watch/"  # a hang record is the watch JSON of the look that found the hang
+
+
+def hang_json(watch: dict[str, Any], ended_job: bool) -> dict[str, Any]:
+    """A hang record as ``run`` writes it to DIR/hangs/: the look's watch JSON, and ``ended_job`` when --on-hang exit
+    ended the job after it (so that ``logs RUN_DIR`` knows who ended it)."""
+    return watch | ({"ended_job": True} if ended_job else {})
+
+
+def hang_from_json(data: Any, path: str, written: float) -> HangRecord | None:
+    """A hang record read back (``written``: the file's mtime, for a record without its own time), or None when it
+    is not a watch JSON with a hang's finding (a partial write, another file). Its errors, else its warnings: run
+    records a straggler whose line still moves and a start-up wait as warnings."""
+    try:
+        findings = data.get("findings", [])
+        errors = [f for f in findings if f.get("severity") == "error"]
+        errors = errors or [f for f in findings if f.get("severity") == "warning"]
+        if not str(data.get("schema", "")).startswith(WATCH_SCHEMA_PREFIX) or not errors:
+            return None
+        first = errors[0]
+        hosts = sorted({str(r.get("host")) for r in data.get("ranks", []) if r.get("host")})
+        return HangRecord(
+            path,
+            float(data.get("time") or written),
+            tuple(str(f["kind"]) for f in errors),
+            tuple(int(r) for r in first.get("ranks", [])),
+            tuple(int(r) for r in first.get("culprits", [])),
+            str(first["message"]),
+            ",".join(hosts),
+            data.get("ended_job") is True,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -109,3 +149,121 @@ class Incident:
 
     def to_json(self) -> dict[str, object]:
         return {"folder": self.folder, "kept": dict(self.kept), "missing": dict(self.missing)}
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Where ``ncclcheck run`` keeps a job's evidence: every path of the run directory, for every writer and reader.
+
+    DIR/manifest.json, DIR/report.json, DIR/watch-agent.jsonl; DIR/logs/launcher.log; DIR/nccl/ (NCCL_DEBUG_FILE);
+    DIR/fr/ (Flight Recorder dumps rank_<N>, dump pipes pipe_<N>.pipe, early copies early-<k>/);
+    DIR/hangs/hang-<time>-<n>.json; DIR/slow/slow-<time>-<n>.json; DIR/control/ (the hook, sockets, hang-*/).
+    """
+
+    root: str
+
+    HANGS = "hangs"  # the folder's name: ``logs`` finds hang records under any path by it
+    FR = "fr"  # ... and the early Flight Recorder copies under it
+    AGENT_LINES = "watch-agent.jsonl"
+    HOOK_FILES = ("sitecustomize.py", "ncclcheck_hook_p2p.py")  # the hook, as copied into control/hook/
+
+    def _at(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The folders made before the job starts (control/ is made by the hook's setup)."""
+        return (self.logs, self.nccl, self.fr, self.hangs, self.slow)
+
+    @property
+    def logs(self) -> str:
+        return self._at("logs")
+
+    @property
+    def launcher_log(self) -> str:
+        return self._at("logs", "launcher.log")
+
+    @property
+    def nccl(self) -> str:
+        return self._at("nccl")
+
+    @property
+    def nccl_file(self) -> str:
+        """NCCL_DEBUG_FILE: one file per process (%h host, %p pid)."""
+        return self._at("nccl", "nccl.%h.%p")
+
+    @property
+    def fr(self) -> str:
+        return self._at(self.FR)
+
+    @property
+    def fr_dumps(self) -> str:
+        """TORCH_FR_DUMP_TEMP_FILE: each rank dumps to this prefix and its global rank."""
+        return self._at(self.FR, "rank_")
+
+    @property
+    def fr_pipes(self) -> str:
+        """TORCH_NCCL_DEBUG_INFO_PIPE_FILE: each rank's dump pipe is this prefix, its rank and ``.pipe``."""
+        return self._at(self.FR, "pipe_")
+
+    @property
+    def hangs(self) -> str:
+        return self._at(self.HANGS)
+
+    @property
+    def slow(self) -> str:
+        return self._at("slow")
+
+    @property
+    def control(self) -> str:
+        return self._at("control")
+
+    @property
+    def hook(self) -> str:
+        return self._at("control", "hook")
+
+    @property
+    def manifest(self) -> str:
+        return self._at("manifest.json")
+
+    @property
+    def report(self) -> str:
+        return self._at("report.json")
+
+    @property
+    def agent_lines(self) -> str:
+        return self._at(self.AGENT_LINES)
+
+    def hang(self, stamp: str, n: int) -> str:
+        """The ``n``-th hang record, written at ``stamp`` (%Y%m%d-%H%M%S)."""
+        return self._at(self.HANGS, f"hang-{stamp}-{n}.json")
+
+    def slow_record(self, stamp: str, n: int) -> str:
+        """The ``n``-th slow episode's record, opened at ``stamp`` (%Y%m%d-%H%M%S)."""
+        return self._at("slow", f"slow-{stamp}-{n}.json")
+
+    def incident(self, hang_path: str) -> str:
+        """The folder beside a hang's record: its control-plane answers and the rest of its incident."""
+        return self._at("control", os.path.splitext(os.path.basename(hang_path))[0])
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run came to: the job, the evidence switched on and kept, what was seen live, and the verdict; the
+    terminal and report.json (ncclcheck.run/1) render it whole."""
+
+    command: tuple[str, ...]
+    run_dir: RunDir
+    host: str
+    exit_code: int
+    duration_s: float
+    verdict: RunVerdict
+    report: LogReport  # ``logs`` over the run dir at the end
+    findings: tuple[Finding, ...] = ()
+    hangs: tuple[HangRecord, ...] = ()
+    settings: tuple[EnvSetting, ...] = ()
+    notes: tuple[str, ...] = ()
+    files: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the evidence kept, by kind, as report.json lists it
+    log_files: tuple[str, ...] = ()  # what the report was made from
+    slow: tuple[SlowEpisode, ...] = ()
+    pace: PaceNote | None = None

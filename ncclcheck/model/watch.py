@@ -12,7 +12,9 @@ from ncclcheck.model.shares import RankShare, Round, Tally
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import CodeAt, Deep
 
-AGENT_SCHEMA = "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: written by views.watch_agent
+AGENT_SCHEMA = (
+    "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: model.agent_line writes and reads it
+)
 
 
 # ok, pending (not judged yet), undecided (the evidence cannot decide), warning, problem, finished (the job is over)

@@ -2,15 +2,17 @@
 rank's time goes beside a typical rank's, and a stack.
 
 The app takes a *data source* (anything with ``poll() -> WatchState``): the live one samples the job,
-tests hand it a scripted one. The app owns the polling worker, a thread that posts each state and keeps
+tests hand it a scripted one; and the live loop that paces it (``samples``, handed in by the command: the app
+imports only views and model). The app owns the polling worker, a thread that posts each state and keeps
 polling when a poll fails (the error is shown). With several jobs and no source, it opens on a picker.
 Only Textual's public API is used, so the runtime requirement can be a range.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -23,8 +25,8 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer
 from textual.worker import get_current_worker
 
-from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.exits import INTERRUPTED
+from ncclcheck.model.live import Look
 from ncclcheck.model.watch import Job, RankView, WatchState
 from ncclcheck.report_files import new_json
 from ncclcheck.tui.widgets import COLUMNS, NODE_COLUMNS, NODE_SORTS, SORTS, Block, JobPicker, Line, RankTable
@@ -43,6 +45,14 @@ SHORT = 30  # rows: a screen shorter than this shares itself between the table a
 
 class Source(Protocol):
     def poll(self) -> WatchState: ...
+
+
+class Samples(Protocol):
+    """The live loop (``ncclcheck.sources.live.samples``): a source's looks, paced, until ``stop``."""
+
+    def __call__(
+        self, source: Source, interval_s: float, stop: threading.Event, *, keep_going: bool
+    ) -> Iterator[Look]: ...
 
 
 class Polled(Message):
@@ -105,8 +115,11 @@ class WatchApp(App[None]):
         jobs: tuple[Job, ...] = (),
         make_source: Callable[[Job], Source] | None = None,
         several_nodes: bool = False,
+        *,
+        samples: Samples,
     ) -> None:
         super().__init__()
+        self.samples = samples
         self.several_nodes = several_nodes
         self.sorts = NODE_SORTS if several_nodes else SORTS
         self.source, self.interval, self.clock = source, interval, clock
@@ -157,16 +170,14 @@ class WatchApp(App[None]):
 
     @work(thread=True, exclusive=True)
     def poll_source(self) -> None:
-        worker = get_current_worker()
-        state = None
-        while not worker.is_cancelled and self.source is not None:
-            try:
-                state = self.source.poll()
-                self.post_message(Polled(state))
-            except Exception as exc:  # shown, and polling goes on: a transient /proc or py-spy failure
-                self.post_message(PollFailed(f"{type(exc).__name__}: {exc}"))
-            if worker.cancelled_event.wait(next_delay(state, self.interval)):
-                return
+        source = self.source
+        if source is None:
+            return
+        # a poll that raises is shown, and polling goes on: a transient /proc or py-spy failure
+        for look in self.samples(source, self.interval, get_current_worker().cancelled_event, keep_going=True):
+            if self.source is not source:
+                return  # the source was taken away: no more samples
+            self.post_message(Polled(look.state) if look.state is not None else PollFailed(look.error or "?"))
 
     def on_polled(self, message: Polled) -> None:
         self.state, self.received_at = message.state, self.clock()

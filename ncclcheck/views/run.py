@@ -9,10 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ncclcheck.model.findings import Finding
-from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.ranks import span
-from ncclcheck.model.run import EnvSetting, HangRecord, PaceNote, RunVerdict, SlowEpisode
+from ncclcheck.model.run import EnvSetting, HangRecord, PaceNote, RunDir, RunOutcome, SlowEpisode
 from ncclcheck.views.logs import to_json as logs_json
 
 SCHEMA = "ncclcheck.run/1"
@@ -21,8 +19,8 @@ STYLE = {"pass": "bold green", "slow": "bold yellow", "fail": "bold red", "hang"
 MARK = {"pass": "✓", "slow": "!", "fail": "✗", "hang": "✗"}
 
 
-def start_lines(settings: tuple[EnvSetting, ...], notes: tuple[str, ...], run_dir: str, console: Console) -> None:
-    console.print(Text(f"ncclcheck run: evidence in {run_dir}", style="bold"))
+def start_lines(settings: tuple[EnvSetting, ...], notes: tuple[str, ...], run_dir: RunDir, console: Console) -> None:
+    console.print(Text(f"ncclcheck run: evidence in {run_dir.root}", style="bold"))
     for s in settings:
         if s.kept:
             console.print(Text(f"  kept   {s.kept_name}={s.value} (yours): {s.what}", style="dim"))
@@ -72,37 +70,22 @@ def note_json(note: PaceNote | None) -> dict[str, Any] | None:
     }
 
 
-def to_json(
-    command: list[str],
-    run_dir: str,
-    host: str,
-    exit_code: int,
-    duration_s: float,
-    verdict: RunVerdict,
-    findings: tuple[Finding, ...],
-    hangs: tuple[HangRecord, ...],
-    settings: tuple[EnvSetting, ...],
-    notes: tuple[str, ...],
-    files: dict[str, list[str]],
-    report: LogReport,
-    log_files: list[str],
-    slow: tuple[SlowEpisode, ...] = (),
-    pace: PaceNote | None = None,
-) -> dict[str, Any]:
+def to_json(outcome: RunOutcome) -> dict[str, Any]:
+    o = outcome
     return {
         "schema": SCHEMA,
-        "command": command,
-        "run_dir": run_dir,
-        "host": host,
-        "exit_code": exit_code,
-        "duration_s": round(duration_s, 1),
+        "command": list(o.command),
+        "run_dir": o.run_dir.root,
+        "host": o.host,
+        "exit_code": o.exit_code,
+        "duration_s": round(o.duration_s, 1),
         "verdict": {
-            "status": verdict.status,
-            "root_cause": verdict.root_cause,
-            "ranks": list(verdict.ranks),
-            "message": verdict.message,
+            "status": o.verdict.status,
+            "root_cause": o.verdict.root_cause,
+            "ranks": list(o.verdict.ranks),
+            "message": o.verdict.message,
         },
-        "findings": [f.to_json() for f in findings],
+        "findings": [f.to_json() for f in o.findings],
         "hangs": [
             {
                 "path": h.path,
@@ -112,30 +95,22 @@ def to_json(
                 "culprits": list(h.culprits),
                 "message": h.message,
             }
-            for h in hangs
+            for h in o.hangs
         ],
-        "slow": [episode_json(e) for e in slow],
-        "communication_bound": note_json(pace),
+        "slow": [episode_json(e) for e in o.slow],
+        "communication_bound": note_json(o.pace),
         "evidence": {
-            "set": {name: s.value for s in settings if not s.kept for name in s.names},
-            "kept": {s.kept_name: s.value for s in settings if s.kept},
-            "notes": list(notes),
-            **files,
+            "set": {name: s.value for s in o.settings if not s.kept for name in s.names},
+            "kept": {s.kept_name: s.value for s in o.settings if s.kept},
+            "notes": list(o.notes),
+            **{kind: list(paths) for kind, paths in o.files},
         },
-        "logs": logs_json(report, log_files),
+        "logs": logs_json(o.report, list(o.log_files)),
     }
 
 
-def render(
-    verdict: RunVerdict,
-    findings: tuple[Finding, ...],
-    exit_code: int,
-    run_dir: str,
-    console: Console,
-    slow: tuple[SlowEpisode, ...] = (),
-    pace: PaceNote | None = None,
-) -> None:
-    for f in findings:
+def render(outcome: RunOutcome, console: Console) -> None:
+    for f in outcome.findings:
         if f.severity in ("error", "warning"):
             who = f" (rank {span(f.blamed)})" if f.blamed else ""
             console.print(
@@ -146,10 +121,11 @@ def render(
             )
             if f.fix:
                 console.print(Text(f"  fix: {f.fix}", style="dim"))
-    _slow_lines(slow, pace, console)
+    _slow_lines(outcome.slow, outcome.pace, console)
+    verdict = outcome.verdict
     who = f" (rank {span(verdict.ranks)})" if verdict.ranks else ""
     console.print(Text(f"{MARK[verdict.status]} {verdict.status}{who}: {verdict.message}", style=STYLE[verdict.status]))
-    console.print(Text(f"exit code {exit_code}; report: {run_dir}/report.json", style="dim"))
+    console.print(Text(f"exit code {outcome.exit_code}; report: {outcome.run_dir.report}", style="dim"))
 
 
 def _slow_lines(slow: tuple[SlowEpisode, ...], pace: PaceNote | None, console: Console) -> None:

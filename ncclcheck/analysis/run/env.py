@@ -7,10 +7,9 @@ TORCHELASTIC_ERROR_FILE (torchrun writes its own per worker).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
-from ncclcheck.model.run import EnvSetting
+from ncclcheck.model.run import EnvSetting, RunDir
 
 NEVER = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCHELASTIC_ERROR_FILE")
 
@@ -24,11 +23,10 @@ def _version(torch_version: str | None) -> tuple[int, ...] | None:
 
 
 def evidence_env(
-    env: Mapping[str, str], run_dir: str, deep: bool, torch_version: str | None = None
+    env: Mapping[str, str], run_dir: RunDir, deep: bool, torch_version: str | None = None
 ) -> tuple[EnvSetting, ...]:
     """What to switch on. Both names of a Flight Recorder setting are set unless the torch here is known to read
     the new one (>= 2.8), where the old alias would only add a deprecation warning to every rank's output."""
-    fr, nccl = os.path.join(run_dir, "fr"), os.path.join(run_dir, "nccl")
     wanted = [
         (
             ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"),
@@ -44,13 +42,13 @@ def evidence_env(
         ),
         (
             ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
-            os.path.join(fr, "rank_"),
+            run_dir.fr_dumps,
             "the dumps land in the run dir (fr/rank_<N>)",
             "none",
         ),
         (
             ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",),
-            os.path.join(fr, "pipe_"),
+            run_dir.fr_pipes,
             "a dump on demand: ncclcheck asks for one when it sees a hang (fr/pipe_<N>.pipe)",
             "one FIFO per rank, read once a second by the NCCL watchdog",
         ),
@@ -62,7 +60,7 @@ def evidence_env(
         ),
         (
             ("NCCL_DEBUG_FILE",),
-            os.path.join(nccl, "nccl.%h.%p"),
+            run_dir.nccl_file,
             "one NCCL log file per process in the run dir",
             "none",
         ),

@@ -26,7 +26,7 @@ from ncclcheck.collectors.control_plane import FILES, RankAnswer, fetch, recorde
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.ranks import span
-from ncclcheck.model.run import EnvSetting, HangRecord
+from ncclcheck.model.run import EnvSetting, HangRecord, RunDir
 from ncclcheck.report_files import replace_json
 
 WHAT = "each rank's live Flight Recorder and stacks on a hang, through torch's control plane (a sitecustomize hook)"
@@ -37,21 +37,22 @@ COST = (
 )
 
 
-def prepare(run_dir: str, enabled: bool) -> tuple[EnvSetting | None, str | None, tuple[str, ...]]:
+def prepare(run_dir: RunDir, enabled: bool) -> tuple[EnvSetting | None, str | None, tuple[str, ...]]:
     """The control dir and the hook in it: the setting to show and set, the directory to put first on PYTHONPATH,
     and notes. Nothing when ``enabled`` is false (--no-control) or the hook cannot be placed."""
     if not enabled:
         return None, None, ("--no-control: no control plane; a hang's evidence is the sampled stacks (py-spy)",)
-    control_dir, hook_dir = os.path.join(run_dir, "control"), os.path.join(run_dir, "control", "hook")
+    control_dir, hook_dir = run_dir.control, run_dir.hook
     if os.pathsep in hook_dir:
         return None, None, (f"no control plane: the run dir's path holds {os.pathsep!r}, which PYTHONPATH cannot",)
     try:
         os.makedirs(hook_dir, exist_ok=True)
         os.chmod(control_dir, 0o700)
-        shutil.copyfile(control_hook.__file__, os.path.join(hook_dir, "sitecustomize.py"))
-        shutil.copyfile(control_hook_p2p.__file__, os.path.join(hook_dir, "ncclcheck_hook_p2p.py"))
+        hook, p2p = RunDir.HOOK_FILES
+        shutil.copyfile(control_hook.__file__, os.path.join(hook_dir, hook))
+        shutil.copyfile(control_hook_p2p.__file__, os.path.join(hook_dir, p2p))
         # compiled now: every python start of the job would compile it again where it cannot write __pycache__
-        for name in ("sitecustomize.py", "ncclcheck_hook_p2p.py"):
+        for name in RunDir.HOOK_FILES:
             py_compile.compile(os.path.join(hook_dir, name), doraise=True)
     except (OSError, py_compile.PyCompileError) as exc:
         return None, None, (f"no control plane: cannot write {hook_dir}: {exc}",)
@@ -70,16 +71,15 @@ def with_hook(env: dict[str, str], hook_dir: str | None) -> dict[str, str]:
     return {**env, "PYTHONPATH": hook_dir + (os.pathsep + rest if rest else "")}
 
 
-def on_hang(run_dir: str, record: HangRecord, console: Any) -> HangRecord:
+def on_hang(run_dir: RunDir, record: HangRecord, console: Any) -> HangRecord:
     """Fetch every local rank's FR and stacks, judge them, and return the record with the exact culprit when the
     Flight Recorders name one other than the stacks' vote (which they then override; where they agree the stacks'
     finding stays, it says more: "not in any collective"); the hang JSON gains ``control_plane``."""
-    control_dir = os.path.join(run_dir, "control")
-    sockets = sockets_in(control_dir)
+    sockets = sockets_in(run_dir.control)
     if not sockets:
         return record
     answers = fetch(sockets)
-    out = os.path.join(control_dir, Path(record.path).stem)
+    out = run_dir.incident(record.path)
     os.makedirs(out, mode=0o700, exist_ok=True)
     dumps, unreadable, silent = _save(out, answers)
     findings = exact(dumps, unreadable, silent)
@@ -124,7 +124,7 @@ def _add_to(hang_path: str, summary: dict[str, Any], key: str = "control_plane")
 
 
 def keep_incident(
-    run_dir: str,
+    run_dir: RunDir,
     record: HangRecord,
     ranks: dict[int, int],
     asked_at: float | None,
@@ -132,8 +132,8 @@ def keep_incident(
     early: dict[str, str] | None = None,
 ) -> None:
     """The rest of the incident beside the hang's record (collectors/incident.py), said in one line."""
-    folder = os.path.join(run_dir, "control", Path(record.path).stem)
-    found = incident.keep(folder, os.path.join(run_dir, "fr"), ranks, asked_at, early)
+    folder = run_dir.incident(record.path)
+    found = incident.keep(folder, run_dir.fr, ranks, asked_at, early)
     _add_to(record.path, found.to_json(), "incident")
     kept = ", ".join(name for name, _ in found.kept) or "nothing more"
     console.print(f"ncclcheck run: incident kept in {folder}: {kept}")
@@ -148,10 +148,10 @@ def _say(console: Any, out: str, answers: list[RankAnswer], silent: dict[int, st
         console.print(f"ncclcheck run: rank {span(sorted(silent))} did not answer within 1 s", style="yellow")
 
 
-def no_server(run_dir: str) -> tuple[int, ...]:
+def no_server(run_dir: RunDir) -> tuple[int, ...]:
     """Ranks whose torch has no _WorkerServer (the hook recorded it): their evidence is py-spy's only."""
     out = []
-    for path in Path(run_dir, "control").glob("rank*.json"):
+    for path in Path(run_dir.control).glob("rank*.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -161,10 +161,10 @@ def no_server(run_dir: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def backends(run_dir: str) -> tuple[str, ...]:
+def backends(run_dir: RunDir) -> tuple[str, ...]:
     """The default process group's backend each rank's hook recorded (none without the hook)."""
     found = set()
-    for path in Path(run_dir, "control").glob("rank*.json"):
+    for path in Path(run_dir.control).glob("rank*.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -174,9 +174,9 @@ def backends(run_dir: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def finish(run_dir: str) -> None:
+def finish(run_dir: RunDir) -> None:
     """The job is over: its sockets (and the short directory under /tmp, if one was used) go."""
-    control_dir = os.path.join(run_dir, "control")
+    control_dir = run_dir.control
     for where in {control_dir, control_hook.short_dir(control_dir)}:
         try:
             names = os.listdir(where)

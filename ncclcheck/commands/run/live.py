@@ -4,14 +4,13 @@ back. It runs in a thread of ``run``."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import os
 import socket
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
 from ncclcheck.analysis.watch.judge import hangs_in, next_delay
 from ncclcheck.collectors.dump_request import ask_for_dumps
@@ -22,32 +21,43 @@ from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.commands.run.control import keep_incident, on_hang
 from ncclcheck.commands.run.slow import SlowLog
-from ncclcheck.model.run import HangRecord
+from ncclcheck.model.agent_line import agent_line
+from ncclcheck.model.live import Look
+from ncclcheck.model.run import HangRecord, RunDir, hang_json
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
+from ncclcheck.model.watch import RendezvousEndpoint, WatchState
 from ncclcheck.report_files import replace_json
+from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.run import hang_line
 from ncclcheck.views.watch import to_json as watch_json
-from ncclcheck.views.watch_agent import agent_line
 
 FIND_S = 0.2  # how often the ranks are looked for at first
 FIND_FOR_S = 60.0  # ... and for how long; then every --interval (a launcher that starts no ranks for a while)
 WHOLE_S = 10.0  # how long to wait for the rest of this node's ranks once the first is found
 
 
-def sample_live(
-    launched: Launched,
-    args: argparse.Namespace,
-    run_dir: str,
-    console: Any,
-    hangs: list[HangRecord],
-    slow: SlowLog,
-    ends: RankEnds,
-    stop: threading.Event,
-    end_now: threading.Event,
-    interrupted: threading.Event,
-) -> None:
+@dataclass(frozen=True)
+class Watching:
+    """How the sampler watches: --stall, --interval, --on-hang."""
+
+    stall_s: float
+    interval_s: float
+    on_hang: str  # watch, exit
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the job's supervisor and the sampler tell each other: the job is over (``stop``), end it now
+    (``end_now``: --on-hang exit or a second ^C), the user or a signal ended it (``interrupted``)."""
+
+    stop: threading.Event
+    end_now: threading.Event
+    interrupted: threading.Event
+
+
+class LiveSampler:
     """The watch sampler beside the job: a hang record when ranks stand still past --stall, slow episodes while a
     look names ranks that hold the others back (a hang keeps precedence: it closes the episode). Once the user or a
     signal ended the job (``interrupted``, set before the launcher is signalled), ranks that exit or stop answering
@@ -56,113 +66,160 @@ def sample_live(
     Ranks are looked for every ``FIND_S`` at first, so the first sample comes right after they appear; every rank
     is handed to ``ends``, which wakes the sampler when one ends; a last sample is taken when the job is over: a job
     of a few seconds still leaves its agent lines."""
-    source: LiveSource | None = None
-    last: tuple[Any, ...] | None = None
-    said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
-    sent: dict[int, tuple[Frame, ...]] = {}
-    host, seq, rendezvous, started = socket.gethostname(), 0, None, time.monotonic()
-    flight: object = ()  # the Flight Recorders last written to the agent lines
-    rounds_sent: dict[int, float] = {}  # each rank's last round written: a line carries only the new ones
-    deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last written: sent again when it changes
-    seen: float | None = None  # when the first of the job's ranks was found
-    early = EarlyDumps(os.path.join(run_dir, "fr"))
-    lines = open(os.path.join(run_dir, "watch-agent.jsonl"), "a", encoding="utf-8")  # noqa: SIM115 - closed below
-    try:
-        while True:
-            final = stop.is_set()  # the job is over: one last sample, then no more
-            if source is None:
-                if final:
-                    break
-                jobs = discover(launched.proc.pid)
-                seen = seen or (time.monotonic() if jobs else None)
-                # the launcher starts its ranks one after the other: wait (a little) for all of this node's to exist,
-                # or the ones not yet started would be watched as missing
-                partial = jobs and len(jobs[0].ranks) < len(jobs[0].expected_local())
-                if not jobs or (partial and seen is not None and time.monotonic() - seen < WHOLE_S):
-                    stop.wait(FIND_S if time.monotonic() - started < FIND_FOR_S else args.interval)
-                    continue
-                source = LiveSource(jobs[0], args.stall)
-                rendezvous = launcher_endpoint(jobs[0].launcher_pid)
-            for r in source.job.ranks:
-                ends.add(r.rank, r.pid)
-            state = source.poll()
-            fresh, flight = (source.flight if source.flight is not flight else None), source.flight
-            # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
-            # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
-            lines.write(
-                json.dumps(
-                    agent_line(
-                        state,
-                        host,
-                        sent,
-                        time.time(),
-                        seq,
-                        rendezvous=rendezvous,
-                        interval_s=args.interval,
-                        flight=fresh,
-                        rounds_sent=rounds_sent,
-                        deep_sent=deep_sent,
-                    )
-                )
-                + "\n"
-            )
-            lines.flush()
-            seq += 1
-            if final:
-                break
-            now = time.time()
-            for note in state.notes:
-                if note not in said:
-                    said.add(note)
-                    console.print(f"ncclcheck run: {note}", style="yellow")
-            if interrupted.is_set():  # this sample may already show the ranks the launcher is ending
-                slow.end()
-                stop.wait(args.interval)
-                continue
-            slow.look(state, now, args.interval)
-            suspect = any(v.collective and v.still_s >= args.stall / 2 for v in state.ranks)
-            if early.suspect(suspect):  # the first suspicion: the ring still holds the stuck group's entries
-                console.print("ncclcheck run: ranks stand still: asked NCCL ranks for an early Flight Recorder dump")
-            errors = list(hangs_in(state.findings))  # warnings too: what stood still past --stall is a hang
-            key = tuple((f.id, f.culprits) for f in errors)
-            if errors and key != last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
-                path = os.path.join(run_dir, "hangs", f"hang-{time.strftime('%Y%m%d-%H%M%S')}-{len(hangs) + 1}.json")
-                ending = args.on_hang == "exit"  # said in the record, so that `logs RUN_DIR` knows who ended it
-                replace_json(path, watch_json(state, args.interval) | ({"ended_job": True} if ending else {}))
-                first = errors[0]
-                kinds = tuple(f.id for f in errors)
-                record = HangRecord(path, now, kinds, first.ranks, first.culprits, first.message, ended_job=ending)
-                record = on_hang(run_dir, record, console)  # the ranks' own Flight Recorders, when they answer
-                hangs.append(record)
-                hang_line(record, console)
-                asked_at = time.time()
-                asked, _ = ask_for_dumps(os.path.join(run_dir, "fr", "pipe_"))
-                if asked:
-                    console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
-                pids = {r.rank: r.pid for r in source.job.ranks}
-                try:  # the incident's extras failing must not end the watch: the record is already written
-                    early.collect()
-                    keep_incident(run_dir, record, pids, asked_at if asked else None, console, early.copies())
-                except OSError as exc:
-                    console.print(f"ncclcheck run: the incident could not be kept whole: {exc}", style="yellow")
-                if ending:
-                    end_now.set()
-            last = key if errors else None
-            _pause(next_delay(state, args.interval), stop, ends.ended)
-    except Exception as exc:  # the sampler failing must not take the job or the verdict with it
-        console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
-    finally:
-        lines.close()
-        if source is not None:
-            source.close()
-        with contextlib.suppress(OSError):  # the open episode's record, closed: the job is over
-            slow.end()
 
+    def __init__(
+        self,
+        launched: Launched,
+        watching: Watching,
+        run_dir: RunDir,
+        console: Any,
+        slow: SlowLog,
+        ends: RankEnds,
+        signals: Signals,
+    ) -> None:
+        self.launched, self.watching, self.run_dir, self.console = launched, watching, run_dir, console
+        self.slow, self.ends, self.signals = slow, ends, signals
+        self.hangs: list[HangRecord] = []
+        self.host = socket.gethostname()
+        self.said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
+        self.last: tuple[Any, ...] | None = None  # the hang last recorded, while it lasts
+        self.early = EarlyDumps(run_dir.fr)
+        self.lines = _AgentLines(self.host)
 
-def _pause(seconds: float, stop: threading.Event, ended: threading.Event) -> None:
-    """Wait ``seconds``, or until the job is over or a rank has ended (its end is then sampled at once)."""
-    deadline = time.monotonic() + seconds
-    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
-        if ended.wait(min(0.5, left)):
-            ended.clear()
+    def run(self) -> None:
+        """Find the job's ranks, then one look per sample until the job is over (the thread's target)."""
+        source: LiveSource | None = None
+        out = open(self.run_dir.agent_lines, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        try:
+            source = self._find()
+            if source is not None:
+                self.lines.rendezvous = launcher_endpoint(source.job.launcher_pid)
+                for look in samples(source, self.watching.interval_s, self.signals.stop, **self._pace()):
+                    self.look(source, look, out)
+        except Exception as exc:  # the sampler failing must not take the job or the verdict with it
+            self.console.print(f"ncclcheck run: the live watch stopped: {type(exc).__name__}: {exc}", style="yellow")
+        finally:
+            out.close()
+            if source is not None:
+                source.close()
+            with contextlib.suppress(OSError):  # the open episode's record, closed: the job is over
+                self.slow.end()
+
+    def look(self, source: LiveSource, look: Look, out: IO[str]) -> None:
+        """One sample: its agent line, then (unless it is the last, or the job is being ended) its judgement."""
+        assert look.state is not None  # the loop raises what a poll raised
+        state = look.state
+        for r in source.job.ranks:
+            self.ends.add(r.rank, r.pid)
+        # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
+        # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
+        out.write(json.dumps(self.lines.line(state, source, self.watching.interval_s)) + "\n")
+        out.flush()
+        if look.final:
             return
+        now = time.time()
+        for note in state.notes:
+            if note not in self.said:
+                self.said.add(note)
+                self.console.print(f"ncclcheck run: {note}", style="yellow")
+        if self.signals.interrupted.is_set():  # this sample may already show the ranks the launcher is ending
+            self.slow.end()
+            return
+        self.slow.look(state, now, self.watching.interval_s)
+        self._judge(source, state, now)
+
+    def _pace(self) -> dict[str, Any]:
+        """After ^C or a signal, a look every --interval; else ``next_delay``, woken by a rank that ends."""
+        interrupted, interval_s = self.signals.interrupted, self.watching.interval_s
+
+        def delay(state: WatchState | None, _: float) -> float:
+            return interval_s if interrupted.is_set() else next_delay(state, interval_s)
+
+        return {"delay": delay, "wait": self._pause, "last": True}
+
+    def _find(self) -> LiveSource | None:
+        """This node's ranks of the job, once all of them exist (or ``WHOLE_S`` after the first); None: the job
+        ended first. The launcher starts its ranks one after the other: the ones not yet started would be watched
+        as missing."""
+        stop, started, seen = self.signals.stop, time.monotonic(), None
+        while not stop.is_set():
+            jobs = discover(self.launched.proc.pid)
+            seen = seen or (time.monotonic() if jobs else None)
+            partial = jobs and len(jobs[0].ranks) < len(jobs[0].expected_local())
+            if jobs and not (partial and seen is not None and time.monotonic() - seen < WHOLE_S):
+                return LiveSource(jobs[0], self.watching.stall_s)
+            stop.wait(FIND_S if time.monotonic() - started < FIND_FOR_S else self.watching.interval_s)
+        return None
+
+    def _judge(self, source: LiveSource, state: WatchState, now: float) -> None:
+        suspect = any(v.collective and v.still_s >= self.watching.stall_s / 2 for v in state.ranks)
+        if self.early.suspect(suspect):  # the first suspicion: the ring still holds the stuck group's entries
+            self.console.print("ncclcheck run: ranks stand still: asked NCCL ranks for an early Flight Recorder dump")
+        errors = list(hangs_in(state.findings))  # warnings too: what stood still past --stall is a hang
+        key = tuple((f.id, f.culprits) for f in errors)
+        stop, end_now = self.signals.stop, self.signals.end_now
+        if errors and key != self.last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
+            self._record(source, state, now, errors)
+        self.last = key if errors else None
+
+    def _record(self, source: LiveSource, state: WatchState, now: float, errors: list[Any]) -> None:
+        path = self.run_dir.hang(time.strftime("%Y%m%d-%H%M%S"), len(self.hangs) + 1)
+        ending = self.watching.on_hang == "exit"  # said in the record, so that `logs RUN_DIR` knows who ended it
+        replace_json(path, hang_json(watch_json(state, self.watching.interval_s), ending))
+        first = errors[0]
+        kinds = tuple(f.id for f in errors)
+        record = HangRecord(path, now, kinds, first.ranks, first.culprits, first.message, ended_job=ending)
+        record = on_hang(self.run_dir, record, self.console)  # the ranks' own Flight Recorders, when they answer
+        self.hangs.append(record)
+        hang_line(record, self.console)
+        asked_at = time.time()
+        asked, _ = ask_for_dumps(self.run_dir.fr_pipes)
+        if asked:
+            self.console.print(f"ncclcheck run: asked {asked} NCCL rank(s) for a Flight Recorder dump (fr/)")
+        pids = {r.rank: r.pid for r in source.job.ranks}
+        try:  # the incident's extras failing must not end the watch: the record is already written
+            self.early.collect()
+            keep_incident(self.run_dir, record, pids, asked_at if asked else None, self.console, self.early.copies())
+        except OSError as exc:
+            self.console.print(f"ncclcheck run: the incident could not be kept whole: {exc}", style="yellow")
+        if ending:
+            self.signals.end_now.set()
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the job is over or a rank has ended (its end is then sampled at once)."""
+        stop, ended = self.signals.stop, self.ends.ended
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            if ended.wait(min(0.5, left)):
+                ended.clear()
+                return
+
+
+class _AgentLines:
+    """What this node's agent lines carry from one to the next: each rank's stack, rounds and closer look as last
+    written (a line carries only what changed), the Flight Recorders last written, and the line's number."""
+
+    def __init__(self, host: str) -> None:
+        self.host, self.seq = host, 0
+        self.rendezvous: RendezvousEndpoint | None = None
+        self.sent: dict[int, tuple[Frame, ...]] = {}
+        self.flight: object = ()
+        self.rounds_sent: dict[int, float] = {}
+        self.deep_sent: dict[int, Deep | None] = {}
+
+    def line(self, state: WatchState, source: LiveSource, interval_s: float) -> dict[str, Any]:
+        fresh, self.flight = (source.flight if source.flight is not self.flight else None), source.flight
+        line = agent_line(
+            state,
+            self.host,
+            self.sent,
+            time.time(),
+            self.seq,
+            rendezvous=self.rendezvous,
+            interval_s=interval_s,
+            flight=fresh,
+            rounds_sent=self.rounds_sent,
+            deep_sent=self.deep_sent,
+        )
+        self.seq += 1
+        return line

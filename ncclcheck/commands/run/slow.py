@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ncclcheck.analysis.run.slow_episodes import after_look, ended
-from ncclcheck.model.run import SlowEpisode, SlowSoFar
+from ncclcheck.model.run import RunDir, SlowEpisode, SlowSoFar
 from ncclcheck.model.watch import WatchState
 from ncclcheck.report_files import replace_json
 from ncclcheck.views.run import episode_json, pace_line, slow_line
@@ -24,7 +24,7 @@ REWRITE_S = 10.0  # an open episode's record is brought up to date at most this 
 class SlowLog:
     """The sampler's slow episodes: fed every look, read by the verdict once the sampler is done."""
 
-    def __init__(self, run_dir: str, console: Any) -> None:
+    def __init__(self, run_dir: RunDir, console: Any) -> None:
         self.run_dir, self.console = run_dir, console
         self.seen = SlowSoFar()
         self.opening: dict[str, Any] = {}  # the watch JSON of the look that opened the open episode
@@ -34,9 +34,7 @@ class SlowLog:
         """One look at ``now`` (epoch seconds): open, extend or close an episode, and write what changed."""
         before = self.seen
         n = len(before.episodes) + 1
-        path = os.path.join(
-            self.run_dir, "slow", f"slow-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}-{n}.json"
-        )
+        path = self.run_dir.slow_record(time.strftime("%Y%m%d-%H%M%S", time.localtime(now)), n)
         self.seen = after_look(before, state, now, path)
         self._closed(before)
         current = self.seen.open

@@ -175,10 +175,11 @@ class Shown:
 
 def with_tui(proc: subprocess.Popen[bytes], launch: Launch, timeout_s: float, json_path: str | None) -> SmokeSummary:
     """The smoke test's own watchdog in a thread while the watch app shows its ranks; the app closes when done."""
-    from ncclcheck.sources.watch import LauncherSource
+    from ncclcheck.sources.live import samples
+    from ncclcheck.sources.smoke import LauncherSource
     from ncclcheck.tui.app import WatchApp
 
-    app = WatchApp(LauncherSource(proc.pid, launch.nproc, timeout_s, launch.log_dir), 1.0)
+    app = WatchApp(LauncherSource(proc.pid, launch.nproc, timeout_s, launch.log_dir), 1.0, samples=samples)
     done: list[SmokeSummary] = []
     closed = threading.Event()
 

@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import sys
+import threading
 import time
 
 from ncclcheck import exits
@@ -44,6 +45,7 @@ from ncclcheck.analysis.watch.judge import QUICK_S, Judging, decided, next_delay
 from ncclcheck.collectors.jobs import discover, launcher_waiting, pick, wait_for_ranks
 from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import Job, WatchState
+from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch import jobs_json, jobs_lines, render, to_json
@@ -183,9 +185,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if len(jobs) > 1:
-            app = WatchApp(None, args.interval, jobs=jobs, make_source=make)
+            app = WatchApp(None, args.interval, jobs=jobs, make_source=make, samples=samples)
         else:
-            app = WatchApp(make(jobs[0]), args.interval)
+            app = WatchApp(make(jobs[0]), args.interval, samples=samples)
         app.run()
     finally:
         for source in made:
@@ -243,18 +245,27 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
     judge the window. Without --settle, a verdict still pending at the window's end (a rank that may hold the
     others back, not proven yet; ranks that began to stand still late) is watched on, up to ONCE_LIMIT_S."""
     window = args.settle if args.settle is not None else args.stall + 2 * args.interval
-    state = source.poll()
-    begun = time.monotonic()  # counted from the first sample, which can be slow on a loaded node
     limit = window if args.settle is not None else max(window, ONCE_LIMIT_S)
-    while (elapsed := time.monotonic() - begun) < limit:
+    begun: float | None = None  # counted from the first sample, which can be slow on a loaded node
+
+    def delay(state: WatchState | None, interval_s: float) -> float:  # never past the window, or the limit
+        elapsed = time.monotonic() - (begun or 0.0)
+        end = (window if elapsed < window else limit) - elapsed
+        return float(max(min(next_delay(state, interval_s), end), 0))
+
+    state: WatchState | None = None
+    for look in samples(source, args.interval, threading.Event(), delay=delay, wait=lambda s: time.sleep(s)):
+        state = look.state
+        assert state is not None  # the loop raises what a poll raised
+        begun = time.monotonic() if begun is None else begun
+        if (elapsed := time.monotonic() - begun) >= limit:
+            break
         if state.verdict.status == "finished" and not state.launcher_running:
             return state  # nothing left to watch; while the launcher lives, it may restart the ranks
         if args.settle is None and decided(state):
             return state  # answered early: judged as it stands, not against a window it did not wait for
         if elapsed >= window and state.verdict.status != "pending":
             break
-        end = (window if elapsed < window else limit) - elapsed
-        time.sleep(max(min(next_delay(state, args.interval), end), 0))
-        state = source.poll()
+    assert state is not None and begun is not None
     watched = max(window, min(time.monotonic() - begun, limit))
     return source.with_flight(rejudge(state, Judging(args.stall, final=True, window_s=watched)))  # the exact word last

@@ -22,15 +22,15 @@ import time
 from typing import Any
 
 from ncclcheck import exits
-from ncclcheck.analysis.watch.judge import next_delay
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
+from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RendezvousEndpoint
 from ncclcheck.signals import handling
+from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
-from ncclcheck.views.watch_agent import agent_line
 
 DONE = "every rank of the job on this node has exited"
 
@@ -80,8 +80,9 @@ def _report(
     flight: object = ()
     rounds_sent: dict[int, float] = {}  # each rank's last round sent: a line carries only the new ones
     deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last sent: sent again when it changes
-    while not stop.is_set():
-        state = source.poll()
+    for look in samples(source, args.interval, stop):
+        state = look.state
+        assert state is not None  # the loop raises what a poll raised
         fresh = source.flight if source.flight is not flight else None
         flight = source.flight
         over = state.verdict.status == "finished" and not state.launcher_running
@@ -103,7 +104,6 @@ def _report(
         seq += 1
         if over or args.once:
             return exits.OK
-        stop.wait(next_delay(state, args.interval))
     return exits.OK
 
 

@@ -13,11 +13,12 @@ import glob
 import json
 import os
 import shutil
+import threading
 import time
 from types import FrameType
 
 from ncclcheck import exits
-from ncclcheck.analysis.watch.judge import decided, next_delay
+from ncclcheck.analysis.watch.judge import decided
 from ncclcheck.analysis.watch.nodes import SILENT_MIN_S
 from ncclcheck.analysis.watch.slow import SLOW
 from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command, slurm_nodes
@@ -25,6 +26,7 @@ from ncclcheck.collectors.agent_streams import FanOut
 from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import WatchState
 from ncclcheck.signals import handling
+from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch_nodes import NodesSource
 from ncclcheck.views.console import make_console
 from ncclcheck.views.watch import render, to_json
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace, live: bool) -> int:
             if live:
                 from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
-                app = WatchApp(source, args.interval, several_nodes=True)
+                app = WatchApp(source, args.interval, several_nodes=True, samples=samples)
                 app.run()
                 return exits.INTERRUPTED if app.return_code == exits.INTERRUPTED else exits.OK
             state = _once(source, args)
@@ -94,9 +96,12 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
     any agent (srun and ssh take a while to start them); then judge the window."""
     window = args.settle if args.settle is not None else args.stall + 2 * args.interval
     begun = time.monotonic()
-    state = source.poll()
     first: float | None = None
-    while not source.ended():  # recorded lines, or every agent ended: judge what came
+    for look in samples(source, args.interval, threading.Event(), wait=lambda s: time.sleep(s)):
+        state = look.state
+        assert state is not None  # the loop raises what a poll raised
+        if source.ended():
+            break  # recorded lines, or every agent ended: judge what came
         if state.ranks and first is None:
             first = time.monotonic()
         if first is not None and time.monotonic() - first >= window and state.verdict.status != "pending":
@@ -110,7 +115,5 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
         slow = all(f.id in SLOW for f in state.findings if f.severity == "warning")
         if args.settle is None and decided(state) and (state.verdict.status != "warning" or judged or slow):
             return source.poll() if source.with_map() else state  # the answer carries torchrun's map too
-        time.sleep(next_delay(state, args.interval))
-        state = source.poll()
     source.with_map()
     return source.poll(final=True)

@@ -1,0 +1,248 @@
+"""The agent line (schema ncclcheck.watch-agent/1), written and read in one place: ``watch --agent`` and ``run``'s
+sampler write one per sample of a node's ranks (``agent_line``), the viewer reads them back (``parse``).
+
+A line holds each rank's sample and how long it has stood still (the agent tracks its own ranks on its own
+clock, so the viewer never compares two nodes' clocks), and a rank's stack only when it changed since the
+line before: an unchanged rank costs a few hundred bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ncclcheck.model.args import args_from_json, posted_from_json
+from ncclcheck.model.flight import FrDump, dump_from_json, dump_to_json
+from ncclcheck.model.shares import Tally, tally_from_json, tally_to_json, window
+from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
+from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint, WatchState
+
+
+def agent_line(
+    state: WatchState | None,
+    host: str,
+    sent: dict[int, tuple[Frame, ...]],
+    now: float,
+    seq: int,
+    error: str | None = None,
+    done: str | None = None,
+    rendezvous: RendezvousEndpoint | None = None,
+    interval_s: float | None = None,
+    flight: Sequence[FrDump] | None = None,
+    rounds_sent: dict[int, float] | None = None,
+    deep_sent: dict[int, Deep | None] | None = None,
+) -> dict[str, Any]:
+    """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date. ``flight``: this
+    node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over).
+    ``rounds_sent``: the end of each rank's last round sent, brought up to date (None: send every round held);
+    ``deep_sent``: each rank's closer look as last sent, brought up to date: a look is sent when it changed (``null``
+    once the rank moved on), not at every line (None: with every line that has one)."""
+    line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
+    if interval_s is not None:
+        line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
+    if error is not None:
+        line["error"] = error
+    if state is None:
+        line["ranks"] = []
+        if done:
+            line["done"] = done
+        return line
+    job = state.job
+    groups = {p.group_rank for p in job.ranks if p.group_rank is not None}
+    line.update(
+        node_rank=groups.pop() if len(groups) == 1 else None,
+        job={
+            "id": job.id,
+            "world_size": job.world_size,
+            "nodes": job.nodes,
+            "launcher_pid": job.launcher_pid,
+            "script": job.script,
+            "launcher_running": state.launcher_running,
+        },
+        rendezvous=None
+        if rendezvous is None
+        else {"endpoint": rendezvous.text(), "address": rendezvous.address, "run_id": rendezvous.run_id},
+        window_s=round(state.window_s, 2),
+        samples=state.samples,
+        ranks=[],
+        notes=list(state.notes),
+        recording=state.recording,
+    )
+    for v in state.ranks:
+        s = v.sample
+        rank: dict[str, Any] = {
+            "rank": s.rank,
+            "local_rank": s.local_rank,
+            "pid": s.pid,
+            "status": s.status,
+            "exit_code": s.exit_code,
+            "cpu_percent": s.cpu_percent,
+            "rss_bytes": s.rss_bytes,
+            "threads": s.threads,
+            "socket_bytes": s.net_bytes,
+            "stack_error": s.stack_error,
+            "collective": v.collective,
+            "call_site": v.call_site,
+            "doing": v.doing,
+            "since_s": round(v.since_s, 2),
+            "still_s": round(v.still_s, 2),
+            "quiet_s": round(v.quiet_s, 2),
+            "idle_s": round(v.idle_s, 2),
+            "idle_samples": v.idle_samples,
+            "moved_samples": v.moved_samples,
+            "progressing": v.progressing,
+            "main_cpu_percent": None if v.main_cpu_percent is None else round(v.main_cpu_percent, 1),
+            "held_s": round(v.held_s, 2),
+        }
+        if v.args is not None:
+            rank["args"] = v.args.to_json()
+        if deep_sent is None:  # a rank standing still outside a collective: what it waits on, for the viewer's chain
+            if s.deep is not None:
+                rank["deep"] = s.deep.to_json()
+        elif deep_sent.get(s.rank) != s.deep:
+            rank["deep"] = None if s.deep is None else s.deep.to_json()
+            deep_sent[s.rank] = s.deep
+        if s.p2p is not None:
+            rank["p2p"] = s.p2p.to_json()
+        if s.ended is not None:
+            rank["ended"] = round(s.ended, 3)
+        if s.code is not None:
+            rank["code"] = s.code.to_json()
+        if sent.get(s.rank) != s.stack:
+            rank["stack"] = [[f.function, f.filename, f.line, f.native] for f in s.stack]
+            sent[s.rank] = s.stack
+        last = rounds_sent.get(s.rank, float("-inf")) if rounds_sent is not None else float("-inf")
+        new = [t for t in v.tallies if t.end > last]
+        if new:
+            rank["rounds"] = [tally_to_json(t) for t in new]
+            if rounds_sent is not None:
+                rounds_sent[s.rank] = new[-1].end
+        line["ranks"].append(rank)
+    if flight is not None:
+        line["flight"] = [dump_to_json(d) for d in flight]
+    if done:
+        line["done"] = done
+    return line
+
+
+def parse(
+    data: dict[str, Any],
+    stacks: dict[tuple[str, int], tuple[Frame, ...]],
+    received: float,
+    tallies: dict[tuple[str, int], tuple[Tally, ...]] | None = None,
+    deeps: dict[tuple[str, int], Deep | None] | None = None,
+) -> AgentReport | None:
+    """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
+    out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``). None: a line
+    this version cannot read."""
+    held = {} if tallies is None else tallies
+    host = str(data["host"])
+    raw_job = data.get("job")
+    job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
+    try:
+        looks = {} if deeps is None else deeps
+        views = tuple(_view(r, host, stacks, held, looks) for r in data.get("ranks", []))
+        return AgentReport(
+            host=host,
+            received=float(data.get("time", received)) if received < 0 else received,
+            node_rank=_int(data.get("node_rank")),
+            job_id=job.get("id"),
+            world_size=_int(job.get("world_size")),
+            nodes=_int(job.get("nodes")),
+            launcher_running=job.get("launcher_running"),
+            window_s=float(data.get("window_s", 0.0)),
+            samples=int(data.get("samples", 0)),
+            views=views,
+            notes=tuple(str(n) for n in data.get("notes", [])),
+            error=data.get("error"),
+            done=data.get("done"),
+            rendezvous=_endpoint(data.get("rendezvous")),
+            interval_s=_float(data.get("interval_s")),
+            recording=bool(data.get("recording")),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _endpoint(data: object) -> RendezvousEndpoint | None:
+    """The agent's torchrun's c10d rendezvous endpoint, as the agent reported it."""
+    if not isinstance(data, dict):
+        return None
+    host, _, port = str(data.get("endpoint", "")).rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    address = data.get("address")
+    return RendezvousEndpoint(
+        host, int(port), str(data.get("run_id") or "none"), address if isinstance(address, str) else None
+    )
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _view(
+    r: dict[str, Any],
+    host: str,
+    stacks: dict[tuple[str, int], tuple[Frame, ...]],
+    tallies: dict[tuple[str, int], tuple[Tally, ...]],
+    deeps: dict[tuple[str, int], Deep | None],
+) -> RankView:
+    rank = int(r["rank"])
+    if "deep" in r:  # sent when it changed; null once the rank moved on
+        deeps[(host, rank)] = deep_from_json(r["deep"])
+    if isinstance(r.get("rounds"), list):
+        new = (tally_from_json(t) for t in r["rounds"])
+        tallies[(host, rank)] = window(tallies.get((host, rank), ()), [t for t in new if t is not None])
+    if "stack" in r:
+        stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
+    sample = RankSample(
+        rank=rank,
+        local_rank=_int(r.get("local_rank")),
+        pid=_int(r.get("pid")),
+        host=host,
+        status=str(r["status"]),
+        cpu_percent=float(r.get("cpu_percent") or 0.0),
+        rss_bytes=int(r.get("rss_bytes") or 0),
+        threads=int(r.get("threads") or 0),
+        main_cpu_s=None,
+        net_bytes=_int(r.get("socket_bytes")),
+        stack=stacks.get((host, rank), ()),
+        stack_error=r.get("stack_error"),
+        exit_code=_int(r.get("exit_code")),
+        deep=deeps.get((host, rank)),
+        p2p=posted_from_json(r.get("p2p")),
+        ended=_float(r.get("ended")),
+        code=code_from_json(r.get("code")),
+    )
+    cpu = r.get("main_cpu_percent")
+    return RankView(
+        sample,
+        r.get("collective"),
+        r.get("call_site"),
+        str(r.get("doing") or sample.status),
+        since_s=float(r["since_s"]),
+        still_s=float(r["still_s"]),
+        quiet_s=float(r["quiet_s"]),
+        idle_s=float(r["idle_s"]),
+        idle_samples=int(r.get("idle_samples", 0)),
+        main_cpu_percent=None if cpu is None else float(cpu),
+        progressing=bool(r.get("progressing")),
+        moved_samples=int(r.get("moved_samples", 0)),
+        args=args_from_json(r.get("args")),
+        tallies=tallies.get((host, rank), ()),
+        held_s=float(r.get("held_s") or 0.0),
+    )
+
+
+def flight_from_json(data: dict[str, Any]) -> tuple[FrDump, ...] | None:
+    """The line's live Flight Recorders, when it carries them (None: unchanged since the line before)."""
+    if not isinstance(data.get("flight"), list):
+        return None
+    dumps = (dump_from_json(d) for d in data["flight"])
+    return tuple(d for d in dumps if d is not None)
