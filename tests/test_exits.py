@@ -189,3 +189,17 @@ def test_run_exits_with_the_jobs_own_code(returncode: int, signalled: int | None
 def test_a_verdict_no_table_names_is_no_pass(mapping: object) -> None:
     with pytest.raises(KeyError):
         mapping()  # type: ignore[operator]
+
+
+def test_smoke_that_verified_nothing_is_no_pass(tmp_path: Path) -> None:
+    """Rank 0's report over a log dir where no rank wrote a result (every op of zero ranks "passed") fails with a
+    finding that says nothing was verified; a run with results and no error still passes (must-not)."""
+    from ncclcheck.analysis.smoke.summary import summarise
+    from ncclcheck.model.smoke import Launch, OpResult
+
+    assert rank_report(str(tmp_path), "gloo") == exits.PROBLEM
+    launch = Launch(2, 1, 0, None, None, "gloo", str(tmp_path), ())
+    empty = summarise(launch, (), (), None, (), True)
+    assert empty.verdict == "fail" and [f.id for f in empty.findings] == ["smoke-nothing-verified"]
+    one = OpResult("all_reduce", 1024, 256, "ok", 10.0, 12.0, 0.1, 0.1, 0)
+    assert summarise(launch, (), (one,), None, (), True).verdict == "pass"

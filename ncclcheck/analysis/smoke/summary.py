@@ -52,6 +52,8 @@ def summarise(
     if hang:
         named = tuple(sorted({s.rank for s in hang.ranks} | set(hang.culprits)))
         findings += (Finding("smoke-hang", "error", hang.message, HANG_FIX, named, culprits=hang.culprits),)
+    elif state == CONCLUDED and not results and not errors:
+        findings += (nothing_verified(launch, ranks),)
     return SmokeSummary(
         launch.world_size,
         launch.nodes,
@@ -65,6 +67,18 @@ def summarise(
         launch.log_dir,
         finished,
         state,
+    )
+
+
+def nothing_verified(launch: Launch, ranks: Sequence[RankProgress]) -> Finding:
+    """A run that ended with no op verified at any size: nothing was tested, which is no pass."""
+    seen = f"{len(ranks)} rank(s) wrote progress, none a result" if ranks else "no rank wrote progress"
+    return Finding(
+        "smoke-nothing-verified",
+        "error",
+        f"no collective was verified: {seen} in {launch.log_dir}",
+        "run the smoke ranks through `ncclcheck smoke` (or torchrun with the same --log-dir for every rank), and"
+        " read each rank's log there for why it stopped before its first op",
     )
 
 
