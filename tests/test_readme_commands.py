@@ -62,6 +62,8 @@ class Runs:
     given: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     says: tuple[str, ...] = ()  # what a page shows it printed, which it must print here too
+    # `--on-hang exit` SIGTERMs the launcher: torchrun's own traceback (its SignalException) is the job's output
+    ends_launcher: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ PLANS: dict[str, Runs | InClone | Skipped] = {
         Runs(
             frozenset({exits.PROBLEM}),
             env=(("PET_MASTER_PORT", "{port}"),),
+            ends_launcher=True,
             says=("✗ hang (rank 2): rank 0-1 wait in all_reduce at watch_job.py:31 for rank 2",),
         )
     ),
@@ -382,6 +385,28 @@ def test_must_fire_the_old_recipe_handed_pip_the_package_folder() -> None:
     assert targets == ["./ncclcheck"] and not (REPO / "ncclcheck" / "pyproject.toml").is_file()
 
 
+SIGNALLED = (
+    'Traceback (most recent call last):\n  File "/v/bin/torchrun", line 8, in <module>\n    sys.exit(main())\n'
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 25711 got signal: 15\n"
+)
+
+
+def test_must_not_torchruns_own_traceback_when_ncclcheck_ended_it_is_no_traceback_of_ncclcheck() -> None:
+    assert tracebacks(f"ncclcheck run: hang ...\n{SIGNALLED}exit code 1\n", ends_launcher=True) == 0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        SIGNALLED,  # a line that does not end the launcher must not print even torchrun's
+        SIGNALLED.replace("signal: 15", "signal: 9"),
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyError: 1\n' + SIGNALLED,
+    ],
+)
+def test_must_fire_any_other_traceback_counts(output: str) -> None:
+    assert tracebacks(output, ends_launcher=output != SIGNALLED) >= 1
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_each_commands_help_exits_0(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``ncclcheck COMMAND --help``, as the README's install block says to run it."""
@@ -478,6 +503,20 @@ def until(ready: Callable[[], bool], seconds: float) -> bool:
     return False
 
 
+TRACEBACK = "Traceback (most recent call last)"
+LAUNCHER_ENDED = re.compile(
+    r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*"
+    r"torch\.distributed\.elastic\.multiprocessing\.api\.SignalException: Process \d+ got signal: 15$",
+    re.M,
+)
+
+
+def tracebacks(output: str, ends_launcher: bool) -> int:
+    """How many tracebacks ``output`` holds; where ncclcheck ended the launcher, torchrun's own SignalException
+    traceback (its frames, then that one line) is not counted."""
+    return (LAUNCHER_ENDED.sub("", output) if ends_launcher else output).count(TRACEBACK)
+
+
 def text_of(path: Path) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
@@ -519,7 +558,7 @@ def test_a_shown_line_runs_with_a_documented_exit_code_and_no_traceback(session:
     done = session.ran[line]
     said = f"{line}\n--- exit code {done.code}\n--- stdout\n{done.out[-3000:]}\n--- stderr\n{done.err[-3000:]}"
     assert done.code in plan.codes, said
-    assert "Traceback (most recent call last)" not in done.out + done.err, said
+    assert tracebacks(done.out + done.err, plan.ends_launcher) == 0, said
     if done.code == exits.USAGE:  # watch where other jobs run too: several jobs, and this one must be listed
         assert str(session.work) in done.out + done.err, said
     if "--json" in line.split():
