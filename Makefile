@@ -25,10 +25,12 @@ demo: install
 	-$(VENV)/bin/ncclcheck env
 	$(VENV)/bin/ncclcheck smoke --nproc 2 --backend gloo
 
+# The reference in docs/: a broken link or anchor fails the build (--strict); site/ is ignored by git.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
 test: lint
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=25

@@ -1,4 +1,4 @@
-"""Every exit code ncclcheck returns, in one place (the README's table lists the same): the codes, what each
+"""Every exit code ncclcheck returns, in one place (docs/exit-codes.md lists the same): the codes, what each
 command's verdict exits with, and the one error type for bad input: a ``UsageError`` anywhere below ``cli.main`` is
 one line on stderr and exit 2."""
 

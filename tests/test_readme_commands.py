@@ -1,12 +1,15 @@
-"""Every command line in the README's code blocks, run here as written or skipped with its reason.
+"""Every command line in the code blocks a user reads (README.md and the docs/ pages), run here as written or skipped
+with its reason.
 
-The pure tier reads README.md's fenced blocks and holds the classification to them: a command line that is neither
-run nor given a reason, or a reason for a line the README no longer shows, fails. Every ``ncclcheck`` invocation
-the README shows (code blocks and inline code, skipped ones too) is parsed by the real argument parser, so a flag
-that no longer exists fails without running anything. The integration tier runs the runnable lines in one prepared
-working directory, in order, around one shared gloo job (the README's own ``ncclcheck run --dir runs/exp7 ...``):
-each must end with an exit code the README documents for it and print no traceback. The install recipe runs in a
-fresh clone against a throwaway environment that already has the job's torch, with ``--dry-run``.
+The pure tier reads the fenced blocks of README.md and docs/*.md and holds the classification to them: a command
+line that is neither run nor given a reason, or a reason for a line no page shows any more, fails. A block whose
+lines start with ``$ `` shows a command and what it printed: its ``$`` lines are the commands, the rest output.
+Every ``ncclcheck`` invocation the pages show (code blocks and inline code, skipped ones too) is parsed by the real
+argument parser, so a flag that no longer exists fails without running anything. The integration tier runs the
+runnable lines in one prepared working directory, in order, around one shared gloo job (the docs' own
+``ncclcheck run --dir runs/exp7 ...``): each must end with an exit code its page documents for it, print what the
+README shows it printing, and print no traceback. The install recipe runs in a fresh clone against a throwaway
+environment that already has the job's torch, with ``--dry-run``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ncclcheck import exits
 from ncclcheck.cli import COMMANDS, build_parser, main
 
 README = REPO / "README.md"
+PAGES = (README, *sorted((REPO / "docs").glob("*.md")))  # everything a user reads: the README and the docs site
 Phase = Literal["job", "during", "after", "alone"]
 PHASES: tuple[Phase, ...] = ("job", "during", "after", "alone")  # the order the integration tier runs them in
 ANY_VERDICT = frozenset({exits.OK, exits.PROBLEM})  # env on whatever machine runs this: a check may fail here
@@ -57,6 +61,9 @@ class Runs:
     phase: Phase = "alone"
     given: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    says: tuple[str, ...] = ()  # what a page shows it printed, which it must print here too
+    # `--on-hang exit` SIGTERMs the launcher: torchrun's own traceback (its SignalException) is the job's output
+    ends_launcher: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,12 +98,19 @@ PLANS: dict[str, Runs | InClone | Skipped] = {
         ANY_VERDICT, given=(("/tmp/node7", "{work}/node7"),)
     ),
     # smoke
-    "ncclcheck smoke --nproc 2 --backend gloo": Runs(frozenset({exits.OK})),
+    "ncclcheck smoke --nproc 2 --backend gloo": Runs(
+        frozenset({exits.OK}), says=("✓ pass: 91 op/size results verified",)
+    ),
     "ncclcheck smoke --nproc 2 --backend gloo --drill hang@1:all_reduce --timeout 5": Runs(frozenset({exits.PROBLEM})),
     "ncclcheck smoke --nodes 2 --node-rank 0 --master-addr node0": Skipped("two nodes: node0 is the user's host"),
     "ncclcheck smoke --nodes 2 --node-rank 1 --master-addr node0": Skipped("two nodes: node0 is the user's host"),
     # logs
     "ncclcheck logs job-1234/": Runs(frozenset({exits.PROBLEM})),
+    # the README's example: `tests` in the working directory is the checkout's
+    "ncclcheck logs tests/fixtures/torchrun/two_nodes/": Runs(
+        frozenset({exits.PROBLEM}),
+        says=("✗ root cause (rank 3): RuntimeError: rank 3 gives up: the shard it was given is empty",),
+    ),
     # `kubectl` on PATH here prints a recorded log (real_failures/thread_died_rank1.log) for `kubectl logs`
     "kubectl logs trainer-0 | ncclcheck logs - --json": Runs(frozenset({exits.PROBLEM})),
     "ncclcheck logs ~/.cache/torch/ rank*.log": Runs(frozenset({exits.PROBLEM})),
@@ -114,6 +128,16 @@ PLANS: dict[str, Runs | InClone | Skipped] = {
     "ncclcheck run --dir runs/exp7 --stall 120 -- python -m torch.distributed.run ... train.py": Runs(
         frozenset({exits.OK}), phase="job", given=(("...", "--standalone --nproc-per-node 2"),)
     ),
+    # the README's example of a hang caught live: rank 2 sleeps outside any collective; `--on-hang exit` ends
+    # torchrun with SIGTERM, and torchrun's own code then is 1 (its SignalException)
+    "MODE=straggler ncclcheck run --stall 10 --on-hang exit -- torchrun --nproc-per-node 3 tests/workers/watch_job.py": (
+        Runs(
+            frozenset({exits.PROBLEM}),
+            env=(("PET_MASTER_PORT", "{port}"),),
+            ends_launcher=True,
+            says=("✗ hang (rank 2): rank 0-1 wait in all_reduce at watch_job.py:31 for rank 2",),
+        )
+    ),
     "srun ncclcheck run --dir /shared/runs/$SLURM_JOB_ID/$SLURMD_NODENAME -- python train.py": Skipped(
         "SLURM: srun, and a file system the nodes share"
     ),
@@ -122,6 +146,8 @@ PLANS: dict[str, Runs | InClone | Skipped] = {
     # machine; 2 only where other jobs run too (it must list this one). Never 1: that would blame a healthy job.
     "ncclcheck watch": Runs(frozenset({exits.OK, exits.USAGE, exits.UNDECIDED}), phase="during"),
     "ncclcheck watch --once --json": Runs(frozenset({exits.OK, exits.USAGE, exits.UNDECIDED}), phase="during"),
+    # the README shows it on a hung job; here on the healthy shared one, which it must not blame
+    "ncclcheck watch --once": Runs(frozenset({exits.OK, exits.USAGE, exits.UNDECIDED}), phase="during"),
     "ncclcheck watch --slurm 81234": Skipped("SLURM: a running job's id"),
     "ncclcheck watch --fanout 'pdsh -w gpu-[0401-0416]'": Skipped("a cluster: pdsh over ssh to gpu-0401..0416"),
     "ncclcheck watch --fanout 'for h in node0 node1; do ssh $h {} & done; wait' --once --json": Skipped(
@@ -133,7 +159,12 @@ PLANS: dict[str, Runs | InClone | Skipped] = {
 }
 
 
-# --- reading the README -------------------------------------------------------------------------------------------
+# --- reading the pages --------------------------------------------------------------------------------------------
+
+
+def page_texts() -> dict[str, str]:
+    """Each page a user reads, by its path in the repository."""
+    return {str(page.relative_to(REPO)): page.read_text(encoding="utf-8") for page in PAGES}
 
 
 def code_blocks(text: str) -> list[list[str]]:
@@ -162,11 +193,14 @@ def command(line: str) -> str:
 
 
 def command_lines(text: str) -> list[str]:
-    """Every command line of every block that is not an output block."""
+    """Every command line of every block that is not an output block; in a block with ``$ `` lines (a command and
+    what it printed), only those lines, without the prompt."""
     found: list[str] = []
     for block in code_blocks(text):
         lines = [line for line in block if line.strip()]
-        if lines and not any(lines[0].startswith(head) for head in OUTPUT_BLOCKS):
+        if any(line.startswith("$ ") for line in lines):
+            found += [command(line[2:]) for line in lines if line.startswith("$ ")]
+        elif lines and not any(lines[0].startswith(head) for head in OUTPUT_BLOCKS):
             found += [command(line) for line in lines]
     return found
 
@@ -245,15 +279,41 @@ def installation_section(text: str) -> str:
 # --- the pure tier ------------------------------------------------------------------------------------------------
 
 
-def test_every_command_line_in_the_readme_is_run_or_skipped_with_a_reason() -> None:
-    shown = command_lines(README.read_text(encoding="utf-8"))
-    unclassified = [line for line in shown if line not in PLANS]
+def test_every_command_line_a_page_shows_is_run_or_skipped_with_a_reason() -> None:
+    pages = page_texts()
+    assert "README.md" in pages and "docs/index.md" in pages and len(pages) > 5, sorted(pages)
+    shown = {line: name for name, text in pages.items() for line in command_lines(text)}
+    unclassified = {line: name for line, name in shown.items() if line not in PLANS}
     stale = [line for line in PLANS if line not in shown]
-    assert not unclassified, f"README command lines neither run nor skipped with a reason in PLANS: {unclassified}"
-    assert not stale, f"PLANS classifies lines the README no longer shows: {stale}"
+    assert not unclassified, f"command lines neither run nor skipped with a reason in PLANS: {unclassified}"
+    assert not stale, f"PLANS classifies lines no page shows any more: {stale}"
     assert all(plan.reason.strip() for plan in PLANS.values() if isinstance(plan, Skipped))
-    heads = [block[0] for block in code_blocks(README.read_text(encoding="utf-8")) if block]
+    heads = [block[0] for text in pages.values() for block in code_blocks(text) if block]
     assert all(any(line.startswith(head) for line in heads) for head in OUTPUT_BLOCKS), "an output block is gone"
+
+
+def test_every_example_the_readme_shows_with_its_output_is_run_and_said_again() -> None:
+    """The README's ``$`` examples print what it shows: each is run here, and what it says is checked where the
+    example's words do not depend on the machine."""
+    examples = [
+        line[2:] for block in code_blocks(README.read_text(encoding="utf-8")) for line in block if line[:2] == "$ "
+    ]
+    assert len(examples) >= 5, examples  # one per command
+    assert all(isinstance(PLANS[command(line)], Runs) for line in examples), examples
+    for line in examples:
+        plan = PLANS[command(line)]
+        assert isinstance(plan, Runs)
+        assert all(said in README.read_text(encoding="utf-8") for said in plan.says), line
+
+
+def test_must_fire_a_prompt_block_yields_its_commands_and_no_output() -> None:
+    text = "```\n$ ncclcheck env --frobnicate\n✓ nothing on this node blocks NCCL\n$ make demo  # again\n```\n"
+    assert command_lines(text) == ["ncclcheck env --frobnicate", "make demo"]
+
+
+def test_must_not_output_lines_of_a_prompt_block_are_commands() -> None:
+    text = "```\n$ ncclcheck logs x/\nerror peer-crashed [ranks 0-1]: a peer closed\n  fix: find the rank\n```\n"
+    assert command_lines(text) == ["ncclcheck logs x/"]
 
 
 def test_must_fire_a_new_command_line_or_an_unknown_block_is_unclassified() -> None:
@@ -277,10 +337,12 @@ def test_every_given_value_replaces_text_its_line_has() -> None:
     assert [line for line, plan in PLANS.items() if isinstance(plan, Runs) and plan.phase == "job"], "no shared job"
 
 
-def test_every_ncclcheck_call_the_readme_shows_parses_with_the_real_flags() -> None:
-    """Code blocks (skipped lines too: a cluster's command must still name real flags) and inline code."""
-    text = README.read_text(encoding="utf-8")
-    calls = [argv for line in command_lines(text) + inline_commands(text) for argv in ncclcheck_argvs(line)]
+def test_every_ncclcheck_call_a_page_shows_parses_with_the_real_flags() -> None:
+    """Code blocks (skipped lines too: a cluster's command must still name real flags) and inline code, on every
+    page a user reads."""
+    texts = page_texts().values()
+    lines = [line for text in texts for line in command_lines(text) + inline_commands(text)]
+    calls = [argv for line in lines for argv in ncclcheck_argvs(line)]
     calls = [argv for argv in calls if argv[1:]]  # prose names a command (`ncclcheck logs`) without calling it
     assert len(calls) > 30, calls  # the README's calls were found at all
     wrong = {" ".join(argv): error for argv in calls if (error := parse_error(argv))}
@@ -321,6 +383,28 @@ def test_must_fire_the_old_recipe_handed_pip_the_package_folder() -> None:
     """``pip install ./ncclcheck`` run in the checkout points at the package, which has no pyproject.toml."""
     targets = pip_targets("pip install ./ncclcheck")
     assert targets == ["./ncclcheck"] and not (REPO / "ncclcheck" / "pyproject.toml").is_file()
+
+
+SIGNALLED = (
+    'Traceback (most recent call last):\n  File "/v/bin/torchrun", line 8, in <module>\n    sys.exit(main())\n'
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 25711 got signal: 15\n"
+)
+
+
+def test_must_not_torchruns_own_traceback_when_ncclcheck_ended_it_is_no_traceback_of_ncclcheck() -> None:
+    assert tracebacks(f"ncclcheck run: hang ...\n{SIGNALLED}exit code 1\n", ends_launcher=True) == 0
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        SIGNALLED,  # a line that does not end the launcher must not print even torchrun's
+        SIGNALLED.replace("signal: 15", "signal: 9"),
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyError: 1\n' + SIGNALLED,
+    ],
+)
+def test_must_fire_any_other_traceback_counts(output: str) -> None:
+    assert tracebacks(output, ends_launcher=output != SIGNALLED) >= 1
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -368,6 +452,7 @@ def prepare(work: Path) -> dict[str, str]:
         shutil.copy(mismatch / f"stacks_rank{rank}.txt", work / f"rank{rank}.log")
     shutil.copy(REPO / "tests" / "workers" / "readme_train.py", work / "train.py")
     (work / "probes").symlink_to(REPO / "probes")
+    (work / "tests").symlink_to(REPO / "tests")  # the README's examples name the checkout's fixtures and workers
     shims = work / "bin"
     shims.mkdir()
     kubectl = shims / "kubectl"
@@ -418,6 +503,20 @@ def until(ready: Callable[[], bool], seconds: float) -> bool:
     return False
 
 
+TRACEBACK = "Traceback (most recent call last)"
+LAUNCHER_ENDED = re.compile(
+    r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*"
+    r"torch\.distributed\.elastic\.multiprocessing\.api\.SignalException: Process \d+ got signal: 15$",
+    re.M,
+)
+
+
+def tracebacks(output: str, ends_launcher: bool) -> int:
+    """How many tracebacks ``output`` holds; where ncclcheck ended the launcher, torchrun's own SignalException
+    traceback (its frames, then that one line) is not counted."""
+    return (LAUNCHER_ENDED.sub("", output) if ends_launcher else output).count(TRACEBACK)
+
+
 def text_of(path: Path) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
@@ -452,18 +551,19 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
 @pytest.mark.integration
 @pytest.mark.xdist_group("readme")
 @pytest.mark.parametrize("line", [line for phase in PHASES for line, _ in lines_of(phase)])
-def test_a_readme_line_runs_with_a_documented_exit_code_and_no_traceback(session: Session, line: str) -> None:
+def test_a_shown_line_runs_with_a_documented_exit_code_and_no_traceback(session: Session, line: str) -> None:
     plan = PLANS[line]
     assert isinstance(plan, Runs)
     assert line in session.ran, "not run: the shared job's ranks never printed their ready lines"
     done = session.ran[line]
     said = f"{line}\n--- exit code {done.code}\n--- stdout\n{done.out[-3000:]}\n--- stderr\n{done.err[-3000:]}"
     assert done.code in plan.codes, said
-    assert "Traceback (most recent call last)" not in done.out + done.err, said
+    assert tracebacks(done.out + done.err, plan.ends_launcher) == 0, said
     if done.code == exits.USAGE:  # watch where other jobs run too: several jobs, and this one must be listed
         assert str(session.work) in done.out + done.err, said
     if "--json" in line.split():
         assert json.loads(done.out)["schema"].startswith("ncclcheck."), said
+    assert all(text in done.out + done.err for text in plan.says), said
 
 
 @pytest.mark.integration
