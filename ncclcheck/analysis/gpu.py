@@ -14,6 +14,7 @@ from typing import Literal
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.gpu import GpuLook, GpuReading
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 
 Activity = Literal["spinning", "computing", "idle", "busy"]
@@ -71,10 +72,14 @@ def judge(look: GpuLook, pids: Mapping[int, int], waiting: Sequence[int]) -> tup
             f"rank {span(idle)}'s GPU is idle while the other ranks' GPUs spin in place ({said}): rank "
             f"{span(idle)} never launched the collective the others' kernels wait in"
         )
-        return (Finding("gpu-idle-rank", "error", message, IDLE_FIX, ranks=tuple(sorted(seen)), culprits=tuple(idle)),)
+        return (
+            Finding(
+                watch_ids.GPU_IDLE_RANK, "error", message, IDLE_FIX, ranks=tuple(sorted(seen)), culprits=tuple(idle)
+            ),
+        )
     if len(spinning) == len(seen):
         message = (
             f"every rank's GPU spins in place ({said}): each launched the collective and its kernel waits for data"
         )
-        return (Finding("gpu-spinning", "warning", message, SPIN_FIX, ranks=tuple(sorted(seen))),)
+        return (Finding(watch_ids.GPU_SPINNING, "warning", message, SPIN_FIX, ranks=tuple(sorted(seen))),)
     return ()

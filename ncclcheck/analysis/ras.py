@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ras import OPS, RasComm, RasRank, RasStatus
 
 BEHIND_FIX = (
@@ -74,7 +75,7 @@ def _failed(comm: RasComm, pids: Mapping[int, int]) -> list[Finding]:
         how = "considered dead" if all(m.dead for m in dead) else "not answering"
         culprits = tuple(sorted({pids[m.pid] for m in dead if m.pid in pids}))
         message = f"NCCL RAS: in communicator {comm.hash} ({comm.size} ranks), {said} {how} (unreachable over RAS)"
-        out.append(Finding("ras-dead", "error", message, DEAD_FIX, ranks=culprits, culprits=culprits))
+        out.append(Finding(watch_ids.RAS_DEAD, "error", message, DEAD_FIX, ranks=culprits, culprits=culprits))
     failed = [r for r in comm.ranks if r.async_error or r.abort or r.init_state not in (0, 7)]
     if failed:
         said = ", ".join(
@@ -87,7 +88,12 @@ def _failed(comm: RasComm, pids: Mapping[int, int]) -> list[Finding]:
         message = f"NCCL RAS: in communicator {comm.hash}, {said}"
         out.append(
             Finding(
-                "ras-error", "error", message, ERROR_FIX, ranks=_globals(failed, pids), culprits=_globals(failed, pids)
+                watch_ids.RAS_ERROR,
+                "error",
+                message,
+                ERROR_FIX,
+                ranks=_globals(failed, pids),
+                culprits=_globals(failed, pids),
             )
         )
     return out
@@ -132,7 +138,7 @@ def _behind(comm: RasComm, pids: Mapping[int, int], held_s: float, replies: int)
             )
             culprits = _globals(behind, pids)
             return Finding(
-                "ras-behind", "error", message, BEHIND_FIX, ranks=_globals(comm.ranks, pids), culprits=culprits
+                watch_ids.RAS_BEHIND, "error", message, BEHIND_FIX, ranks=_globals(comm.ranks, pids), culprits=culprits
             )
         first = ", ".join(_who(r.rank, r.host, r.pid, pids) for r in ahead[:8]) + (" …" if len(ahead) > 8 else "")
         message = (
@@ -144,5 +150,5 @@ def _behind(comm: RasComm, pids: Mapping[int, int], held_s: float, replies: int)
                 else "as many ranks ahead as behind: RAS's counts cannot tell which side is wrong"
             )
         )
-        return Finding("ras-behind", "error", message, AHEAD_FIX, ranks=_globals(comm.ranks, pids))
+        return Finding(watch_ids.RAS_BEHIND, "error", message, AHEAD_FIX, ranks=_globals(comm.ranks, pids))
     return None

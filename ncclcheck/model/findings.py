@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.waits import End, Hop
 
 Severity = Literal["error", "warning", "info"]
@@ -20,7 +21,9 @@ class Evidence:
     text: str
 
 
-WAITED = frozenset({"collective-timeout", "gloo-timeout"})  # findings whose ranks are the ones that waited
+WAITED = frozenset(
+    {logs_ids.COLLECTIVE_TIMEOUT, logs_ids.GLOO_TIMEOUT}
+)  # findings whose ranks are the ones that waited
 
 
 @dataclass(frozen=True)

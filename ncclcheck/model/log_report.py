@@ -7,6 +7,7 @@ from typing import Literal
 
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.flight import FlightReport
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
 from ncclcheck.model.stack_dumps import Stood
 
@@ -37,7 +38,7 @@ class LogReport:
     @property
     def unrecognised(self) -> bool:
         """A line said it is an error and no rule explains it: the logs are never "pass" then."""
-        return any(f.id == "unrecognised-error" for f in self.findings)
+        return any(f.id == logs_ids.UNRECOGNISED_ERROR for f in self.findings)
 
     @property
     def status(self) -> LogStatus:

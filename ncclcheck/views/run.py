@@ -9,12 +9,13 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.run import EnvSetting, HangRecord, PaceNote, RunDir, RunOutcome, SlowEpisode
 from ncclcheck.views.logs import to_json as logs_json
 
 SCHEMA = "ncclcheck.run/1"
-PACE = "communication-bound"
+PACE = watch_ids.COMMUNICATION_BOUND
 STYLE = {"pass": "bold green", "slow": "bold yellow", "fail": "bold red", "hang": "bold red"}
 MARK = {"pass": "✓", "slow": "!", "fail": "✗", "hang": "✗"}
 

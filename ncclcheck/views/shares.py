@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.shares import Place, RankShare
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import WatchState
 
-SLOW = ("slow-rank", "slow-node")
+SLOW = (watch_ids.SLOW_RANK, watch_ids.SLOW_NODE)
 ROWS = 3  # places compared: the ones either rank spends most of its time in
 LEAST = 0.05  # a place under this share for both is left out: it tells nothing, and an 80x24 screen has no room
 APART = 0.10  # a difference in share worth marking (as the slow-rank finding's gap)

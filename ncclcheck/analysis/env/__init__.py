@@ -10,6 +10,7 @@ from ncclcheck.analysis.env.verdict import skip
 from ncclcheck.analysis.nccl_rules import version_text
 from ncclcheck.model.checks import Check, EnvReport
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 
 CHECKS: tuple[Callable[[NodeSnapshot, Context], Check], ...] = (
     versions.check_versions,
@@ -33,12 +34,12 @@ CHECKS: tuple[Callable[[NodeSnapshot, Context], Check], ...] = (
 
 # The part of a saved tree (env --root) each check needs beyond sysfs and /proc.
 NEEDS = {
-    "versions": "versions",
-    "env.vars": "environment",
-    "env.timeouts": "environment",
-    "net.interfaces": "interfaces",
-    "net.socket_ifname": "interfaces",
-    "net.gloo": "interfaces",
+    env_ids.VERSIONS: "versions",
+    env_ids.ENV_VARS: "environment",
+    env_ids.ENV_TIMEOUTS: "environment",
+    env_ids.NET_INTERFACES: "interfaces",
+    env_ids.NET_SOCKET_IFNAME: "interfaces",
+    env_ids.NET_GLOO: "interfaces",
 }
 SAVE_HINT = "save the node with `python3 probes/save_tree.py DIR` there, then `ncclcheck env --root DIR`"
 

@@ -9,6 +9,7 @@ from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
 from ncclcheck.model.gpu import GpuLook
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes._sysfs import parse_int
 
 
@@ -47,10 +48,12 @@ def check_gpus(snapshot: NodeSnapshot, ctx: Context) -> Check:
     gpu = snapshot.gpu
     details = [f"{g.bdf} {g.model or '(model unknown: driver not loaded)'}" for g in gpu.gpus]
     if not gpu.gpus:
-        return skip("gpus", "no NVIDIA GPU on this node: use the gloo backend (ncclcheck smoke --backend gloo)")
+        return skip(env_ids.GPUS, "no NVIDIA GPU on this node: use the gloo backend (ncclcheck smoke --backend gloo)")
     if gpu.driver_loaded is False:
         fix = "install/load the NVIDIA kernel driver (nvidia-smi must work), or pass /proc/driver/nvidia into the container"
-        return conclude("gpus", "", [fail(f"{len(gpu.gpus)} NVIDIA GPU(s) on PCI but no driver loaded", fix)], details)
+        return conclude(
+            env_ids.GPUS, "", [fail(f"{len(gpu.gpus)} NVIDIA GPU(s) on PCI but no driver loaded", fix)], details
+        )
     total = sum(1 for g in gpu.gpus if g.in_driver) or len(gpu.gpus)
     cvd = ctx.env.get("CUDA_VISIBLE_DEVICES")
     visible = visible_devices(cvd, total)
@@ -74,7 +77,7 @@ def check_gpus(snapshot: NodeSnapshot, ctx: Context) -> Check:
         summary += f", {ctx.local_ranks} local rank(s)"
         if ctx.local_ranks < visible.count:
             details.append(f"{visible.count - ctx.local_ranks} visible GPU(s) stay idle")
-    return conclude("gpus", summary, issues, details)
+    return conclude(env_ids.GPUS, summary, issues, details)
 
 
 def _rank_issues(ctx: Context, visible: int) -> list[Issue]:

@@ -7,6 +7,7 @@ from ncclcheck.analysis.env.ib import used_ports
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 
 MIB = 1024 * 1024
 DOCKER_SHM = 64 * MIB
@@ -19,11 +20,11 @@ def _mib(size: int | None) -> str:
 def check_shm(snapshot: NodeSnapshot, ctx: Context) -> Check:
     shm = snapshot.host.shm
     if not shm.exists and snapshot.options.root != "/":
-        return skip("host.shm", f"{shm.path} is not in the copied tree")
+        return skip(env_ids.HOST_SHM, f"{shm.path} is not in the copied tree")
     fix = "docker run --shm-size=1g (or more); Kubernetes: mount an emptyDir {medium: Memory} at /dev/shm"
     if not shm.exists or not shm.writable:
         return conclude(
-            "host.shm",
+            env_ids.HOST_SHM,
             "",
             [
                 fail(
@@ -56,7 +57,7 @@ def check_shm(snapshot: NodeSnapshot, ctx: Context) -> Check:
             )
         )
     details = [f"{shm.fstype or 'unknown fs'}, size {_mib(size)}, free {_mib(free)}"]
-    return conclude("host.shm", f"/dev/shm {_mib(size)}, {_mib(free)} free", issues, details)
+    return conclude(env_ids.HOST_SHM, f"/dev/shm {_mib(size)}, {_mib(free)} free", issues, details)
 
 
 LIVE_ONLY = "a live check of the machine running ncclcheck; not evaluated for a copied tree (--root)"
@@ -64,7 +65,7 @@ LIVE_ONLY = "a live check of the machine running ncclcheck; not evaluated for a 
 
 def check_hostname(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if snapshot.options.root != "/":
-        return skip("host.hostname", LIVE_ONLY)
+        return skip(env_ids.HOST_HOSTNAME, LIVE_ONLY)
     host = snapshot.host.hostname
     details = [f"resolves to: {', '.join(a.addr for a in host.addrs) or 'nothing'}"] + [
         f"/etc/hosts: {line}" for line in host.hosts_lines
@@ -94,12 +95,12 @@ def check_hostname(snapshot: NodeSnapshot, ctx: Context) -> Check:
                 "unset NCCL_HOSTID unless containers of one node need it",
             )
         )
-    return conclude("host.hostname", f"hostname '{host.hostname}'", issues, details)
+    return conclude(env_ids.HOST_HOSTNAME, f"hostname '{host.hostname}'", issues, details)
 
 
 def check_ptrace(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if snapshot.options.root != "/":
-        return skip("host.ptrace", LIVE_ONLY)
+        return skip(env_ids.HOST_PTRACE, LIVE_ONLY)
     pt = snapshot.host.ptrace
     details = [
         f"kernel.yama.ptrace_scope = {pt.scope if pt.scope is not None else 'absent (no Yama)'}",
@@ -136,21 +137,21 @@ def check_ptrace(snapshot: NodeSnapshot, ctx: Context) -> Check:
                 "docker run --cap-add SYS_PTRACE; Kubernetes: securityContext.capabilities.add: [SYS_PTRACE]",
             )
         )
-    return conclude("host.ptrace", "py-spy can attach to ranks here", issues, details, fact=False)
+    return conclude(env_ids.HOST_PTRACE, "py-spy can attach to ranks here", issues, details, fact=False)
 
 
 def check_iommu(snapshot: NodeSnapshot, ctx: Context) -> Check:
     gpus = snapshot.gpu.gpus
     if not gpus:
-        return skip("host.iommu", "no GPU here: IOMMU translation only matters for GPU P2P and GPUDirect")
+        return skip(env_ids.HOST_IOMMU, "no GPU here: IOMMU translation only matters for GPU P2P and GPUDirect")
     translated = [f"GPU {g.bdf} ({g.iommu_type})" for g in gpus if g.iommu_type in ("DMA", "DMA-FQ")]
     hcas = {p.hca for p in used_ports(snapshot, ctx)}
     details = [f"GPU {g.bdf}: iommu group type {g.iommu_type or 'none'}" for g in gpus]
     details += [f"HCA {h.name} at {h.pci_bdf}" for h in snapshot.ib.hcas if h.name in hcas]
     if not translated:
-        return conclude("host.iommu", "no GPU is behind a translating IOMMU", [], details)
+        return conclude(env_ids.HOST_IOMMU, "no GPU is behind a translating IOMMU", [], details)
     return conclude(
-        "host.iommu",
+        env_ids.HOST_IOMMU,
         "",
         [
             warn(

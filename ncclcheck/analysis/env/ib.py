@@ -10,6 +10,7 @@ from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.analysis.nccl_rules import ib_ports, parse_list, port_usable, selected, state_number
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes.ib import Hca, Port
 
 MAX_IB_DEVS = 32
@@ -29,7 +30,7 @@ def check_devices(snapshot: NodeSnapshot, ctx: Context) -> Check:
     asked = ctx.env.get("NCCL_IB_HCA")
     if not hcas and asked and not is_set_to_one(ctx.env, "NCCL_IB_DISABLE"):
         return conclude(
-            "ib.devices",
+            env_ids.IB_DEVICES,
             "",
             [
                 warn(
@@ -40,7 +41,7 @@ def check_devices(snapshot: NodeSnapshot, ctx: Context) -> Check:
             ],
         )
     if not hcas:
-        return skip("ib.devices", NO_RDMA)
+        return skip(env_ids.IB_DEVICES, NO_RDMA)
     used = used_ports(snapshot, ctx)
     details = [_port_line(p, p in used) for h in hcas for p in h.ports]
     issues = [i for h in hcas for p in h.ports for i in _port_issues(p, hcas, ctx)]
@@ -60,7 +61,7 @@ def check_devices(snapshot: NodeSnapshot, ctx: Context) -> Check:
             )
         )
     names = ", ".join(p.name for p in used) or "none"
-    return conclude("ib.devices", f"NCCL would use {len(used)} RDMA port(s): {names}", issues, details)
+    return conclude(env_ids.IB_DEVICES, f"NCCL would use {len(used)} RDMA port(s): {names}", issues, details)
 
 
 def _port_line(port: Port, used: bool) -> str:
@@ -227,10 +228,10 @@ def _mix_issues(used: Sequence[Port]) -> list[Issue]:
 
 def check_memlock(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if not used_ports(snapshot, ctx):
-        return skip("ib.memlock", "no RDMA port in use: the memlock limit only matters for RDMA")
+        return skip(env_ids.IB_MEMLOCK, "no RDMA port in use: the memlock limit only matters for RDMA")
     mem = snapshot.host.memlock
     if mem.soft is None:
-        return skip("ib.memlock", "memlock limit unknown (no proc/self/limits in the copied tree)")
+        return skip(env_ids.IB_MEMLOCK, "memlock limit unknown (no proc/self/limits in the copied tree)")
     shown = "unlimited" if mem.soft == -1 else f"{(mem.soft or 0) // KIB} KiB"
     details = [
         f"soft {shown}, hard {'unlimited' if mem.hard == -1 else f'{(mem.hard or 0) // KIB} KiB'}",
@@ -238,7 +239,10 @@ def check_memlock(snapshot: NodeSnapshot, ctx: Context) -> Check:
     ]
     if mem.soft == -1 or mem.cap_ipc_lock:
         return conclude(
-            "ib.memlock", f"memlock {shown} (CAP_IPC_LOCK {'set' if mem.cap_ipc_lock else 'not needed'})", [], details
+            env_ids.IB_MEMLOCK,
+            f"memlock {shown} (CAP_IPC_LOCK {'set' if mem.cap_ipc_lock else 'not needed'})",
+            [],
+            details,
         )
     fix = (
         "add '* soft memlock unlimited' and '* hard memlock unlimited' to /etc/security/limits.conf;"
@@ -246,19 +250,19 @@ def check_memlock(snapshot: NodeSnapshot, ctx: Context) -> Check:
     )
     text = f"memlock soft limit is {shown}: RDMA registration fails with 'ibv_reg_mr failed' / 'ibv_create_qp failed'"
     issue = fail(text, fix) if (mem.soft or 0) <= 64 * KIB else warn(text, fix)
-    return conclude("ib.memlock", "", [issue], details)
+    return conclude(env_ids.IB_MEMLOCK, "", [issue], details)
 
 
 def check_peermem(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if not snapshot.gpu.gpus:
-        return skip("ib.peermem", "no GPU here: GPUDirect RDMA does not apply")
+        return skip(env_ids.IB_PEERMEM, "no GPU here: GPUDirect RDMA does not apply")
     if not used_ports(snapshot, ctx):
-        return skip("ib.peermem", "no RDMA port in use: GPUDirect RDMA does not apply")
+        return skip(env_ids.IB_PEERMEM, "no RDMA port in use: GPUDirect RDMA does not apply")
     found = snapshot.ib.peermem + snapshot.ib.peermem_modules
     if found:
-        return conclude("ib.peermem", f"GPUDirect RDMA module loaded ({found[0]})", [], found)
+        return conclude(env_ids.IB_PEERMEM, f"GPUDirect RDMA module loaded ({found[0]})", [], found)
     return conclude(
-        "ib.peermem",
+        env_ids.IB_PEERMEM,
         "",
         [
             warn(

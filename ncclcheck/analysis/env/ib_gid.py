@@ -19,6 +19,7 @@ from ncclcheck.analysis.nccl_rules import (
 )
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes.ib import Gid, Port
 
 ROW = "{:<8} {:<4} {:<5} {:<39} {:<15} {:<3} {}"
@@ -49,7 +50,7 @@ def recommended(port: Port) -> int | None:
 def check_gid_index(snapshot: NodeSnapshot, ctx: Context) -> Check:
     roce = [p for p in used_ports(snapshot, ctx) if p.link_layer == "Ethernet"]
     if not roce:
-        return skip("ib.gid_index", "no RoCE port in use: the GID index only matters for RoCE")
+        return skip(env_ids.IB_GID_INDEX, "no RoCE port in use: the GID index only matters for RoCE")
     details = [HEADER] + [row for p in roce for row in show_gids(p)]
     issues: list[Issue] = []
     picks = []
@@ -59,7 +60,7 @@ def check_gid_index(snapshot: NodeSnapshot, ctx: Context) -> Check:
         picks.append(f"{port.name}: NCCL uses GID {pick}" + (f", recommended {rec}" if rec is not None else ""))
         issues += _port_issues(port, pick, rec, ctx)
     issues += _global_issues(roce, ctx)
-    return conclude("ib.gid_index", "; ".join(picks), issues, picks + details)
+    return conclude(env_ids.IB_GID_INDEX, "; ".join(picks), issues, picks + details)
 
 
 def _port_issues(port: Port, pick: int, rec: int | None, ctx: Context) -> list[Issue]:

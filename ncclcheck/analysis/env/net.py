@@ -15,6 +15,7 @@ from ncclcheck.analysis.nccl_rules import (
 )
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes.net import IfAddr, prefix_len
 
 # Bridges, overlays and tunnels other nodes usually cannot reach; NCCL only skips docker, lo, virbr.
@@ -43,7 +44,7 @@ def check_interfaces(snapshot: NodeSnapshot, ctx: Context) -> Check:
     issues += _roce_netdev_issues(snapshot, ctx)
     names = sorted({a.name for a in routed})
     return conclude(
-        "net.interfaces",
+        env_ids.NET_INTERFACES,
         f"{len(snapshot.net.links)} interface(s); routable: {', '.join(names) or 'none'}",
         issues,
         details,
@@ -106,7 +107,7 @@ def check_socket_ifname(snapshot: NodeSnapshot, ctx: Context) -> Check:
         summary = "NCCL finds no socket interface"
     else:
         summary = f"NCCL bootstraps on the interface in {pick.bootstrap.rule} (a host name, not resolved here)"
-    return conclude("net.socket_ifname", summary, issues, details)
+    return conclude(env_ids.NET_SOCKET_IFNAME, summary, issues, details)
 
 
 def _syntax_issues(ctx: Context) -> list[Issue]:
@@ -234,7 +235,9 @@ def check_gloo(snapshot: NodeSnapshot, ctx: Context) -> Check:
     if value is not None and len(value) > 1:
         return _gloo_named(snapshot, value)
     if snapshot.options.root != "/":
-        return skip("net.gloo", "gloo's default binds what the live hostname resolves to; not evaluated for --root")
+        return skip(
+            env_ids.NET_GLOO, "gloo's default binds what the live hostname resolves to; not evaluated for --root"
+        )
     issues: list[Issue] = []
     if value is not None:
         issues.append(warn(f"GLOO_SOCKET_IFNAME='{value}' is ignored (one character)", "give an exact interface name"))
@@ -248,7 +251,7 @@ def check_gloo(snapshot: NodeSnapshot, ctx: Context) -> Check:
                 " to this node's IP in /etc/hosts or DNS",
             )
         )
-        return conclude("net.gloo", "", issues)
+        return conclude(env_ids.NET_GLOO, "", issues)
     if is_loopback(bound):
         hosts = f" (/etc/hosts: {host.hosts_lines[0]})" if host.hosts_lines else ""
         text = f"gloo would bind {bound}: hostname '{host.hostname}' resolves to loopback{hosts}"
@@ -258,7 +261,7 @@ def check_gloo(snapshot: NodeSnapshot, ctx: Context) -> Check:
         )
         if ctx.multi_node is not False:
             issues.append(fail(text, fix) if ctx.multi_node else warn(text + " (fine on a single node)", fix))
-    return conclude("net.gloo", f"gloo binds {bound} (hostname '{host.hostname}')", issues)
+    return conclude(env_ids.NET_GLOO, f"gloo binds {bound} (hostname '{host.hostname}')", issues)
 
 
 def _gloo_named(snapshot: NodeSnapshot, value: str) -> Check:
@@ -284,7 +287,7 @@ def _gloo_named(snapshot: NodeSnapshot, value: str) -> Check:
             chosen.append(f"{item}({addrs[0].addr})")
     details = ["gloo uses every listed interface round-robin; every rank must list the same number"]
     if not issues:
-        return conclude("net.gloo", f"gloo binds {', '.join(chosen)} (GLOO_SOCKET_IFNAME)", issues, details)
+        return conclude(env_ids.NET_GLOO, f"gloo binds {', '.join(chosen)} (GLOO_SOCKET_IFNAME)", issues, details)
     # gloo raises at the first item it cannot find, so it binds nothing: say what does resolve, if anything
     found = f"of GLOO_SOCKET_IFNAME='{value}', {', '.join(chosen)} would resolve" if chosen else ""
-    return conclude("net.gloo", found, issues, details)
+    return conclude(env_ids.NET_GLOO, found, issues, details)

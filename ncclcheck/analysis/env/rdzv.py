@@ -6,6 +6,7 @@ from ncclcheck.analysis.env.context import Context, is_loopback
 from ncclcheck.analysis.env.verdict import Issue, conclude, fail, skip, warn
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes._sysfs import parse_int
 from ncclcheck.probes.rdzv import RdzvFacts
 
@@ -33,9 +34,10 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
                     f"export {missing.split()[0]}=...",
                 )
             )
-            return conclude("rdzv", "", issues)
+            return conclude(env_ids.RDZV, "", issues)
         return skip(
-            "rdzv", f"no rendezvous endpoint ({missing} unset): pass --master-addr HOST --master-port PORT to check one"
+            env_ids.RDZV,
+            f"no rendezvous endpoint ({missing} unset): pass --master-addr HOST --master-port PORT to check one",
         )
     port = parse_int(port_text) if port_text else None
     if port_text and (port is None or not 0 < port < 65536):
@@ -43,8 +45,8 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
     facts = snapshot.rdzv
     if facts is None:
         if issues:
-            return conclude("rdzv", "", issues)
-        return skip("rdzv", "rendezvous endpoint not probed under --root (the saved tree is not this network)")
+            return conclude(env_ids.RDZV, "", issues)
+        return skip(env_ids.RDZV, "rendezvous endpoint not probed under --root (the saved tree is not this network)")
     issues += _endpoint_issues(facts, ctx)
     where = "this node (hosts the store)" if facts.local else "a remote node" if facts.resolved else "not resolved"
     shown = f"{addr}:{port}" if port is not None and not issues else addr
@@ -55,7 +57,7 @@ def check_rdzv(snapshot: NodeSnapshot, ctx: Context) -> Check:
         tried = "tried" if facts.connect_port else "the port was not tried"
         summary += f"; MASTER_PORT unset (torchrun's default is 29500; {tried})"
     details = [f"resolved: {', '.join(facts.resolved)}", f"route from {facts.route_source}"] if facts.resolved else []
-    return conclude("rdzv", summary, issues, details)
+    return conclude(env_ids.RDZV, summary, issues, details)
 
 
 def _endpoint_issues(facts: RdzvFacts, ctx: Context) -> list[Issue]:

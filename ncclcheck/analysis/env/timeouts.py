@@ -23,6 +23,7 @@ from ncclcheck.analysis.env.verdict import Issue, conclude, warn
 from ncclcheck.analysis.nccl_rules import nccl_int
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes._sysfs import parse_int
 
 PG_TIMEOUT_S = 600.0
@@ -89,7 +90,7 @@ def check_timeouts(snapshot: NodeSnapshot, ctx: Context) -> Check:
     details += grace_details(grace, times.dump_wait_s, snapshot.slurm, ctx.env)
     issues = _ib_issues(times) + _heartbeat_issues(times) + grace_issues(grace, snapshot.slurm, ctx.env)
     # fact=False: "fit together" is a claim of health, never shown beside a problem.
-    return conclude("env.timeouts", "the timeouts fit together", issues, details, fact=False)
+    return conclude(env_ids.ENV_TIMEOUTS, "the timeouts fit together", issues, details, fact=False)
 
 
 def _ib_issues(times: Timeouts) -> list[Issue]:

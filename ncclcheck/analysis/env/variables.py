@@ -12,6 +12,7 @@ from ncclcheck.analysis.env.verdict import Issue, conclude, warn
 from ncclcheck.analysis.nccl_rules import Version, version_text
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes._sysfs import parse_int
 from ncclcheck.probes.envvars import EnvVar
 
@@ -60,7 +61,9 @@ def check_variables(snapshot: NodeSnapshot, ctx: Context) -> Check:
             issues += name_issues(var.name, table, ctx.nccl, var.value)
     issues += conf_issues(snapshot, ctx) + value_issues(ctx, table)
     count = sum(1 for v in shown if v.name.startswith(LINTED))
-    return conclude("env.vars", f"{count} NCCL/torch/gloo variable(s), no problem found", issues, details, fact=False)
+    return conclude(
+        env_ids.ENV_VARS, f"{count} NCCL/torch/gloo variable(s), no problem found", issues, details, fact=False
+    )
 
 
 def name_issues(name: str, table: KnownVars, nccl: Version | None, value: str = "") -> list[Issue]:

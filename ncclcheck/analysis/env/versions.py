@@ -9,6 +9,7 @@ from ncclcheck.analysis.env.verdict import Issue, conclude, fail, warn
 from ncclcheck.analysis.nccl_rules import decode_version, version_text
 from ncclcheck.model.checks import Check
 from ncclcheck.model.env import NodeSnapshot
+from ncclcheck.model.ids import env as env_ids
 from ncclcheck.probes.versions import VersionFacts
 
 # Minimum driver per CUDA major (CUDA minor-version compatibility table).
@@ -41,7 +42,7 @@ def check_versions(snapshot: NodeSnapshot, ctx: Context) -> Check:
         details.append(f"CUDA driver API {facts.cuda_driver_api // 1000}.{facts.cuda_driver_api % 1000 // 10}")
     issues += _driver_issues(facts) + _nccl_issues(facts)
     summary = _summary(facts, ctx)
-    return conclude("versions", summary, issues, details)
+    return conclude(env_ids.VERSIONS, summary, issues, details)
 
 
 def _import_issue(version: str, error: str, ctx: Context) -> Issue:

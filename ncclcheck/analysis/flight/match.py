@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from ncclcheck.analysis.flight.blame import Blame, Stuck, blame
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.flight import DumpInfo, FlightReport, FrDump, FrEntry, GroupReport, RankStep, Unreadable
+from ncclcheck.model.ids import flight as flight_ids
 from ncclcheck.model.ranks import span
 
 NOT_JOINED_FIX = (
@@ -111,7 +112,7 @@ def _dump_findings(missing: tuple[int, ...], unreadable: Sequence[Unreadable], w
     if missing:
         out.append(
             Finding(
-                "fr-dumps-missing",
+                flight_ids.FR_DUMPS_MISSING,
                 "warning",
                 f"no Flight Recorder dump from rank {span(missing)} (of {world}); their part cannot be checked, "
                 "and a rank that never dumped is often the one that was dead or stuck",
@@ -123,7 +124,7 @@ def _dump_findings(missing: tuple[int, ...], unreadable: Sequence[Unreadable], w
     for bad in unreadable:
         out.append(
             Finding(
-                "fr-dump-unreadable",
+                flight_ids.FR_DUMP_UNREADABLE,
                 "warning",
                 f"{bad.file}: {bad.reason}",
                 "re-collect the dump; a dump cut short usually means the process was killed "
@@ -185,9 +186,9 @@ def _compare(
     where = f"{_named(pg, desc)}, collective #{seq}"
     # (finding, what must agree, what the message shows of it)
     checks: list[tuple[str, Callable[[FrEntry], object], Callable[[FrEntry], str]]] = [
-        ("fr-op-mismatch", lambda e: e.op, lambda e: ""),
-        ("fr-size-mismatch", _sizes, lambda e: f" with {_shape(e)}"),
-        ("fr-dtype-mismatch", _dtypes, lambda e: f" with {_dtype(e)}"),
+        (flight_ids.FR_OP_MISMATCH, lambda e: e.op, lambda e: ""),
+        (flight_ids.FR_SIZE_MISMATCH, _sizes, lambda e: f" with {_shape(e)}"),
+        (flight_ids.FR_DTYPE_MISMATCH, _dtypes, lambda e: f" with {_dtype(e)}"),
     ]
     for fid, key, detail in checks:
         odd = _odd_ones({r: key(e) for r, e in present.items()})
@@ -298,7 +299,7 @@ def _not_joined(stuck: Stuck, why: Blame, by_rank: dict[int, FrDump]) -> Finding
         f"{first.op}{site} and {'is' if len(present) == 1 else 'are'} waiting; " + "; ".join(said)
     )
     return Finding(
-        "fr-not-joined",
+        flight_ids.FR_NOT_JOINED,
         "info" if why.explained else "error",
         message,
         NOT_JOINED_FIX,
@@ -334,7 +335,9 @@ def _stalled(
         f"with matching arguments and none completed it ({'/'.join(sorted({t.state for t in tops.values()}))})"
     )
     fix = "the code agrees; the transport does not: run ncclcheck env on every node and ncclcheck logs on the NCCL_DEBUG=INFO logs (IB/NET errors, a wrong interface)"
-    return [Finding("fr-stalled", "warning", message, fix, tuple(dumped), _evidence(tops, dumped[:2], by_rank))]
+    return [
+        Finding(flight_ids.FR_STALLED, "warning", message, fix, tuple(dumped), _evidence(tops, dumped[:2], by_rank))
+    ]
 
 
 def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, FrDump]) -> tuple[Evidence, ...]:
@@ -393,7 +396,7 @@ def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding
         by = {d.rank: d for d in dumps}
         out.append(
             Finding(
-                "fr-p2p-unmatched",
+                flight_ids.FR_P2P_UNMATCHED,
                 "error",
                 message,
                 MISMATCH_FIX,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from ncclcheck.analysis.rank_exits import hint, signal_of
 from ncclcheck.model.findings import Evidence, Finding, Severity
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.ranks import span
 
@@ -128,7 +129,7 @@ def with_backtrace(findings: list[Finding], crashes: CrashFold) -> list[Finding]
     """The first native-crash finding told where the process crashed in native code, from the handler's backtrace:
     its first frame past the handler's own, and whether that is NCCL's code."""
     traces = [b for b in crashes.backtraces if b.frames]
-    at = next((i for i, f in enumerate(findings) if f.id == "native-crash"), None)
+    at = next((i for i, f in enumerate(findings) if f.id == logs_ids.NATIVE_CRASH), None)
     if not traces or at is None:
         return findings
     trace = traces[0]
@@ -362,7 +363,7 @@ def crash_findings(crashes: CrashFold, failures: tuple[ChildFailure, ...]) -> li
     severity: Severity = "error" if culprits or any(b.signal != "SIGABRT" for b in faults) else "warning"
     return [
         Finding(
-            "native-crash",
+            logs_ids.NATIVE_CRASH,
             severity,
             said[0] + also,
             fix,
@@ -411,7 +412,7 @@ def attribute(findings: list[Finding], crashes: CrashFold, failures: tuple[Child
             if not inside or f.ranks:
                 continue
             message = f.message
-            if f.id == "collective-mismatch" and block.sizes:
+            if f.id == logs_ids.COLLECTIVE_MISMATCH and block.sizes:
                 got, want = block.sizes
                 message += (
                     f"; {named.name()} received {got} bytes where it expected {want} and aborted: the rank that sent"
@@ -456,13 +457,18 @@ def thread_findings(crashes: CrashFold, waited: dict[str, set[int]], seen: froze
         " should have done (a queue, a prefetch), and never reaches the next collective; fix the thread's error,"
         " and have the main thread check that its helpers are alive (or use concurrent.futures, which re-raises)"
     )
-    return [Finding("thread-died", "error", message, fix, ranks, tuple(d.evidence for d in deaths[:5]), culprits)]
+    return [
+        Finding(logs_ids.THREAD_DIED, "error", message, fix, ranks, tuple(d.evidence for d in deaths[:5]), culprits)
+    ]
 
 
 def exit_findings(crashes: CrashFold, failures: tuple[ChildFailure, ...], found: set[str]) -> list[Finding]:
     """child-failed when torchrun's failure table is not in the logs: from its agent's lines, or, with none of
     them either, from a lone ``ChildFailedError:`` (a worker failed; which one cannot be told)."""
-    if failures or found & {"child-failed", "child-no-error-file"}:  # the latter names the local rank itself
+    if failures or found & {
+        logs_ids.CHILD_FAILED,
+        logs_ids.CHILD_NO_ERROR_FILE,
+    }:  # the latter names the local rank itself
         return []
     fix = "torchrun's failure table and each rank's own output (its traceback, its signal) say why"
     if crashes.exits:
@@ -474,7 +480,12 @@ def exit_findings(crashes: CrashFold, failures: tuple[ChildFailure, ...], found:
         sig = signal_of(crashes.exits[0].exitcode)
         return [
             Finding(
-                "child-failed", "error", message, hint(sig) or fix, (), tuple(e.evidence for e in crashes.exits[:5])
+                logs_ids.CHILD_FAILED,
+                "error",
+                message,
+                hint(sig) or fix,
+                (),
+                tuple(e.evidence for e in crashes.exits[:5]),
             )
         ]
     if crashes.child_error is not None:
@@ -482,7 +493,7 @@ def exit_findings(crashes: CrashFold, failures: tuple[ChildFailure, ...], found:
             "torchrun says a worker failed (ChildFailedError), but its failure table is not in these logs: which"
             f" rank failed, and how, cannot be told from them: {crashes.child_error.text.strip()}"
         )
-        return [Finding("child-failed", "error", message, fix, (), (crashes.child_error,))]
+        return [Finding(logs_ids.CHILD_FAILED, "error", message, fix, (), (crashes.child_error,))]
     return []
 
 

@@ -10,6 +10,7 @@ from ncclcheck.analysis.logs.failure_tables import child_findings
 from ncclcheck.analysis.logs.nccl import link_layer
 from ncclcheck.analysis.nccl_rules import VIRTUAL_INTERFACE
 from ncclcheck.model.findings import Evidence, Finding, Severity
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.logs import ChildFailure, RankLog, Timeout
 from ncclcheck.model.ranks import span
 
@@ -63,7 +64,7 @@ def _several_jobs(jobs: list[tuple[RankLog, ...]]) -> list[Finding]:
     files = "; ".join(", ".join(dict.fromkeys(r.file for r in job[:3])) + ("…" if len(job) > 3 else "") for job in jobs)
     return [
         Finding(
-            "several-jobs",
+            logs_ids.SEVERAL_JOBS,
             "warning",
             f"these logs may hold {len(jobs)} different jobs: their files share no NCCL communicator (commId): {files};"
             " a rank's lines in one job say nothing of another's, so ranks are not compared across them",
@@ -88,7 +89,7 @@ def _version_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
     evidence = tuple(Evidence(rs[0].file, rs[0].first_line, f"NCCL version {v}") for v, rs in versions.items())
     return [
         Finding(
-            "version-mismatch",
+            logs_ids.VERSION_MISMATCH,
             severity,
             f"ranks run {what}: {parts}",
             "install one torch/NCCL build on every node (same wheel, same LD_LIBRARY_PATH/LD_PRELOAD)",
@@ -106,7 +107,7 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
         if bad:
             out.append(
                 Finding(
-                    "suspicious-interface",
+                    logs_ids.SUSPICIOUS_INTERFACE,
                     "warning",
                     f"{r.name} uses {', '.join(dict.fromkeys(bad))} for NCCL sockets: a bridge, tunnel, loopback or"
                     " link-local address other nodes usually cannot reach",
@@ -118,11 +119,11 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
             )
         env = dict(r.env)
         forced = {k: v for k, v in env.items() if (k, v) in P2P_OFF or (k == "NCCL_P2P_LEVEL" and v in ("LOC", "0"))}
-        if forced and not any(f.id == "p2p-disabled" for f in out):
+        if forced and not any(f.id == logs_ids.P2P_DISABLED for f in out):
             text = " ".join(f"{k}={v}" for k, v in forced.items())
             out.append(
                 Finding(
-                    "p2p-disabled",
+                    logs_ids.P2P_DISABLED,
                     "warning",
                     f"{text} set on {r.name}: GPU peer-to-peer (and shared memory) paths are turned off, traffic takes"
                     " slower routes",
@@ -134,7 +135,7 @@ def _interface_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
         if "NCCL_SOCKET_IFNAME" in env and not used and not r.init_complete:
             out.append(
                 Finding(
-                    "socket-ifname-not-found",
+                    logs_ids.SOCKET_IFNAME_NOT_FOUND,
                     "error",
                     f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} on {r.name} but NCCL never reports an interface"
                     " it uses: no interface here matches it",
@@ -153,7 +154,7 @@ def _link_layer_findings(ranks: tuple[RankLog, ...]) -> list[Finding]:
         if {"IB", "RoCE"} <= layers:
             return [
                 Finding(
-                    "mixed-link-layers",
+                    logs_ids.MIXED_LINK_LAYERS,
                     "warning",
                     f"{r.name} uses InfiniBand and RoCE ports together ({' '.join(r.net_devices)})",
                     "restrict NCCL_IB_HCA to ports of one link layer (the ones on the fabric your peers use)",
@@ -182,7 +183,7 @@ def _loopback_net(ranks: tuple[RankLog, ...]) -> list[Finding]:
     text = ", ".join(f"{a}->{b} via {t}" for a, b, t in pairs[:6])
     return [
         Finding(
-            "intra-node-net",
+            logs_ids.INTRA_NODE_NET,
             "warning",
             f"ranks on the same host talk through the network: {text} (P2P and SHM were not usable between them)",
             "check `nvidia-smi topo -m` (GPUs split across CPU sockets or PCIe roots) and NCCL_P2P_*/NCCL_SHM_DISABLE;"
@@ -204,7 +205,7 @@ def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
     parts = "; ".join(f"rank {r} at SeqNum {t.seq} {t.op}" for r, t in sorted(by_rank.items())[:8])
     return [
         Finding(
-            "collective-mismatch",
+            logs_ids.COLLECTIVE_MISMATCH,
             "error",
             f"ranks timed out in different collectives (desynchronised): {parts}",
             "the ranks issued different collectives or a different number of them: look for rank-dependent branches;"
@@ -223,7 +224,7 @@ RAS_BESIDE_TIMEOUT = (
 )
 
 
-FAILED_TOO = frozenset({"process-taken-down", "watchdog-exception"})
+FAILED_TOO = frozenset({logs_ids.PROCESS_TAKEN_DOWN, logs_ids.WATCHDOG_EXCEPTION})
 
 
 def annotate_timeouts(
@@ -245,22 +246,22 @@ def annotate_timeouts(
     world = tuple(t for t in timeouts if not t.subgroup)
     # every rank whose own line says its collective timed out reported it, also in a line read as no Timeout (a
     # terminal cut it before "Timeout(ms)=", torch 2.3-2.5's "Timeout at NCCL work: N"): never a suspect of silence
-    said = {r for f in findings if f.id == "collective-timeout" for r in f.ranks}
+    said = {r for f in findings if f.id == logs_ids.COLLECTIVE_TIMEOUT for r in f.ranks}
     nccl = sorted({t.rank for t in world if t.rank is not None} | said) if world else []
-    gloo = sorted({r for f in findings if f.id == "gloo-timeout" for r in f.ranks})
-    several = any(f.id == "several-jobs" for f in findings)  # cross_checks' jobs_of: ranks not compared across
+    gloo = sorted({r for f in findings if f.id == logs_ids.GLOO_TIMEOUT for r in f.ranks})
+    several = any(f.id == logs_ids.SEVERAL_JOBS for f in findings)  # cross_checks' jobs_of: ranks not compared across
     # ranks whose own watchdog failed a collective and took them down did not sit silent, whichever collective it was
     # (the line does not say): never a suspect of "did not report it", and never cleared either
     failed = {r for f in findings if f.id in FAILED_TOO for r in f.ranks}
     implied = max([r.nranks or 0 for r in ranks] + [_group_size(t) for t in world] + [0])
     out = []
     for f in findings:
-        if f.id == "ras-all-ok" and nccl:
+        if f.id == logs_ids.RAS_ALL_OK and nccl:
             f = dataclasses.replace(
                 f, message=f.message + RAS_BESIDE_TIMEOUT.format(seqs=span(sorted({t.seq for t in timeouts})))
             )
-        reporters = nccl if f.id == "collective-timeout" else gloo if f.id == "gloo-timeout" else []
-        if f.id == "collective-timeout" and not world and timeouts:
+        reporters = nccl if f.id == logs_ids.COLLECTIVE_TIMEOUT else gloo if f.id == logs_ids.GLOO_TIMEOUT else []
+        if f.id == logs_ids.COLLECTIVE_TIMEOUT and not world and timeouts:
             f = dataclasses.replace(f, message=f.message + _subgroup_note(timeouts), culprits=())
         elif reporters and several:
             note = (

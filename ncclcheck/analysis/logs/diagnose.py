@@ -32,6 +32,7 @@ from ncclcheck.analysis.logs.rules import RULES, TRAIL_RULES, Rule
 from ncclcheck.analysis.logs.verdict import root_cause
 from ncclcheck.analysis.rank_exits import signal_of
 from ncclcheck.model.findings import Evidence, Finding, by_severity
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure, LogLine, RankLog, Timeout
 from ncclcheck.probes._sysfs import parse_int
@@ -202,9 +203,9 @@ class LogFold:
             found.named.update(said.named)
         if rule.own and rank is not None and len(found.named) < 64:
             found.named.add(rank)  # its own call failed the check: this rank is the one at fault
-        if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
+        if rule.id == logs_ids.COLLECTIVE_MISMATCH and self.site.get(rank) and rank is not None:
             found.sites.setdefault(rank, self.site[rank])
-        if rule.id == "collective-mismatch" and "CollectiveFingerPrint(" in text:
+        if rule.id == logs_ids.COLLECTIVE_MISMATCH and "CollectiveFingerPrint(" in text:
             self.prints.add(text)
         if rank is not None:
             found.ranks.add(rank)
@@ -334,14 +335,14 @@ class LogFold:
         if one read a banner, gives way to the block's, which names the rank and the frame; the banners it read
         (a UCX or Open MPI handler's, which the block does not read) stay in the block's evidence."""
         native = crashes.crash_findings(self.crashes, failures)
-        banners = [e for f in findings if f.id == "native-crash" for e in f.evidence]
+        banners = [e for f in findings if f.id == logs_ids.NATIVE_CRASH for e in f.evidence]
         if native:
-            findings = [f for f in findings if f.id != "native-crash"]
+            findings = [f for f in findings if f.id != logs_ids.NATIVE_CRASH]
             kept = native[0].evidence + tuple(e for e in banners if e not in native[0].evidence)
             native[0] = dataclasses.replace(native[0], evidence=kept[:MAX_EVIDENCE])
         waited = {
-            "gloo-timeout": {r for f in findings if f.id == "gloo-timeout" for r in f.ranks},
-            "collective-timeout": {t.rank for t in self.timeouts if t.rank is not None},
+            logs_ids.GLOO_TIMEOUT: {r for f in findings if f.id == logs_ids.GLOO_TIMEOUT for r in f.ranks},
+            logs_ids.COLLECTIVE_TIMEOUT: {t.rank for t in self.timeouts if t.rank is not None},
         }
         findings = crashes.attribute(findings, self.crashes, failures) + native
         findings += crashes.thread_findings(self.crashes, waited, seen)
@@ -360,7 +361,7 @@ class LogFold:
         sites = "; ".join(f"rank {r} at {site}" for r, site in sorted(found.sites.items()))
         where = f"; call sites: {sites}" if sites else ""
         named = tuple(sorted(found.named))
-        if found.rule.id == "collective-mismatch" and (told := self.prints.told()) is not None:
+        if found.rule.id == logs_ids.COLLECTIVE_MISMATCH and (told := self.prints.told()) is not None:
             message, named = told
             others = [o for o in found.others if "CollectiveFingerPrint" not in o and not o.startswith("ranks call")]
             also = f"; also: {'; '.join(others)}" if others else ""
@@ -376,10 +377,10 @@ class LogFold:
 
 
 # A rank's own error that only says a peer went away: the rank showed the failure, it did not start it
-PEER_LOST = ("peer-crashed", "peer-closed")
+PEER_LOST = (logs_ids.PEER_CRASHED, logs_ids.PEER_CLOSED)
 # Echoes of an error that another line reports: the result name torch's exception adds (NCCL's error trail is said
 # by ``_trail_finding``, on the same terms)
-ECHOES_ONLY = frozenset({"nccl-result"})
+ECHOES_ONLY = frozenset({logs_ids.NCCL_RESULT})
 
 
 def _trail_finding(findings: list[Finding], ranks: tuple[RankLog, ...]) -> list[Finding]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ncclcheck.analysis.rank_exits import CRASH_SIGNALS, hint, how, killed
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.ranks import span
 
@@ -41,11 +42,11 @@ def child_findings(failures: tuple[ChildFailure, ...], echoes: frozenset[int] = 
             " lines (its first error, with its time) say"
         )
         ranks = tuple(sorted({first.rank, *(f.rank for f in tied)}))
-        return [Finding("child-failed", "error", message, fix, ranks)]
+        return [Finding(logs_ids.CHILD_FAILED, "error", message, fix, ranks)]
     if timed:
         also += _sigkill(first)
         message = f"torchrun: rank {first.rank}{where} failed first ({how(first)}, at {_clock(first)}){also}"
-        return [Finding("child-failed", "error", message + _across(failures, first), fix, (first.rank,))]
+        return [Finding(logs_ids.CHILD_FAILED, "error", message + _across(failures, first), fix, (first.rank,))]
     reported = _reported(failures)
     if first is reported:
         message = f"torchrun: rank {first.rank}{where} failed first ({how(first)}){also}"
@@ -55,7 +56,7 @@ def child_findings(failures: tuple[ChildFailure, ...], echoes: frozenset[int] = 
             f' "first observed failure" names rank {reported.rank} ({how(reported)}), an echo of it'
         )
     message += _sigkill(first)
-    return [Finding("child-failed", "error", message, fix, (first.rank,))]
+    return [Finding(logs_ids.CHILD_FAILED, "error", message, fix, (first.rank,))]
 
 
 def first_failed(failures: Sequence[ChildFailure]) -> ChildFailure | None:
@@ -106,12 +107,12 @@ def _echo_first(
             else "in the same second"
         )
         message = f"{said} its connection: rank {start.rank} ({how(start)}), which failed of its own {when}, is the likelier start"
-        return Finding("child-failed", "error", message, hint(start.signal) or FIX, (start.rank,))
+        return Finding(logs_ids.CHILD_FAILED, "error", message, hint(start.signal) or FIX, (start.rank,))
     message = (
         f"{said} its connection: the failure started on a peer whose own lines are not in these logs or name no"
         " error (another node's log, or a rank the agent stopped after), so no rank here is to blame"
     )
-    return Finding("child-failed", "error", message, ECHO_FIX, ())
+    return Finding(logs_ids.CHILD_FAILED, "error", message, ECHO_FIX, ())
 
 
 FIX = "the rank's own traceback is earlier in its output"

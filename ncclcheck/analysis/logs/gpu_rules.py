@@ -11,6 +11,7 @@ from __future__ import annotations
 from ncclcheck.analysis.logs.rule import Rule, make_rule
 from ncclcheck.analysis.logs.xid import GPU, MEMORY, NOTICE, NVLINK, PROGRAM, XIDS
 from ncclcheck.model.findings import Severity
+from ncclcheck.model.ids import logs as logs_ids
 
 # NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s (src/nvidia/src/kernel/gpu/rc/kernel_rc.c; a MIG GPU adds
 # " GPU-I:%02u GPU-CI:%02u" inside the parenthesis; old drivers print no "PCI:" and no pid/name)
@@ -173,13 +174,13 @@ GPU_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 GPU_FAULT_IDS = frozenset(
     {
-        "gpu-xid",
-        "gpu-xid-program",
-        "gpu-fallen-off-bus",
-        "gpu-probe-failed",
-        "gpu-ecc-error",
-        "cuda-illegal-address",
-        "cuda-launch-failure",
-        "pcie-aer-uncorrected",
+        logs_ids.GPU_XID,
+        logs_ids.GPU_XID_PROGRAM,
+        logs_ids.GPU_FALLEN_OFF_BUS,
+        logs_ids.GPU_PROBE_FAILED,
+        logs_ids.GPU_ECC_ERROR,
+        logs_ids.CUDA_ILLEGAL_ADDRESS,
+        logs_ids.CUDA_LAUNCH_FAILURE,
+        logs_ids.PCIE_AER_UNCORRECTED,
     }
 )

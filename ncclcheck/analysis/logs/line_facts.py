@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ncclcheck.analysis.logs import crashes, events
 from ncclcheck.analysis.logs.remembered import Remembered
 from ncclcheck.analysis.logs.rules import RULES, Rule
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.probes._sysfs import parse_int
 
 # A message's {name} that its line did not give, said in words ("the line does not name the peer").
@@ -27,7 +28,7 @@ ANY_LITERAL = re.compile("|".join(sorted({re.escape(r.literal) for r in RULES}))
 # Summaries of an error reported elsewhere: the root cause only when nothing more specific is in the logs.
 # What a log says when ranks stop agreeing; a Flight Recorder dump says which rank and which call, so it wins.
 EXCEPTION = Rule(
-    "python-exception",
+    logs_ids.PYTHON_EXCEPTION,
     "error",
     "Error",
     re.compile(
@@ -42,7 +43,7 @@ NOT_ALARM = re.compile(
     r"|^frame #\d+:|^[\w./-]+ FAILED$"
 )
 UNRECOGNISED = Rule(
-    "unrecognised-error",
+    logs_ids.UNRECOGNISED_ERROR,
     "warning",
     "",
     re.compile(r"^(?P<line>.{1,240})"),

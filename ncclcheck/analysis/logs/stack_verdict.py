@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ncclcheck.analysis.stacks import COLLECTIVES, WORLD_CALLS, collective, cuda_sync, in_backward, loader_wait
 from ncclcheck.model.findings import Evidence, Finding
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.stack_dumps import NOT_RANKS, WAITING, DumpedProcess, DumpedThread, Place, StackDump, Stood
 from ncclcheck.model.stacks import Frame, mine
 
@@ -176,7 +177,7 @@ def judge(dumps: Sequence[StackDump]) -> tuple[tuple[Stood, ...], tuple[Finding,
         if dump.refused:
             findings.append(
                 Finding(
-                    "stacks-unreadable",
+                    logs_ids.STACKS_UNREADABLE,
                     "warning",
                     f"{dump.source}: {dump.refused}",
                     "dump each process to its own file: py-spy dump --pid PID > PID.txt for each rank, or "
@@ -251,7 +252,7 @@ def _straggler(apart: Sequence[Stood], waiting: Sequence[Stood], fix: str = "") 
     fix = fix or (WAIT_FIXES.get(next(iter(places)), "") if len(places) == 1 else "")
     fix = fix or "read each of these processes' line: the others wait for them in the collective"
     return Finding(
-        "stacks-straggler",
+        logs_ids.STACKS_STRAGGLER,
         "error",
         message,
         fix,
@@ -281,7 +282,7 @@ def _all_waiting(waiting: Sequence[Stood]) -> Finding:
             "collectives; their groups and sequence numbers decide whether they mismatch, which the stacks do not hold"
         )
     return Finding(
-        "stacks-waiting",
+        logs_ids.STACKS_WAITING,
         "warning",
         message,
         "read the Flight Recorder (TORCH_NCCL_TRACE_BUFFER_SIZE, then `ncclcheck logs` over its dumps) or NCCL RAS "
@@ -300,7 +301,7 @@ def _alone(s: Stood) -> Finding:
     elif s.place == "backward":
         nccl = "; the collective it waits on is on an autograd thread, if any (dump with all threads, --native)"
     return Finding(
-        "stacks-one",
+        logs_ids.STACKS_ONE,
         "warning",
         f"{_who(s)} {s.words}{nccl}. One process alone names no culprit: where the other ranks stand decides",
         "dump every rank (for PID in $(pgrep -P LAUNCHER_PID); do py-spy dump --pid $PID; done) and give them all to "
@@ -313,7 +314,7 @@ def _alone(s: Stood) -> Finding:
 def _not_ranks(places: Sequence[Stood]) -> Finding:
     said = "; ".join(f"{_who(s)} {s.words}" for s in places)
     return Finding(
-        "stacks-not-ranks",
+        logs_ids.STACKS_NOT_RANKS,
         "warning",
         f"no rank's stack in the paste: {said}. The hang is in the ranks, not in these",
         "dump the ranks themselves: the launcher's children (pgrep -P LAUNCHER_PID), each with py-spy dump --pid",

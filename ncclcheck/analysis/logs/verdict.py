@@ -10,20 +10,31 @@ from ncclcheck.analysis.logs.rules import SECONDARY_IDS
 from ncclcheck.analysis.rank_exits import killed
 from ncclcheck.model.findings import Finding, by_severity
 from ncclcheck.model.flight import FlightReport
+from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.run import HangRecord
 from ncclcheck.model.stack_dumps import Stood
 
-WRAPPERS = frozenset({"nccl-system-error", "child-failed", "python-exception", "launcher-terminated"})
-SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck", "collective-mismatch"})
+WRAPPERS = frozenset(
+    {logs_ids.NCCL_SYSTEM_ERROR, logs_ids.CHILD_FAILED, logs_ids.PYTHON_EXCEPTION, logs_ids.LAUNCHER_TERMINATED}
+)
+SYMPTOMS = frozenset({logs_ids.COLLECTIVE_TIMEOUT, logs_ids.WATCHDOG_STUCK, logs_ids.COLLECTIVE_MISMATCH})
 # a rank's own death that names the rank: what the timeouts and peers' errors beside it waited on (crashes.py)
-DEATHS = frozenset({"native-crash", "thread-died"})
+DEATHS = frozenset({logs_ids.NATIVE_CRASH, logs_ids.THREAD_DIED})
 
 
 # what stack dumps say: one instant of the ranks, which a hang seen live over many samples, or an error that starts a
 # failure of its own, outweighs
-STACK_IDS = frozenset({"stacks-straggler", "stacks-waiting", "stacks-one", "stacks-not-ranks", "stacks-unreadable"})
+STACK_IDS = frozenset(
+    {
+        logs_ids.STACKS_STRAGGLER,
+        logs_ids.STACKS_WAITING,
+        logs_ids.STACKS_ONE,
+        logs_ids.STACKS_NOT_RANKS,
+        logs_ids.STACKS_UNREADABLE,
+    }
+)
 
 
 def hard_errors(findings: Iterable[Finding]) -> list[Finding]:
@@ -51,7 +62,9 @@ def with_stacks(report: LogReport, stacks: tuple[Stood, ...], findings: tuple[Fi
     named = [f for f in findings if f.severity == "error"]
     cause = hard[0] if hard else named[0] if named else report.root_cause
     merged = by_severity(report.findings + findings)
-    refused = any(f.id == "stacks-unreadable" for f in findings)  # stacks there but unreadable: never a pass over them
+    refused = any(
+        f.id == logs_ids.STACKS_UNREADABLE for f in findings
+    )  # stacks there but unreadable: never a pass over them
     incomplete = report.incomplete or refused
     return dataclasses.replace(report, findings=merged, root_cause=cause, stacks=stacks, incomplete=incomplete)
 
@@ -66,11 +79,11 @@ def ended_by_us(findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
     """The findings of a job ``ncclcheck run`` ended itself (``--on-hang exit``, told by its hang record): the
     launcher's "got signal 15", "received death signal" say it was ended from outside, which it was not: one info
     finding says who did."""
-    ours = [f for f in findings if f.id == "launcher-terminated"]
+    ours = [f for f in findings if f.id == logs_ids.LAUNCHER_TERMINATED]
     if not ours:
         return findings
-    said = Finding("ended-by-ncclcheck", "info", OURS, ranks=tuple(sorted({r for f in ours for r in f.ranks})))
-    return (*(f for f in findings if f.id != "launcher-terminated"), said)
+    said = Finding(logs_ids.ENDED_BY_NCCLCHECK, "info", OURS, ranks=tuple(sorted({r for f in ours for r in f.ranks})))
+    return (*(f for f in findings if f.id != logs_ids.LAUNCHER_TERMINATED), said)
 
 
 def with_hangs(report: LogReport, hangs: Sequence[HangRecord]) -> LogReport:
@@ -79,7 +92,7 @@ def with_hangs(report: LogReport, hangs: Sequence[HangRecord]) -> LogReport:
     error stays the cause."""
     seen = [
         Finding(
-            "hang-recorded",
+            logs_ids.HANG_RECORDED,
             "error",
             f"hang seen live{f' on {h.host}' if h.host else ''}: {h.message}",
             "the hang record holds every local rank's stack: " + h.path,
@@ -108,10 +121,10 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
     primary = [f for f in errors if f.id not in SECONDARY_IDS and f.id not in WRAPPERS]
     wrappers = [f for f in errors if f.id in WRAPPERS]
     if killed(tuple(failures)):
-        wrappers.sort(key=lambda f: f.id != "child-failed")
+        wrappers.sort(key=lambda f: f.id != logs_ids.CHILD_FAILED)
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
-    named = [f for f in primary if f.id == "desync-report" and f.culprits]
+    named = [f for f in primary if f.id == logs_ids.DESYNC_REPORT and f.culprits]
     named += [f for f in primary if f.id in DEATHS and f.culprits]
     # a GPU that failed (an Xid, ECC, a sticky CUDA fault, its PCIe link) is where the failure started, wherever its
     # lines fall among the other ranks' timeouts and errors

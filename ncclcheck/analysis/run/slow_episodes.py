@@ -17,11 +17,12 @@ import dataclasses
 import re
 
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.run import PaceNote, SlowEpisode, SlowSoFar
 from ncclcheck.model.watch import WatchState
 
-SLOW = ("slow-rank", "slow-node")
-PACE = "communication-bound"
+SLOW = (watch_ids.SLOW_RANK, watch_ids.SLOW_NODE)
+PACE = watch_ids.COMMUNICATION_BOUND
 CLOSE_LOOKS = 2  # looks in a row without the finding ...
 CLOSE_S = 10.0  # ... and seconds since it was last named, before the episode is closed
 FASTER = re.compile(r"about (\d+(?:\.\d+)?)× faster")  # analysis.watch.slow's words for what the wait costs

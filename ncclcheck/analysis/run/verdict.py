@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from ncclcheck.analysis.logs.diagnose import PEER_LOST
 from ncclcheck.analysis.logs.verdict import SYMPTOMS, hard_errors
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import logs as logs_ids
+from ncclcheck.model.ids import run as run_ids
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.ranks import span
 from ncclcheck.model.run import HangRecord, RankEnd, RunVerdict, SlowEpisode
@@ -56,13 +59,13 @@ def early_leaver(ends: Sequence[RankEnd], failed: set[int], report: LogReport) -
         "a peer went away: a rank that leaves the training loop early (a break, a return, uneven data) leaves the "
         "others waiting in their next collective until it fails"
     )
-    return Finding("rank-left-early", "error", message, LEFT_FIX, ranks=ranks, culprits=ranks)
+    return Finding(run_ids.RANK_LEFT_EARLY, "error", message, LEFT_FIX, ranks=ranks, culprits=ranks)
 
 
 # libstdc++'s __verbose_terminate_handler (libsupc++/vterminate.cc), std::terminate called outside any exception:
 # most often a std::thread destroyed while still joinable, i.e. a thread left running when the process exits
 TERMINATE = "terminate called without an active exception"
-ABORT_FAMILY = frozenset({"child-failed", "process-aborted"})
+ABORT_FAMILY = frozenset({logs_ids.CHILD_FAILED, logs_ids.PROCESS_ABORTED})
 AT_EXIT_FIX = (
     "end the job cleanly: call torch.distributed.destroy_process_group() once the work is done, and stop and join"
     " every thread you started (a data loader's, a logger's, a C++ extension's) before the script returns"
@@ -92,7 +95,9 @@ def aborted_at_exit(report: LogReport, backends: tuple[str, ...]) -> Finding | N
         f" group not destroyed, a thread not joined); the job used {backend}, not NCCL, so no NCCL watchdog aborted it"
         " and the ranks had finished their work"
     )
-    return Finding("aborted-at-exit", "error", message, AT_EXIT_FIX, tuple(aborted), tuple(said[:3]), tuple(aborted))
+    return Finding(
+        run_ids.ABORTED_AT_EXIT, "error", message, AT_EXIT_FIX, tuple(aborted), tuple(said[:3]), tuple(aborted)
+    )
 
 
 def verdict(
@@ -113,9 +118,9 @@ def verdict(
     if hangs:
         first = hangs[0]
         blamed = first.culprits or first.ranks
-        return RunVerdict("hang", first.kinds[0] if first.kinds else "hang", blamed, first.message), tuple(extra)
+        return RunVerdict("hang", first.kinds[0] if first.kinds else run_ids.HANG, blamed, first.message), tuple(extra)
     if interrupted:
-        return RunVerdict("fail", "interrupted", (), "interrupted (^C) before any hang was seen"), tuple(extra)
+        return RunVerdict("fail", run_ids.INTERRUPTED, (), "interrupted (^C) before any hang was seen"), tuple(extra)
     cause = report.root_cause
     if not failed and slow:
         return slow_verdict(slow), tuple(extra)
@@ -127,7 +132,7 @@ def verdict(
         return RunVerdict("fail", cause.id, cause.blamed, cause.message), tuple(extra)
     return RunVerdict(
         "fail",
-        "exit-code",
+        run_ids.EXIT_CODE,
         (),
         f"the job exited with code {exit_code}; its output names no known error (see launcher.log in the run dir)",
     ), tuple(extra)
@@ -138,7 +143,7 @@ def slow_verdict(episodes: tuple[SlowEpisode, ...]) -> RunVerdict:
     longest = max(episodes, key=lambda e: e.seconds)
     ranks = list(longest.culprits)
     who = f"rank{'s' if len(ranks) > 1 else ''} {span(ranks)}"
-    if longest.kind == "slow-node":
+    if longest.kind == watch_ids.SLOW_NODE:
         who += " (every rank of one node)"
     slower = f" (about {longest.factor:.1f}× slower)" if longest.factor else ""
     more = (

@@ -8,6 +8,7 @@ from operator import attrgetter
 
 from ncclcheck.analysis.nccl_rules import Version, ib_ports, nccl_gid_index, socket_interfaces
 from ncclcheck.model.findings import Finding, Severity
+from ncclcheck.model.ids import smoke as smoke_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.smoke import Fingerprint
 from ncclcheck.probes.host import Hostname
@@ -60,19 +61,20 @@ def differences(prints: Sequence[Fingerprint]) -> tuple[Finding, ...]:
     if len(prints) < 2:
         return ()
     findings = []
-    checked: tuple[tuple[str, Severity, str], ...] = (
-        ("torch", "warning", "install the same torch build on every node"),
+    checked: tuple[tuple[str, str, Severity, str], ...] = (
+        (smoke_ids.FINGERPRINT_TORCH, "torch", "warning", "install the same torch build on every node"),
         (
+            smoke_ids.FINGERPRINT_NCCL,
             "nccl",
             "warning",
             "use one NCCL everywhere (same torch wheel, or the same LD_PRELOAD/LD_LIBRARY_PATH libnccl)",
         ),
-        ("backend", "error", "run every rank with the same backend"),
+        (smoke_ids.FINGERPRINT_BACKEND, "backend", "error", "run every rank with the same backend"),
     )
-    for field, severity, fix in checked:
+    for fid, field, severity, fix in checked:
         groups = _groups(prints, attrgetter(field))
         if len(groups) > 1:
-            findings.append(_finding(f"fingerprint-{field}", severity, field, groups, fix))
+            findings.append(_finding(fid, severity, field, groups, fix))
     findings.extend(_env_differences(prints))
     findings.extend(_interface_differences(prints))
     return tuple(findings)
@@ -88,7 +90,7 @@ def _env_differences(prints: Sequence[Fingerprint]) -> list[Finding]:
         per_node = name in PER_NODE_OK and _same_within_hosts(prints, name)
         findings.append(
             _finding(
-                "fingerprint-env",
+                smoke_ids.FINGERPRINT_ENV,
                 "info" if per_node else "warning",
                 name,
                 groups,
@@ -114,7 +116,7 @@ def _interface_differences(prints: Sequence[Fingerprint]) -> list[Finding]:
     groups = _groups([p for p in prints if p.host in split], lambda p: p.socket_ifname)
     return [
         _finding(
-            "fingerprint-interface",
+            smoke_ids.FINGERPRINT_INTERFACE,
             "warning",
             "socket interface",
             groups,

@@ -10,6 +10,7 @@ from ncclcheck.analysis.rank_exits import hint, how, killed
 from ncclcheck.analysis.smoke.plan import bus_factor
 from ncclcheck.analysis.stacks import call_site, collective, render
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import smoke as smoke_ids
 from ncclcheck.model.logs import ChildFailure
 from ncclcheck.model.smoke import (
     Hang,
@@ -124,7 +125,7 @@ def rank_died(
     )
     died = f"rank {rank} died" + (f" ({manner})" if manner else "")
     blamed = (rank,) if rank is not None else ()
-    return Finding("rank-died", "error", f"{died}{at}{said}", fix, blamed, culprits=blamed)
+    return Finding(smoke_ids.RANK_DIED, "error", f"{died}{at}{said}", fix, blamed, culprits=blamed)
 
 
 def job_results(ranks: Sequence[RankProgress]) -> tuple[OpResult, ...]:

@@ -11,6 +11,7 @@ from ncclcheck.analysis.logs.nccl import ranks as nccl_ranks
 from ncclcheck.analysis.smoke.fingerprint import differences
 from ncclcheck.analysis.smoke.progress import first_failure, rank_died
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import smoke as smoke_ids
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure, RankLog
 from ncclcheck.model.smoke import CONCLUDED, Hang, Launch, OpResult, RankProgress, RunState, SmokeSummary
@@ -51,7 +52,7 @@ def summarise(
     findings = errors + differences(prints)
     if hang:
         named = tuple(sorted({s.rank for s in hang.ranks} | set(hang.culprits)))
-        findings += (Finding("smoke-hang", "error", hang.message, HANG_FIX, named, culprits=hang.culprits),)
+        findings += (Finding(smoke_ids.SMOKE_HANG, "error", hang.message, HANG_FIX, named, culprits=hang.culprits),)
     elif state == CONCLUDED and not results and not errors:
         findings += (nothing_verified(launch, ranks),)
     return SmokeSummary(
@@ -74,7 +75,7 @@ def nothing_verified(launch: Launch, ranks: Sequence[RankProgress]) -> Finding:
     """A run that ended with no op verified at any size: nothing was tested, which is no pass."""
     seen = f"{len(ranks)} rank(s) wrote progress, none a result" if ranks else "no rank wrote progress"
     return Finding(
-        "smoke-nothing-verified",
+        smoke_ids.SMOKE_NOTHING_VERIFIED,
         "error",
         f"no collective was verified: {seen} in {launch.log_dir}",
         "run the smoke ranks through `ncclcheck smoke` (or torchrun with the same --log-dir for every rank), and"
@@ -90,7 +91,7 @@ def never_started(launch: Launch, code: int | None, torchrun: LogReport) -> Find
     if cause is not None:
         how = "" if code is None else f" (torchrun exit code {code})"
         return Finding(
-            "launch-failed",
+            smoke_ids.LAUNCH_FAILED,
             "error",
             f"the ranks never started{how}: {cause.message}; torchrun's output: {log}",
             cause.fix,
@@ -99,7 +100,7 @@ def never_started(launch: Launch, code: int | None, torchrun: LogReport) -> Find
     if launch.nodes == 1:
         why = "no rank reported before the deadline" if code is None else f"torchrun exit code {code}"
         return Finding(
-            "launch-failed",
+            smoke_ids.LAUNCH_FAILED,
             "error",
             f"the ranks never started ({why}); torchrun's output: {log}",
             "read torchrun's output above; `python -c 'import torch.distributed'` must work in this environment",
@@ -107,7 +108,7 @@ def never_started(launch: Launch, code: int | None, torchrun: LogReport) -> Find
     endpoint = f"{launch.master_addr}:{launch.master_port}"
     why = "no rendezvous before the deadline" if code is None else f"torchrun exit code {code}"
     return Finding(
-        "launch-failed",
+        smoke_ids.LAUNCH_FAILED,
         "error",
         f"the ranks never started ({why}); is the rendezvous {endpoint} reachable and node 0 started?"
         f" torchrun's output: {log}",

@@ -18,6 +18,7 @@ from ncclcheck.analysis.stacks import P2P
 from ncclcheck.analysis.watch.findings import odd_ones
 from ncclcheck.analysis.watch.track import path
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
@@ -40,11 +41,11 @@ def disagreements(waiters: Sequence[RankView], world_size: int) -> list[Finding]
     for views in _same_collective(waiters, lambda v: "default" if _group(v) == "default" else path(v)):
         values = {v.rank: root for v in views if (root := _root(v))}
         if len(set(values.values())) > 1:
-            out.append(_finding("root-mismatch", "the root", views, values, world_size, ROOT_FIX))
+            out.append(_finding(watch_ids.ROOT_MISMATCH, "the root", views, values, world_size, ROOT_FIX))
     for views in _same_collective(waiters, path):
         groups = {v.rank: f"{g} group" for v in views if (g := _group(v))}
         if len(set(groups.values())) > 1:
-            out.append(_finding("group-mismatch", "the group", views, groups, world_size, GROUP_FIX))
+            out.append(_finding(watch_ids.GROUP_MISMATCH, "the group", views, groups, world_size, GROUP_FIX))
     return out
 
 
@@ -83,7 +84,7 @@ def _finding(
         f"the same collective with different arguments never completes: {blame}"
     )
     others = [r for r, value in values.items() if value == "other group"]
-    if kind == "group-mismatch" and others:  # a stack shows only whether the group is the default one
+    if kind == watch_ids.GROUP_MISMATCH and others:  # a stack shows only whether the group is the default one
         message += (
             f" (unless rank {span(others)} passes group=dist.group.WORLD explicitly, which a stack cannot tell from "
             "another group: then the groups agree and the wait is elsewhere)"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ncclcheck.analysis.watch.findings import group, ranks, where, who
 from ncclcheck.model.findings import Finding, Severity
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.watch import RankView
 
@@ -51,7 +52,7 @@ def finished(exited: Sequence[RankView], launcher_running: bool | None) -> Findi
         message += "; its launcher still runs: it may restart them (elastic) or be about to exit"
     fix = "read the failed ranks' logs (ncclcheck logs)" if failed or first else ""
     severity: Severity = "warning" if failed or first else "info"
-    return Finding("finished", severity, message, fix, ranks=ranks(exited), culprits=first)
+    return Finding(watch_ids.FINISHED, severity, message, fix, ranks=ranks(exited), culprits=first)
 
 
 ENDED_BY_LAUNCHER = -15  # SIGTERM: what torchrun sends every rank left once one fails, or when it is told to stop
@@ -117,7 +118,7 @@ def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool
         tail = " — the other ranks run on and do not wait on it (yet)"
     severity: Severity = "warning" if failed or stuck else "info"
     return Finding(
-        "exited",
+        watch_ids.EXITED,
         severity,
         "; ".join(parts) + tail,
         DEAD_FIX if failed or stuck else "",
@@ -141,5 +142,5 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = Fa
     tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
     severity: Severity = "error" if waiters else "warning"
     return Finding(
-        "dead", severity, "; ".join(parts) + tail, DEAD_FIX, ranks=ranks(lost, waiters), culprits=ranks(lost)
+        watch_ids.DEAD, severity, "; ".join(parts) + tail, DEAD_FIX, ranks=ranks(lost, waiters), culprits=ranks(lost)
     )

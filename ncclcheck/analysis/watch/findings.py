@@ -9,6 +9,7 @@ from ncclcheck.analysis.stacks import CUDA_SYNC, P2P
 from ncclcheck.analysis.watch.chains import FIXES, sentence
 from ncclcheck.analysis.watch.local import follow
 from ncclcheck.model.findings import Finding, Severity
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.waits import End, Hop
@@ -138,7 +139,7 @@ def straggler(busy: Sequence[RankView], places: Places, window_s: float, limit: 
     end = ends[0] if len(set(ends)) == 1 and len(ends) == len(busy) else None
     fix = FIXES[fixes[0]] if len(set(fixes)) == 1 and len(fixes) == len(busy) else STRAGGLER_FIX
     return Finding(
-        "straggler",
+        watch_ids.STRAGGLER,
         severity,
         sentence(chain),
         fix,
@@ -187,7 +188,7 @@ def mismatch(places: Places, world_size: int, remote: Sequence[int], hosts: bool
     unseen = f" (rank {span(remote)} on other nodes not seen from here)" if remote else ""
     kind = "mismatched collectives: " if CUDA_SYNC not in by_op else ""  # which collective a sync waits on: unknown
     message = f"{where(places)} — {kind}{blame}{unseen}"
-    return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=ranks(*groups), culprits=odd)
+    return Finding(watch_ids.MISMATCH, "error", message, MISMATCH_FIX, ranks=ranks(*groups), culprits=odd)
 
 
 def subgroups_stuck(places: Places) -> Finding:
@@ -200,7 +201,7 @@ def subgroups_stuck(places: Places) -> Finding:
         "call; group membership is not in the stacks, so which rank skipped its call cannot be told"
     )
     involved = ranks(*places.values())
-    return Finding("mismatch", "error", message, MISMATCH_FIX, ranks=involved, culprits=())
+    return Finding(watch_ids.MISMATCH, "error", message, MISMATCH_FIX, ranks=involved, culprits=())
 
 
 def odd_ones(sides: Sequence[Sequence[int]], total: int) -> tuple[tuple[int, ...], str]:
@@ -232,7 +233,7 @@ def stalled(waiting: Sequence[RankView], limit: float) -> Finding:
         v.args and (v.args.op == "wait" or v.args.pending or (v.args.op in P2P and v.args.p2p is None)) for v in waiting
     )
     fix = UNSURE_P2P_FIX if unsure else STALLED_FIX
-    return Finding("stalled", "error", message, fix, ranks=ranks(waiting), culprits=())
+    return Finding(watch_ids.STALLED, "error", message, fix, ranks=ranks(waiting), culprits=())
 
 
 GPU_STALL_FIX = (
@@ -255,7 +256,7 @@ def gpu_stalled(waiting: Sequence[RankView], limit: float) -> Finding:
         "before it has not completed: a rank that did not launch it (its code took another path), the transport, or "
         "a kernel that never returned; the stacks cannot tell which"
     )
-    return Finding("stalled", "error", message, GPU_STALL_FIX, ranks=ranks(waiting), culprits=())
+    return Finding(watch_ids.STALLED, "error", message, GPU_STALL_FIX, ranks=ranks(waiting), culprits=())
 
 
 MATCHED = "; every send has its matching recv posted: the ranks agree, the transport does not deliver"
@@ -303,7 +304,7 @@ def waiting_remote(waiting: Sequence[RankView], remote: Sequence[int]) -> Findin
         f"the ranks they wait on are elsewhere: rank {span(remote)} run on other nodes, not seen from here — this "
         "view cannot tell a stuck rank there from a transport problem"
     )
-    return Finding("waiting-remote", "warning", message, REMOTE_FIX, ranks=ranks(waiting), culprits=())
+    return Finding(watch_ids.WAITING_REMOTE, "warning", message, REMOTE_FIX, ranks=ranks(waiting), culprits=())
 
 
 def unreadable(unknown: Sequence[RankView], places: Places) -> Finding:
@@ -313,7 +314,7 @@ def unreadable(unknown: Sequence[RankView], places: Places) -> Finding:
         f"({reasons}): it may be the rank they wait on"
     )
     waiters = [v for g in places.values() for v in g]
-    return Finding("unreadable", "warning", message, UNREADABLE_FIX, ranks=ranks(unknown, waiters), culprits=())
+    return Finding(watch_ids.UNREADABLE, "warning", message, UNREADABLE_FIX, ranks=ranks(unknown, waiters), culprits=())
 
 
 def no_progress(live: Sequence[RankView]) -> Finding:
@@ -337,7 +338,7 @@ def no_progress(live: Sequence[RankView]) -> Finding:
             f"no rank moved for {seconds:.0f} s: no CPU on any main thread, no collective bytes on any rank's "
             "sockets; without stacks ncclcheck cannot tell whether they wait in a collective or on something else"
         )
-    return Finding("no-progress", "warning", message, NO_PROGRESS_FIX, ranks=ranks(live), culprits=())
+    return Finding(watch_ids.NO_PROGRESS, "warning", message, NO_PROGRESS_FIX, ranks=ranks(live), culprits=())
 
 
 def _by_site(views: Sequence[RankView]) -> dict[str, list[RankView]]:

@@ -10,12 +10,14 @@ from ncclcheck.analysis.flight.match import analyse
 from ncclcheck.analysis.watch.verdict import problem
 from ncclcheck.model.findings import Finding, by_severity
 from ncclcheck.model.flight import FrDump, Unreadable
+from ncclcheck.model.ids import flight as flight_ids
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.watch import WatchState
 
 # What the stacks say when ranks stand still with a rank they may wait on out of sight or unnamed: where the Flight
 # Recorders are asked (an error, or this node's ranks waiting on ranks elsewhere)
-ASK_ON = frozenset({"waiting-remote"})
+ASK_ON = frozenset({watch_ids.WAITING_REMOTE})
 
 SILENT_FIX = (
     "a rank whose control plane does not answer holds the GIL in native code or is stopped (SIGSTOP, D state): "
@@ -33,7 +35,7 @@ def exact(
         ranks = tuple(sorted(silent))
         out.append(
             Finding(
-                "control-silent",
+                watch_ids.CONTROL_SILENT,
                 "warning",
                 f"rank {span(list(ranks))}: its control plane did not answer within 1 s "
                 f"({'; '.join(f'rank {r}: {why}' for r, why in sorted(silent.items()))}); "
@@ -44,13 +46,13 @@ def exact(
         )
     if dumps or unreadable:
         report = analyse(dumps, unreadable, tuple(silent or ()))
-        out += [f for f in report.findings if f.id != "fr-dumps-missing" or not silent]
+        out += [f for f in report.findings if f.id != flight_ids.FR_DUMPS_MISSING or not silent]
     return by_severity(tuple(out))
 
 
 def culprits(findings: Sequence[Finding]) -> tuple[int, ...]:
     """The ranks the first error of the Flight Recorders names exactly (() when none singles a rank out)."""
-    first = next((f for f in findings if f.severity == "error" and f.id.startswith("fr-")), None)
+    first = next((f for f in findings if f.severity == "error" and f.id.startswith(flight_ids.PREFIX)), None)
     return first.culprits if first is not None else ()
 
 
@@ -60,15 +62,17 @@ def asked_for(state: WatchState) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple(
         (f.id, f.culprits)
         for f in state.findings
-        if (f.severity == "error" or f.id in ASK_ON) and f.id != "control-silent"
+        if (f.severity == "error" or f.id in ASK_ON) and f.id != watch_ids.CONTROL_SILENT
     )
 
 
 # Stack findings that follow the ranks a Flight Recorder calls "not joined" to what they wait on instead (their
 # point-to-point ops from run's record, their start-up or group creation): the recorder sees only the collective
 # the others entered, so where one of these names culprits among its ranks, it stands first.
-FOLLOWED = frozenset({"p2p-deadlock", "p2p-wrong-peer", "p2p-tag-mismatch", "p2p-unmatched"})
-FOLLOWED |= {"startup", "group-creation", "group-order"}
+FOLLOWED = frozenset(
+    {watch_ids.P2P_DEADLOCK, watch_ids.P2P_WRONG_PEER, watch_ids.P2P_TAG_MISMATCH, watch_ids.P2P_UNMATCHED}
+)
+FOLLOWED |= {watch_ids.STARTUP, watch_ids.GROUP_CREATION, watch_ids.GROUP_ORDER}
 
 
 def overrides(stacks: Sequence[Finding], found: Sequence[Finding]) -> bool:

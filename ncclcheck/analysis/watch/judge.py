@@ -38,6 +38,7 @@ from ncclcheck.analysis.watch.verdict import DEAD, summarise
 from ncclcheck.analysis.watch.waitfor import p2p_deadlock
 from ncclcheck.analysis.watch.world import world_waits
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, RankView, Snapshot, WatchState
 
@@ -172,8 +173,8 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     judged = list({v.rank: v for v in s.waiting + (s.blocked if everyone_blocked else [])}.values())
     code = _code(s, judged, job, hosts, members)
     out = _lost(s, waiters, limit, hosts)
-    if any(f.id == "uneven-inputs" for f in code) and not s.stopped:  # ranks that left the loop, not died
-        out = [f for f in out if f.id != "dead"]
+    if any(f.id == watch_ids.UNEVEN_INPUTS for f in code) and not s.stopped:  # ranks that left the loop, not died
+        out = [f for f in out if f.id != watch_ids.DEAD]
     dead = bool(s.stopped) or bool(waiters and s.exited)
     places, quick = group(s.waiting), group(s.blocked)
     all_waited = not s.moving and len(s.waiting) == len(s.live) > 1
@@ -238,15 +239,24 @@ def _lost(s: _Sides, waiters: list[RankView], limit: float, hosts: bool) -> list
 
 # a slow job, a job ended, a rank gone while the others run on (a "dead" follows once they wait on it), a rank's
 # control plane silent: none of them is ranks standing still past --stall
-NOT_HANGS = frozenset({"slow-rank", "slow-node", "communication-bound", "finished", "exited", "control-silent"})
+NOT_HANGS = frozenset(
+    {
+        watch_ids.SLOW_RANK,
+        watch_ids.SLOW_NODE,
+        watch_ids.COMMUNICATION_BOUND,
+        watch_ids.FINISHED,
+        watch_ids.EXITED,
+        watch_ids.CONTROL_SILENT,
+    }
+)
 
 
 def hangs_in(findings: Sequence[Finding]) -> tuple[Finding, ...]:
     """The findings that say ranks stand still (errors and warnings: a straggler whose line still moves, a start-up
     wait on a rank that may yet come), not that a job runs slowly or has ended; errors first."""
     found = [f for f in findings if f.severity in ("error", "warning") and f.id not in NOT_HANGS]
-    if any(f.id == "exited" for f in found) and not any(f.id != "exited" for f in found):
-        found = [f for f in found if f.id != "exited" or (f.severity == "warning" and "not moved" in f.message)]
+    if any(f.id == watch_ids.EXITED for f in found) and not any(f.id != watch_ids.EXITED for f in found):
+        found = [f for f in found if f.id != watch_ids.EXITED or (f.severity == "warning" and "not moved" in f.message)]
     return tuple(sorted(found, key=lambda f: ORDER.index(f.severity)))
 
 
@@ -259,7 +269,7 @@ def decided(state: WatchState) -> bool:
     if status == "finished":
         return not state.launcher_running
     if status == "warning":  # judged after --stall; only a dead rank nobody waits on yet may still change
-        return all(f.id != "dead" for f in state.findings)
+        return all(f.id != watch_ids.DEAD for f in state.findings)
     live = [v for v in state.ranks if v.sample.status not in DEAD]
     # while rounds of samples come, ✓ waits for enough of them to tell whether a rank holds the others back
     compared = not state.recording or len(live) < 2 or enough(live)

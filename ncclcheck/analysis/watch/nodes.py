@@ -16,6 +16,7 @@ from ncclcheck.analysis.watch.shares import rank_shares
 from ncclcheck.analysis.watch.track import Tracked
 from ncclcheck.analysis.watch.verdict import summarise
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.watch import (
     AgentReport,
@@ -206,7 +207,7 @@ def _node_findings(
             )
             out.append(
                 Finding(
-                    "node-silent",
+                    watch_ids.NODE_SILENT,
                     "error",
                     f"{name}: its agent has sent nothing for {n.sample_age_s or 0:.0f} s{lost}{why}",
                     SILENT_FIX,
@@ -217,7 +218,7 @@ def _node_findings(
         elif n.agent == "unreachable":
             out.append(
                 Finding(
-                    "node-unreachable",
+                    watch_ids.NODE_UNREACHABLE,
                     "error",
                     f"{name}: its agent could not watch: {n.detail}",
                     NO_RANKS_FIX if "no " in n.detail else FANOUT_FIX,
@@ -228,7 +229,7 @@ def _node_findings(
     for r in reports_without_launcher:
         out.append(
             Finding(
-                "launcher-gone",
+                watch_ids.LAUNCHER_GONE,
                 "warning",
                 f"{r.host}: the job's launcher on this node has exited while rank "
                 f"{span([v.rank for v in r.views])} run on: nothing will restart them or report how "
@@ -248,7 +249,7 @@ def _node_findings(
             beat += ", so the agent did not start there or its output does not come back"
         out.append(
             Finding(
-                "node-missing",
+                watch_ids.NODE_MISSING,
                 "error",
                 f"{_name(n)}: no agent output{beat}{words}",
                 FANOUT_FIX if stopped is False else SILENT_FIX,
@@ -259,13 +260,15 @@ def _node_findings(
     if started and not nodes:
         words = f": it printed {' | '.join(said[-4:])}" if said else " and printed nothing"
         out.append(
-            Finding("node-missing", "error", f"no agent reported at all{words}", FANOUT_FIX, ranks=(), culprits=())
+            Finding(
+                watch_ids.NODE_MISSING, "error", f"no agent reported at all{words}", FANOUT_FIX, ranks=(), culprits=()
+            )
         )
     elif missing and started:
         what = f" (rank {span(unseen)} not seen)" if unseen else ""
         out.append(
             Finding(
-                "node-missing",
+                watch_ids.NODE_MISSING,
                 "error",
                 f"{len(missing)} of {len(nodes)} nodes sent no agent output{what}{words}",
                 FANOUT_FIX,
@@ -276,7 +279,7 @@ def _node_findings(
     elif said and (unseen or any(n.agent != "ok" for n in nodes)):
         out.append(
             Finding(
-                "fanout-output",
+                watch_ids.FANOUT_OUTPUT,
                 "warning",
                 f"the fan-out printed, besides agent lines: {' | '.join(said[-4:])}",
                 FANOUT_FIX,

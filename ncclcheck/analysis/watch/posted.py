@@ -24,6 +24,7 @@ from ncclcheck.analysis.watch.chains import FIXES, sentence
 from ncclcheck.analysis.watch.waitfor import TAG_FIX
 from ncclcheck.model.args import PostedOp, PostedOps
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.waits import Hop
@@ -112,7 +113,7 @@ def _tags(pairs: list[tuple[_Op, _Op]], still: Mapping[int, RankView]) -> Findin
         f" — the tags differ ({send.op.tag} against {recv.op.tag}): neither op completes; the network is not the cause"
     )
     ranks = {send.rank, recv.rank}
-    return _finding("p2p-tag-mismatch", hops, ranks, tuple(sorted(ranks)), TAG_FIX, tail)
+    return _finding(watch_ids.P2P_TAG_MISMATCH, hops, ranks, tuple(sorted(ranks)), TAG_FIX, tail)
 
 
 def _wrong_peer(lonely: list[_Op], still: Mapping[int, RankView]) -> Finding | None:
@@ -131,7 +132,7 @@ def _wrong_peer(lonely: list[_Op], still: Mapping[int, RankView]) -> Finding | N
             "a bug in the code, not the network"
         )
         ranks = {o.rank, other.rank, target or 0}
-        return _finding("p2p-wrong-peer", hops, ranks, (o.rank,), PEER_FIX, tail)
+        return _finding(watch_ids.P2P_WRONG_PEER, hops, ranks, (o.rank,), PEER_FIX, tail)
     return None
 
 
@@ -163,7 +164,7 @@ def _counts(lonely: list[_Op], known: Mapping[int, PostedOps], still: Mapping[in
         peer = still.get(o.op.peer)
         there = f"; rank {o.op.peer} waits in {peer.collective}" if peer is not None and peer.collective else ""
         tail = f" — one {noun} too many on rank {o.rank}{there}"
-        return _finding("p2p-unmatched", hops, {o.rank, o.op.peer}, (o.rank,), COUNT_FIX, tail)
+        return _finding(watch_ids.P2P_UNMATCHED, hops, {o.rank, o.op.peer}, (o.rank,), COUNT_FIX, tail)
     return None
 
 
@@ -175,4 +176,4 @@ def _each_other(lonely: list[_Op], still: Mapping[int, RankView]) -> Finding:
         f" — rank {span([o.rank, target])} wait on each other; the record cannot tell which side is wrong (an op "
         "missing on one, or one too many on the other)"
     )
-    return _finding("p2p-unmatched", hops, {o.rank, target}, (), PEER_FIX + "; " + FIXES["deadlock"], tail)
+    return _finding(watch_ids.P2P_UNMATCHED, hops, {o.rank, target}, (), PEER_FIX + "; " + FIXES["deadlock"], tail)

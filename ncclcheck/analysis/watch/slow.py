@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from ncclcheck.analysis.watch.pooled import Sums, pooled
 from ncclcheck.analysis.watch.slow_findings import comm_bound, even, slow_finding
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.shares import Tally
 from ncclcheck.model.watch import RankView
 
-SLOW = frozenset({"slow-rank", "slow-node"})  # the warnings that a rank or node holds the job back
+SLOW = frozenset({watch_ids.SLOW_RANK, watch_ids.SLOW_NODE})  # the warnings that a rank or node holds the job back
 PARTS = 4  # slices of the span the slowness must hold in (and the fewest rounds a rank needs)
 GAP = 0.10  # the least difference in waiting share worth naming: about 1.1x
 PART_Z = 2.0

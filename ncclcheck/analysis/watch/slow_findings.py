@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from ncclcheck.analysis.watch.pooled import Sums
 from ncclcheck.analysis.watch.shares import rank_shares
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.shares import Place, RankShare
 from ncclcheck.model.stacks import short
@@ -63,7 +64,7 @@ def slow_finding(
     )
     roles = tuple((r, "slow") for r in slow) + tuple((r, "waiting") for r in others)
     return Finding(
-        "slow-node" if node else "slow-rank",
+        watch_ids.SLOW_NODE if node else watch_ids.SLOW_RANK,
         "warning",
         message,
         _fix(node, slow, doing, busy),
@@ -207,7 +208,7 @@ def comm_bound(views: Sequence[RankView], waits: Mapping[int, float], seconds: f
     where = _where(waits_in)
     low, high = min(waits.values()), max(waits.values())
     return Finding(
-        "communication-bound",
+        watch_ids.COMMUNICATION_BOUND,
         "info",
         f"every rank waits{where} {low:.0%}–{high:.0%} of its time over the last {seconds:.0f} s and no rank is "
         "behind: the collectives themselves (their size, the network or transport) set the job's pace",

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from ncclcheck.analysis.watch.track import path
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
@@ -73,7 +74,7 @@ def subgroup_wait(waiters: Sequence[RankView], members: Members | None = None) -
         )
     )
     ranks = tuple(sorted(v.rank for v in [*sub, *elsewhere]))
-    return Finding("subgroup-wait", "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
+    return Finding(watch_ids.SUBGROUP_WAIT, "error", message, SUBGROUP_FIX, ranks=ranks, culprits=culprits, roles=roles)
 
 
 def _wrong_group(sub: Sequence[RankView], elsewhere: Sequence[RankView]) -> dict[int, str]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ncclcheck.analysis.stacks import CUDA_SYNC, P2P
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
@@ -48,4 +49,4 @@ def uneven_inputs(waiters: Sequence[RankView], exited: Sequence[RankView]) -> Fi
         sorted([(v.rank, "in the training loop") for v in backward] + [(v.rank, "left the loop") for v in left])
     )
     ranks = tuple(sorted(v.rank for v in [*backward, *left]))
-    return Finding("uneven-inputs", "error", message, UNEVEN_FIX, ranks=ranks, culprits=(), roles=roles)
+    return Finding(watch_ids.UNEVEN_INPUTS, "error", message, UNEVEN_FIX, ranks=ranks, culprits=(), roles=roles)

@@ -9,6 +9,7 @@ from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.shares import rank_shares
 from ncclcheck.analysis.watch.slow import enough, suspects
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView, Verdict
@@ -30,7 +31,7 @@ def summarise(
     if found is not None:
         return found
     warnings = _kinds(findings, "warning")
-    done = next((f for f in findings if f.id == "finished"), None)
+    done = next((f for f in findings if f.id == watch_ids.FINISHED), None)
     if done:
         failed = " (some ranks failed: see the findings)" if done.severity == "warning" else ""
         return Verdict("finished", f"■ the job has finished on this node{failed}")
@@ -41,7 +42,7 @@ def summarise(
     if samples < 2:
         return Verdict("pending", "… watching: first sample")
     live = [v for v in views if v.sample.status not in DEAD]
-    gone = next((f for f in findings if f.id == "exited"), None)
+    gone = next((f for f in findings if f.id == watch_ids.EXITED), None)
     note = f"{gone.message}; " if gone else ""
     still = [v for v in live if v.still_s > 0]
     if not still:

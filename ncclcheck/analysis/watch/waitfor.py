@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from ncclcheck.model.args import P2P
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import RankView
@@ -89,7 +90,7 @@ def p2p_deadlock(waiters: Sequence[RankView], world_size: int, hosts: bool = Fal
     roles = tuple(
         (r, f"waits in {op.op} on {'any rank' if op.peer is None else f'rank {op.peer}'}") for r, op in stuck.items()
     )
-    return Finding("p2p-deadlock", "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
+    return Finding(watch_ids.P2P_DEADLOCK, "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
 
 
 def _tags(
@@ -109,7 +110,7 @@ def _tags(
             "differ: neither op completes; a bug in the code, not the network"
         )
         pair = tuple(sorted((rank, op.peer)))
-        return Finding("p2p-tag-mismatch", "error", message, TAG_FIX, ranks=pair, culprits=pair)
+        return Finding(watch_ids.P2P_TAG_MISMATCH, "error", message, TAG_FIX, ranks=pair, culprits=pair)
     return None
 
 
@@ -129,7 +130,7 @@ def _nobody_sends(waiters: Sequence[RankView], world_size: int) -> Finding | Non
     )
     ranks = tuple(v.rank for v in recvs)
     roles = tuple((v.rank, f"waits in {_recv(v)}") for v in recvs)
-    return Finding("p2p-deadlock", "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
+    return Finding(watch_ids.P2P_DEADLOCK, "error", message, DEADLOCK_FIX, ranks=ranks, culprits=ranks, roles=roles)
 
 
 def _recv(v: RankView) -> str:

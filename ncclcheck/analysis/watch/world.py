@@ -20,6 +20,7 @@ from ncclcheck.analysis.watch.ends import exit_words
 from ncclcheck.analysis.watch.findings import odd_ones
 from ncclcheck.analysis.watch.local import Followed, follow
 from ncclcheck.model.findings import Finding, Severity
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
 from ncclcheck.model.stacks import short
 from ncclcheck.model.waits import End, Hop
@@ -127,7 +128,7 @@ def _missing(
         hops += more
     ends = {end for _, end, _ in culprits.values()}
     end: End = ends.pop() if len(ends) == 1 else "deadlock" if "deadlock" in ends else "unknown"
-    kind = "startup" if op == "init_process_group" else "group-creation"
+    kind = watch_ids.STARTUP if op == "init_process_group" else watch_ids.GROUP_CREATION
     unseen_words = (
         f"; rank {span(unseen)} {'runs' if len(unseen) == 1 else 'run'} on other nodes, not seen from here"
         if unseen
@@ -136,7 +137,7 @@ def _missing(
     message = sentence(hops) + unseen_words
     held = all(by_rank[r].held_s >= limit for r in culprits if r in by_rank and by_rank[r].sample.status not in DEAD)
     severity: Severity = "error" if certain or held else "warning"
-    fix = (STARTUP_FIX if kind == "startup" else GROUP_FIX) + FIXES[end]
+    fix = (STARTUP_FIX if kind == watch_ids.STARTUP else GROUP_FIX) + FIXES[end]
     roles = tuple(sorted([(v.rank, f"waiting in {op}") for v in ranks] + [(r, f"not in {op}") for r in culprits]))
     involved = tuple(sorted(there | set(culprits)))
     return Finding(
@@ -208,7 +209,7 @@ def _order(op: str, ranks: Sequence[RankView], job: Job) -> Finding | None:
     )
     roles = tuple(sorted((r, f"{op} of {list(m)}") for m, rs in sides.items() for r in rs))
     return Finding(
-        "group-order",
+        watch_ids.GROUP_ORDER,
         "error",
         message,
         ORDER_FIX,

@@ -29,6 +29,7 @@ from ncclcheck.commands.smoke.settings import DEFAULT_MULTINODE_PORT, Usage, set
 from ncclcheck.commands.smoke.supervise import interrupted, supervise, with_tui
 from ncclcheck.exits import UsageError
 from ncclcheck.model.findings import Finding
+from ncclcheck.model.ids import smoke as smoke_ids
 from ncclcheck.model.smoke import Launch, SmokeSummary
 from ncclcheck.report_files import replace_json, unwritable
 from ncclcheck.signals import Ended, handling
@@ -108,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
             proc = launcher.start(launch)
         except OSError as exc:
             failed = Finding(
-                "launch-failed", "error", f"could not start torchrun: {exc}", "check the log directory and this Python"
+                smoke_ids.LAUNCH_FAILED,
+                "error",
+                f"could not start torchrun: {exc}",
+                "check the log directory and this Python",
             )
         else:
             return _supervised(proc, launch, args, console)
@@ -134,7 +138,7 @@ def _supervised(proc: subprocess.Popen[bytes], launch: Launch, args: argparse.Na
     except BaseException:
         launcher.end_tree(proc, [])  # any error after launch: never leave a job running
         raise
-    failed_launch = any(f.id == "launch-failed" for f in summary.findings)
+    failed_launch = any(f.id == smoke_ids.LAUNCH_FAILED for f in summary.findings)
     return _report(summary, None, exits.smoke(summary.verdict, failed_launch))
 
 
@@ -161,7 +165,7 @@ def _unresolvable(launch: Launch) -> Finding | None:
         socket.getaddrinfo(launch.master_addr, launch.master_port, type=socket.SOCK_STREAM)
     except OSError as exc:
         return Finding(
-            "launch-failed",
+            smoke_ids.LAUNCH_FAILED,
             "error",
             f"the rendezvous address {launch.master_addr}:{launch.master_port} does not resolve ({exc})",
             "give node 0's IP or a name every node resolves (/etc/hosts or DNS); check it with"
