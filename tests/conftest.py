@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"  # copied from ../shared/fixtures: a clone runs the whole suite alone
+WORKERS = REPO / "tests" / "workers"  # the jobs the integration tier runs
 SYSFS = FIXTURES / "sysfs"
 SCENARIOS = ("scenario1_ib_roce_down", "scenario2_roce_ipv6_ib_init_container")
 
