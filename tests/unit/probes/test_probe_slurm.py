@@ -9,31 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
-from slurm_cluster import slurm_cluster
+from conftest import FIXTURES
+from slurm_cluster import fake_scontrol
 
 from ncclcheck.collectors.env import collect_snapshot
 from ncclcheck.model.env import EnvOptions
 from ncclcheck.probes import save_tree, slurm, versions
 
 FIXTURE = FIXTURES / "slurm" / "scontrol_show_config_22.05.txt"
-
-
-def fake_scontrol(tmp_path: Path, script: str) -> dict[str, str]:
-    """An environment in a SLURM job whose PATH holds only a ``scontrol`` running ``script`` (sh)."""
-    tool = tmp_path / "scontrol"
-    tool.write_text(f"#!/bin/sh\n{script}\n")
-    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-    return {"PATH": str(tmp_path), "SLURM_JOB_ID": "4242"}
 
 
 def answers(outcome: BaseException | subprocess.CompletedProcess[str]) -> Callable[..., object]:
@@ -114,25 +102,3 @@ def test_a_saved_tree_is_never_asked(tmp_path: Path) -> None:
     snapshot = collect_snapshot(EnvOptions(root=str(root)), environ=env)
     assert snapshot.slurm is not None and snapshot.slurm.job_id == "77" and snapshot.slurm.kill_wait_s is None
     assert "saved tree" in snapshot.slurm.source and not (tmp_path / "ran").exists()
-
-
-@pytest.mark.integration
-def test_the_collector_reads_kill_wait_from_a_real_slurm() -> None:
-    with slurm_cluster() as env:
-        facts = slurm.collect({**env, "SLURM_JOB_ID": "1"}, timeout_s=10)
-    assert facts == slurm.SlurmFacts("1", 30, "scontrol show config"), facts  # the test cluster keeps the default
-
-
-@pytest.mark.integration
-def test_a_real_scontrol_that_hangs_is_cut_at_the_bound(tmp_path: Path) -> None:
-    env = fake_scontrol(tmp_path, f"exec {shutil.which('sleep')} 60")
-    facts = slurm.collect(env, timeout_s=0.5)
-    assert facts == slurm.SlurmFacts("4242", None, "scontrol show config did not answer within 0.5 s")
-
-
-@pytest.mark.integration
-def test_the_probe_runs_alone_outside_slurm() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    probe = REPO / "probes" / "slurm.py"
-    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip() == "null", done.stderr

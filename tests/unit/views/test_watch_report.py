@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
-import pytest
 from rich.console import Console
 from watch_states import all_in, job, sample, stack, states
 
@@ -43,12 +40,6 @@ def test_a_healthy_view_marks_nobody() -> None:
     lines = rendered(states(job(2), *moving, every=1.0))
     assert not any(CULPRIT in row(lines, r) or UNDECIDED in row(lines, r) for r in (0, 1))
     assert not any("the rank(s) to blame" in line for line in lines)
-
-
-@pytest.mark.integration
-def test_help_names_the_enter_key() -> None:
-    done = subprocess.run([sys.executable, "-m", "ncclcheck", "watch", "--help"], capture_output=True, text=True)
-    assert done.returncode == 0 and "Enter stack" in done.stdout
 
 
 def test_for_says_at_least_for_a_rank_there_since_the_first_look() -> None:

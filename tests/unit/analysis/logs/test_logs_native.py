@@ -3,17 +3,11 @@ here (tests/fixtures/real_failures/INDEX.md says how each was made); each readin
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from conftest import FIXTURES, WORKERS
+from conftest import FIXTURES
 
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
-from ncclcheck.cli import main
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.log_report import LogReport
 
@@ -185,18 +179,6 @@ def test_a_held_store_port_is_named_in_every_wording(name: str) -> None:
     assert rep.root_cause is not None and rep.root_cause.id == "store-port-in-use"
     port = "29655" if "store_port" in name else "29731"
     assert f"port {port} is already taken" in rep.root_cause.message and "no port" not in rep.root_cause.message
-
-
-@pytest.mark.integration
-def test_a_live_segfault_on_rank_1_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    log = tmp_path / "segv.log"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    with log.open("wb") as out:
-        subprocess.run([*cmd, str(WORKERS / "native_crash.py")], stdout=out, stderr=subprocess.STDOUT, timeout=120)
-    assert main(["logs", "--json", str(log)]) == 1
-    verdict = json.loads(capsys.readouterr().out)["verdict"]
-    assert verdict["root_cause"] == "native-crash" and verdict["culprits"] == [1]
-    assert "native_crash.py:17 in crash" in verdict["message"]
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,6 @@ shapes written here that no rule was written for."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -320,25 +317,6 @@ def test_a_stack_instant_never_outweighs_a_hang_seen_live_nor_an_error_of_its_ow
 def test_stood_is_the_same_reading_for_a_process_read_twice() -> None:
     dump = read((REAL / "dl-stuck.txt").read_text().splitlines(), "dl-stuck.txt")
     assert dump is not None and [stood(p) for p in dump.processes] == [stood(p) for p in dump.processes]
-
-
-def run_logs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ncclcheck", "logs", *args], capture_output=True, text=True, check=False, timeout=120
-    )
-
-
-@pytest.mark.integration
-def test_logs_on_pastes_end_to_end_exit_codes_json_and_words() -> None:
-    named = run_logs(str(REAL / "dl-stuck.txt"), "--json")
-    report = json.loads(named.stdout)
-    assert named.returncode == 1 and report["schema"] == "ncclcheck.logs/2"
-    assert report["verdict"]["root_cause"] == "stacks-straggler"
-    assert [s["place"] for s in report["stacks"]] == ["collective", "dataloader"]
-    assert report["stacks"][1]["pid"] == 11221 and report["stacks"][1]["line"] == 26
-    open_ = run_logs(str(next(SHARED.glob("S02_*.txt"))))
-    assert open_.returncode == 4 and "single out no culprit" in open_.stdout and "✓" not in open_.stdout
-    assert "backward" in open_.stdout and open_.stderr == ""
 
 
 def test_a_big_log_is_read_around_its_dumps_with_their_true_line_numbers() -> None:
