@@ -1,4 +1,4 @@
-"""How fast are the zoo's hangs answered, and right? Each case of tests/test_zoo.py, a real torchrun/gloo job under
+"""How fast are the zoo's hangs answered, and right? Each case of tests/integration/run/test_zoo.py, a real torchrun/gloo job under
 ``ncclcheck run --stall S --interval 5`` (the defaults but --stall, as a user runs it), hung since its ranks printed
 "ready":
 

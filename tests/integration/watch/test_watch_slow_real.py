@@ -78,7 +78,7 @@ def test_two_slow_ranks_of_eight_are_both_named(job: Any, capsys: pytest.Capture
 
 
 def test_a_job_that_no_rank_holds_back_has_no_finding(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """One job with all three (each alone in tests/test_watch_slow.py): rank 2's first step takes 4 s longer (a
+    """One job with all three (each alone in tests/unit/analysis/watch/test_watch_slow.py): rank 2's first step takes 4 s longer (a
     compile) while the others wait; then every rank's step time changes each step, the same on all; and rank 0
     writes a checkpoint once, for 3 s, 5 s in."""
     env = {"SLOW_RANKS": "2", "WARMUP_S": "4", "CKPT_AFTER": "5", "CKPT_S": "3"}

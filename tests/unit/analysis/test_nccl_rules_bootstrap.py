@@ -1,6 +1,6 @@
 """NCCL's bootstrap interface (``bootstrapNetInit``): with NCCL_COMM_ID set, the first interface in the subnet of
 its address, NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY and the interface's state notwithstanding; the real NCCL
-showed ``env`` predicting the NCCL_SOCKET_IFNAME pick instead (tests/test_env_oracle.py holds it to the real one).
+showed ``env`` predicting the NCCL_SOCKET_IFNAME pick instead (tests/integration/env/test_env_oracle.py holds it to the real one).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """run's point-to-point record (``collectors/control_hook_p2p.py``, stdlib only, copied beside the hook): on a
-stand-in c10d module, pure. The real one is exercised by the zoo's real jobs (tests/test_zoo.py)."""
+stand-in c10d module, pure. The real one is exercised by the zoo's real jobs (tests/integration/run/test_zoo.py)."""
 
 from __future__ import annotations
 
