@@ -5,9 +5,10 @@ STAMP := $(VENV)/.ncclcheck-installed
 
 .PHONY: demo test test-fast install lint bench clean gpu-wheels gpu-check gpu-check-dry
 
-# The suite's two tiers: the pure one (no process, socket, namespace or terminal: tests/conftest.py holds it to
-# that) and the integration one (real torchrun, py-spy, network namespaces, SLURM, the TUI in a terminal).
-# `make test` runs both on TEST_JOBS workers (pytest-xdist); `make test-fast` the pure tier alone, in about 30 s.
+# The suite's two tiers, each a folder: tests/unit/<layer>/, the pure one (no process, socket, namespace or terminal:
+# tests/conftest.py holds it to that), and tests/integration/<command>/ (real torchrun, py-spy, network namespaces,
+# SLURM, the TUI in a terminal; conftest marks every test there `integration`). `make test` runs both on TEST_JOBS
+# workers (pytest-xdist, --dist loadgroup keeps each xdist_group on one worker); `make test-fast` runs tests/unit alone.
 # Three workers on two cores: most of the integration tier waits on real jobs (a hung job costs no CPU).
 TEST_JOBS ?= 3
 
@@ -36,7 +37,7 @@ test: lint
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=25
 
 test-fast: lint
-	$(PY) -m pytest -m "not integration"
+	$(PY) -m pytest tests/unit
 
 bench: install
 	$(PY) benchmarks/bench_env.py

@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "watch"))
 from bench_slow import next_round
 from bench_watch import Frozen
 from test_watch_real import stop_tree

@@ -30,6 +30,7 @@ import psutil
 from _timing import by_hand  # benchmarks/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "watch"))
 from test_watch_real import stop_tree
 
 from ncclcheck.analysis.watch.judge import next_delay

@@ -1,4 +1,4 @@
-"""How fast are the zoo's hangs answered, and right? Each case of tests/test_zoo.py, a real torchrun/gloo job under
+"""How fast are the zoo's hangs answered, and right? Each case of tests/integration/run/test_zoo.py, a real torchrun/gloo job under
 ``ncclcheck run --stall S --interval 5`` (the defaults but --stall, as a user runs it), hung since its ranks printed
 "ready":
 
@@ -29,7 +29,9 @@ import psutil
 from _timing import by_hand  # benchmarks/ is on sys.path when run as a script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_zoo import ZOO, Truth, _first_hang, await_ready, under_run, watch_once  # the cases and their truth
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration" / "run"))
+from test_zoo import _first_hang, await_ready, under_run, watch_once  # the zoo's own launcher helpers
+from zoo_cases import ZOO, Truth  # the cases and their truth
 
 STUCK_FOR_S = 3.0
 

@@ -12,6 +12,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"  # copied from ../shared/fixtures: a clone runs the whole suite alone
+WORKERS = REPO / "tests" / "workers"  # the jobs the integration tier runs
+# Helper modules whose fixtures serve tests in both tiers (a fixture imported into a test module is shadowed by its
+# parameters): big_log, the large log of reading in parts.
+pytest_plugins = ["big_logs"]
 SYSFS = FIXTURES / "sysfs"
 SCENARIOS = ("scenario1_ib_roce_down", "scenario2_roce_ipv6_ib_init_container")
 
@@ -32,8 +36,35 @@ def has_gpu() -> bool:
     )
 
 
+UNIT = REPO / "tests" / "unit"  # the pure tier, by the package's layers: unit/<layer>/test_*.py
+INTEGRATION = REPO / "tests" / "integration"  # real processes, sockets, terminals: integration/<command>/test_*.py
+
+
+def tier_errors(items: list[pytest.Item]) -> list[str]:
+    """The tier is the folder: every test under tests/integration is marked ``integration`` (whatever its module
+    says), and one under tests/unit that carries the mark, or a test outside both folders, is an error."""
+    errors = []
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(INTEGRATION):
+            if item.get_closest_marker("integration") is None:
+                item.add_marker(pytest.mark.integration)
+        elif not path.is_relative_to(UNIT):
+            errors.append(f"{item.nodeid}: a test outside tests/unit and tests/integration")
+        elif item.get_closest_marker("integration") is not None:
+            errors.append(
+                f"{item.nodeid}: marked integration under tests/unit: move it to tests/integration/<command>/"
+            )
+    return errors
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the marks this adds
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The gpu tier is deselected (not skipped) where there is no GPU: a machine without one runs none of it."""
+    """Each test's tier from its folder (``tier_errors``); then the gpu tier is deselected (not skipped) where there
+    is no GPU: a machine without one runs none of it."""
+    errors = tier_errors(items)
+    if errors:
+        raise pytest.UsageError("\n".join(["tests in the wrong tier's folder:", *errors]))
     if has_gpu():
         return
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]

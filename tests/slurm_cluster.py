@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -160,3 +161,11 @@ def _ended(env: dict[str, str], conf: Path, within_s: float = 60.0) -> None:
     for proc in ours():
         with suppress(psutil.Error):
             proc.kill()
+
+
+def fake_scontrol(tmp_path: Path, script: str) -> dict[str, str]:
+    """An environment in a SLURM job whose PATH holds only a ``scontrol`` running ``script`` (sh)."""
+    tool = tmp_path / "scontrol"
+    tool.write_text(f"#!/bin/sh\n{script}\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": str(tmp_path), "SLURM_JOB_ID": "4242"}

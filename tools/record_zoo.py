@@ -1,7 +1,7 @@
 """Record the zoo's real evidence for the pure tests: tests/fixtures/zoo/<case>.<how>.jsonl, the agent lines
 (``ncclcheck.watch-agent/1``) of tests/workers/zoo.py's case, hung on real torchrun/gloo ranks.
 
-  python tools/record_zoo.py [CASE ...]            every case of tests/test_zoo_replay.py's table by default
+  python tools/record_zoo.py [CASE ...]            every case of tests/unit/analysis/watch/test_zoo_replay.py's table by default
 
 ``run``: under ``ncclcheck run --stall 3 --interval 1`` (its hook records each rank's point-to-point ops and the
 calls c10d skipped; its watch-agent.jsonl is kept); ``watch``: plain torchrun, ``ncclcheck watch --agent`` beside it.

@@ -2,7 +2,7 @@
 
 Every rank prints "ready <rank>" just before the place where the case hangs (or, for a crash, just before it
 crashes). $ZOO_DIR is a scratch folder of the test's. The truth of each case (the culprit and the chain) lives in
-tests/test_zoo.py beside the case's name. $CASE=twins runs the healthy twin of every case, one after the other
+tests/zoo_cases.py beside the case's name. $CASE=twins runs the healthy twin of every case, one after the other
 (each a second or two, shorter than the tests' --stall), prints "twin <name> <rank>" as each one starts and "done
 <rank>" at the end, then exits 0.
 """

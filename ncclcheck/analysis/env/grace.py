@@ -1,7 +1,7 @@
 """The graces after a stop signal, for ``env.timeouts``: torchrun's (SIGTERM to its workers, SIGKILL after it) and
 SLURM's KillWait (SIGTERM to every process of the job, SIGKILL after it).
 
-Read in the sources (tests/test_env_grace.py names the lines):
+Read in the sources (tests/unit/analysis/env/test_env_grace.py names the lines):
 - torchrun's grace is ``LaunchConfig.shutdown_timeout``: ``--shutdown-timeout`` (or PET_SHUTDOWN_TIMEOUT), else
   TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30 s; torch reads the variable from 2.12 on, before that the 30 s is fixed;
 - it is used when torchrun itself is signalled (scancel, a time limit); when a worker fails torchrun ends the others

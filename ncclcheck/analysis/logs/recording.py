@@ -4,7 +4,7 @@ The costly work (framing every line, reading each text, the NCCL view) is done b
 what depends on the lines before (torchrun's summary block, a Flight Recorder stack, the call site a
 mismatch names, which finding came first) is left to the replay, which sees only the lines that say
 something: runs of plain lines come back as a count and the ranks that wrote them. Replaying the parts
-in order gives the report one pass over the whole would give (tests/test_logs_parts.py).
+in order gives the report one pass over the whole would give (tests/unit/sources/test_logs_parts.py).
 """
 
 from __future__ import annotations
