@@ -162,10 +162,12 @@ def test_op_mismatch_with_a_majority_names_the_odd_rank(job: Any, capsys: pytest
     deadline = time.monotonic() + 120
     while True:
         code, report = watch(j, capsys, "--native", *FAST)
-        assert code == 1 and {k: v for k, v in kinds(report).items() if k != "unreadable"} == {"mismatch": [0]}
+        found = {k: v for k, v in kinds(report).items() if k != "unreadable"}
+        # dumps that time out leave it undecided (4) at worst: never a wrong verdict, and looked at again
+        assert (code, found) in ((1, {"mismatch": [0]}), (4, {})), (code, report["verdict"], report["findings"])
         rank0 = next(r for r in report["ranks"] if r["rank"] == 0)
         native = [f for f in rank0["stack"] if f["native"]]
-        if native or time.monotonic() > deadline:
+        if (code == 1 and native) or time.monotonic() > deadline:
             break
     assert native and any(".so" in f["file"] for f in native), rank0["stack"]
     assert rank0["collective"] == "all_reduce"
