@@ -134,7 +134,6 @@ class LogFold:
             self.seen.add(rank)
         if level in said.quiet and not self._fr_stack:
             return  # what ``run`` does for lines like it
-        alarm = said.alarmed(level)
         line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
         if said.site is not None and len(self.site) < MAX_TIMEOUTS:
             self.site[rank] = said.site
@@ -164,7 +163,7 @@ class LogFold:
         in_summary = self._child is not None or self._section is not None
         if ((said.torchrun or said.summary or in_summary) and self._torchrun(text)) or in_summary:
             matched = True
-        if not matched and alarm and said.unrecognised is not None:
+        if not matched and said.unrecognised is not None and said.alarmed(level):
             self._hit(said.unrecognised, line, rank)
 
     def add_nccl_line(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
@@ -200,10 +199,11 @@ class LogFold:
         found.count += 1
         if said.named and len(found.named) < 64:
             found.named.update(said.named)
-        if rule.id == "collective-mismatch" and self.site.get(rank) and rank is not None:
-            found.sites.setdefault(rank, self.site[rank])
-        if rule.id == "collective-mismatch" and "CollectiveFingerPrint(" in text:
-            self.prints.add(text)
+        if rule.id == "collective-mismatch":
+            if self.site.get(rank) and rank is not None:
+                found.sites.setdefault(rank, self.site[rank])
+            if "CollectiveFingerPrint(" in text:
+                self.prints.add(text)
         if rank is not None:
             found.ranks.add(rank)
             if len(found.by_rank) < 64:
