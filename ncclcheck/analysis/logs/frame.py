@@ -223,7 +223,8 @@ def _framed(
                 if join.held is None or join.held[0] != number:
                     continue
                 join.held = None
-            add_line(file, number, *said)
+            if said is not _BLANK:
+                add_line(file, number, *said)
             continue
         if len(line) <= MAX_LINE:
             let_go(push(number, line))
@@ -235,8 +236,8 @@ def _framed(
 
 def _settled(line: str) -> Parts | tuple[()]:
     """The parts of a physical line that takes nothing after it (not a terminal's width long, no parenthesis a cut
-    left open, no CRI record's part, no CR or colour code that changes its width) and is not blank; ``()`` for any
-    other line, which goes through the rejoiner. Pure: remembered per text (``_SETTLED``)."""
+    left open, no CRI record's part, no CR or colour code that changes its width), ``_BLANK`` for such a line of
+    spaces (never read), ``()`` for any other line, which goes through the rejoiner. Pure: remembered per text."""
     if (
         len(line) > MAX_LINE
         or len(line) in WRAP_WIDTHS
@@ -245,10 +246,12 @@ def _settled(line: str) -> Parts | tuple[()]:
         or "[0m" in line
         or (len(line) >= CUT_WIDTH and _cut_end(line))
         or _partial(line) is not None
-        or not line.strip()
     ):
         return ()
-    return parts(line)
+    return parts(line) if line.strip() else _BLANK
+
+
+_BLANK: Parts = ("", None, None, None, None, None)  # a settled line of nothing but spaces: it ends the line held only
 
 
 _settles = Remembered(_settled)
