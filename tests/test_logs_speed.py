@@ -91,6 +91,9 @@ def test_a_settled_line_after_a_wrapped_one_is_still_its_rest() -> None:
     report = _same(text)
     (finding,) = [f for f in report.findings if f.id == "peer-closed"]
     assert finding.evidence[0].text.endswith(SETTLED)
+    apart = _same(f"{WRAPPED_WARN}\n\n{SETTLED}\n")  # must not glue: a blank line ends the line before
+    (finding,) = [f for f in apart.findings if f.id == "peer-closed"]
+    assert finding.evidence[0].text.endswith("x") and finding.evidence[0].line == 1
 
 
 def test_the_rest_of_a_paste_cut_inside_parentheses_is_still_glued() -> None:
@@ -110,9 +113,9 @@ def test_a_line_after_a_cri_part_keeps_its_place() -> None:
 
 
 def test_what_may_be_glued_is_never_settled() -> None:
-    """Must not take the fast way: a line a terminal's width long, one a cut left open, a CRI part, a blank line, a
+    """Must not take the fast way: a line a terminal's width long (spaces too), one a cut left open, a CRI part, a
     line with CR or colour codes: the rejoiner reads them."""
-    for line in (WRAPPED_WARN, CUT_OPEN, CRI_PART, CRI_LAST, "", "   ", "x\r", "\x1b[31mValueError: boom\x1b[0m"):
+    for line in (WRAPPED_WARN, CUT_OPEN, CRI_PART, CRI_LAST, " " * 80, "x\r", "\x1b[31mValueError: boom\x1b[0m"):
         assert _settled(line) == (), line
     assert _settled("RuntimeError: boom") == ("RuntimeError: boom", None, None, None, None, None)
 
@@ -134,3 +137,24 @@ def test_a_healthy_excerpt_still_passes() -> None:
     healthy = FIXTURES / "nccl_logs" / "13_single-node-nvlink-p2p-direct-pointer_nvls.log"
     report = _same(healthy.read_text())
     assert report.status == "pass" and not [f for f in report.findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_folds_shortcut_for_a_line_that_only_matches_rules_changes_nothing(
+    stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold reads a line that only matches rules (``LineFacts.hits_only``) without its other steps, unless a
+    block is open (torchrun's summary, a crash's, a Flight Recorder stack): the report is the one the full steps give,
+    on every real excerpt."""
+    shortcut = {path: _read(path.read_text(errors="replace"), 1 << 20, stream) for path in EXCERPTS}
+    monkeypatch.setattr(LogFold, "_open_block", lambda self: True)  # every line takes every step
+    for path, report in shortcut.items():
+        assert report == _read(path.read_text(errors="replace"), 1 << 20, stream), path
+
+
+def test_a_rule_line_inside_an_open_block_is_still_read_by_the_block() -> None:
+    """Must fire: the error that ends a dead thread's traceback matches rules only, and the crash block still reads
+    it (the shortcut waits while a block is open): the thread's finding names the error."""
+    text = (FIXTURES / "real_failures" / "thread_died_rank1.log").read_text()
+    (died,) = [f for f in _same(text).findings if f.id == "thread-died"]
+    assert "ValueError: corrupt shard 7 at step 1" in died.message, died.message

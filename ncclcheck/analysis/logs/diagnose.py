@@ -135,6 +135,10 @@ class LogFold:
         if level in said.quiet and not self._fr_stack:
             return  # what ``run`` does for lines like it
         line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
+        if said.hits_only and not self._open_block():  # the commonest line that says something: nothing below
+            for one in said.said:  # but its findings reads or changes for it
+                self._hit(one, line, rank)
+            return
         if said.site is not None and len(self.site) < MAX_TIMEOUTS:
             self.site[rank] = said.site
         if self._fr_stack and self._fr_frame(said, line, rank):
@@ -165,6 +169,16 @@ class LogFold:
             matched = True
         if not matched and said.unrecognised is not None and said.alarmed(level):
             self._hit(said.unrecognised, line, rank)
+
+    def _open_block(self) -> bool:
+        """Whether a block spans lines here: a Flight Recorder stack, a crash's, torchrun's summary."""
+        return bool(
+            self._fr_stack
+            or self.crashes.open
+            or self.crashes.pending
+            or self._child is not None
+            or self._section is not None
+        )
 
     def add_nccl_line(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
         """``add_line`` of a line whose NCCL header is given as printed (``frame.header``)."""
