@@ -162,12 +162,8 @@ def _busy(
     unframed (the sink reads a header or a text behind torchrun's prefix once), the others framed."""
     lines = FAST_LINES if "\r" in piece or "\x1b" in piece else FAST_CLEAN
     text = "\n" + piece
-    pos, add_prefixed_line, add_nccl_line = (
-        1,
-        sink.add_prefixed_line,
-        sink.add_nccl_line,
-    )  # pos: where the text not yet framed starts
-    spans, ranks = _WRAP_SPANS, _RANKS
+    pos = 1  # where the text not yet framed starts
+    add_prefixed_line, add_nccl_line, spans, ranks = sink.add_prefixed_line, sink.add_nccl_line, _WRAP_SPANS, _RANKS
     for fast in lines.finditer(text):
         start, end = fast.span()  # start: the newline before the line
         if start >= pos:
@@ -176,13 +172,12 @@ def _busy(
         pos = end + 1
         prefix, head, bare, msg = fast.groups()  # the rank prefix's rank; bare: a header without the prefix
         head = head or bare
+        width = end - start
         if (
-            end - start in spans
-            or end - start > MAX_LINE
+            width in spans
+            or width > MAX_LINE
+            or (width > CUT_WIDTH and "(" in msg and _cut_end(msg))  # a paste cut inside parentheses: glued
             or (head and "[0m" in msg)
-            or (
-                "(" in msg and end - start > CUT_WIDTH and _cut_end(msg)
-            )  # a paste cut inside parentheses: framed, so it is glued
         ):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):
@@ -191,11 +186,10 @@ def _busy(
         if join.held is not None:  # a line of these two kinds is never a wrapped line's rest
             for done in join.flush():
                 let_go(done)
-        rank = None if prefix is None else ranks.get(prefix) or int(prefix)
         if head:
-            add_nccl_line(file, number, head, msg, rank)
+            add_nccl_line(file, number, head, msg, None if prefix is None else ranks.get(prefix) or int(prefix))
         else:  # behind the rank prefix, no NCCL header
-            add_prefixed_line(file, number, msg, rank)  # type: ignore[arg-type]  # the prefix's rank
+            add_prefixed_line(file, number, msg, ranks.get(prefix) or int(prefix))
     if pos < len(text):
         number = _framed(text[pos:], number, join, let_go, file, sink)
     return number

@@ -180,14 +180,15 @@ def replay(fold: LogFold, part: Recording, offset: int) -> None:
 
 
 def _replay(fold: LogFold, events: Iterable[Line | Run | Skipped], offset: int) -> None:
+    add_line, skip, run = fold.add_line, fold.skip, fold.run
     for event in events:
         if len(event) == 8:
             file, number, text, host, pid, dev, level, rank = event
-            fold.add_line(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
+            add_line(file, number + offset, text, host, pid, dev, level, rank, False)  # nccl=False: merged apart
         elif event[2] is None:
-            fold.skip(event[0], event[1])
+            skip(event[0], event[1])
         else:
-            fold.run(event[0], event[1], event[2])
+            run(event[0], event[1], event[2])
 
 
 def fold_stream(chunks: Iterable[str], file: str, fold: LogFold) -> int:
