@@ -134,6 +134,12 @@ def _repeated(path: Path, size_mb: int, found: Iterable[Path]) -> None:
             written += len(text)
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the processes run so far (and of their own children, the workers, once they ended)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 GOALS = {"job": 0.5, "dense": 0.10, "corpus": 0.10, "real": 0.10}
 KINDS = {
     "job": generate_job,
@@ -166,9 +172,12 @@ def main() -> int:
                 raise SystemExit(
                     f"bench_logs: ncclcheck logs found nothing in the {kind} log (exit {check.returncode})"
                 )
+            cpu: dict[str, list[float]] = {"ncclcheck": [], "grep": []}
             for _ in range(args.n):
-                times["ncclcheck"].append(wall(ours, ok=(0, 1)))
-                times["grep"].append(wall(grep, ok=(0, 1)))
+                for name, argv in (("ncclcheck", ours), ("grep", grep)):
+                    before = _children_cpu()
+                    times[name].append(wall(argv, ok=(0, 1)))
+                    cpu[name].append(_children_cpu() - before)
         med = {k: statistics.median(v) for k, v in times.items()}
         print(
             f"{kind} log: {size:.0f} MiB; ncclcheck {size / med['ncclcheck']:.1f} MiB/s, grep -E {size / med['grep']:.1f} MiB/s"
@@ -178,6 +187,11 @@ def main() -> int:
         print(
             f"  throughput ratio: {med['grep'] / med['ncclcheck']:.3f}x of grep{goal};"
             f" run by run {pairs[0]:.3f}-{pairs[-1]:.3f}x"
+        )
+        used = {k: statistics.median(v) for k, v in cpu.items()}  # less moved by other load than wall time
+        print(
+            f"  CPU time: ncclcheck {used['ncclcheck']:.2f} s (workers too), grep {used['grep']:.2f} s:"
+            f" {used['grep'] / used['ncclcheck']:.3f}x"
         )
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS of the largest child process (ncclcheck or a worker of it): {peak_mib:.0f} MiB (goal <= 150 MiB)")
