@@ -158,3 +158,31 @@ def test_a_rule_line_inside_an_open_block_is_still_read_by_the_block() -> None:
     text = (FIXTURES / "real_failures" / "thread_died_rank1.log").read_text()
     (died,) = [f for f in _same(text).findings if f.id == "thread-died"]
     assert "ValueError: corrupt shard 7 at step 1" in died.message, died.message
+
+
+CPP_ERRORS = (FIXTURES / "nccl_logs" / "45_terminate-distbackenderror_watchdog-thread-terminated.log").read_text()
+
+
+def test_a_big_log_of_cpp_exceptions_has_no_stretch_read_for_stack_dumps() -> None:
+    """Must not: torch's "Exception raised from ... (most recent call first):" heads C++ frames; a log of rank errors
+    past WHOLE_TEXT holds one per rank, and its stretches were the whole log (read as a paste: twice the log's time)."""
+    from ncclcheck.sources.logs import WHOLE_TEXT, _stacks, _windows
+
+    text = CPP_ERRORS * (WHOLE_TEXT // len(CPP_ERRORS) + 2)
+    assert "(most recent call first):" in text and len(text) > WHOLE_TEXT
+    assert _windows(text) == [] and _stacks(text, "job.log") == []
+
+
+@pytest.mark.parametrize("dump", ["segv_rank1_faulthandler.log", "abort_rank1_faulthandler.log"])
+def test_a_dump_among_cpp_exceptions_in_a_big_log_is_still_read(dump: str) -> None:
+    """Must fire: a faulthandler dump between C++ exceptions (its own header says "most recent call first") is read,
+    at its true line."""
+    from ncclcheck.sources.logs import WHOLE_TEXT, _stacks
+
+    filler = CPP_ERRORS * (WHOLE_TEXT // len(CPP_ERRORS) + 2)
+    paste = (FIXTURES / "real_failures" / dump).read_text()
+    alone = _stacks(paste, dump)
+    assert len(alone) == 1
+    (found,) = _stacks(filler + paste + filler, dump)
+    shift = filler.count("\n")
+    assert [p.line - shift for p in found.processes] == [p.line for p in alone[0].processes]
