@@ -245,7 +245,7 @@ def _settled(line: str) -> Parts | tuple[()]:
     return parts(line) if line.strip() else _BLANK
 
 
-_BLANK: Parts = ("", None, None, None, None, None)  # a settled line of nothing but spaces: it ends the line held only
+_BLANK: Parts = ("", None, None, None, None, None)  # a settled line of spaces: it only ends the line held before it
 
 
 _settles = Remembered(_settled)
