@@ -10,10 +10,13 @@ every literal ncclcheck looks for (rules, NCCL, torchrun's summary, exceptions),
   under each rank's own host:pid header (no goal of its own: the common shape of a large job's NCCL log);
 - ``corpus``: every real excerpt in tests/fixtures (the shared corpus: nccl_logs, nccl_logs_more, torchrun and
   the real failures made here) concatenated as they are, file after file, repeated to the size: no generator's
-  shape, every emitter's (goal >= 0.10x of grep, as dense).
+  shape, every emitter's (goal >= 0.10x of grep, as dense);
+- ``real``: the real NCCL excerpts alone (tests/fixtures/nccl_logs, a copy of the shared ones) concatenated as they
+  are and repeated to the size: dense real NCCL text, its errors, tracebacks and tables as NCCL and torch print them,
+  no generator's lines (goal >= 0.10x of grep).
 ncclcheck uses every core this process may use (``taskset -c 0 python ...`` measures one); grep uses one.
 Reports the throughput ratios and the peak RSS of the largest process (goal <= 150 MiB).
-Usage: python benchmarks/bench_logs.py [--size-mb 1024] [--kinds job,dense,info,corpus]
+Usage: python benchmarks/bench_logs.py [--size-mb 1024] [--kinds job,dense,info,corpus,real]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from _timing import wall  # benchmarks/ is on sys.path when run as a script
@@ -110,7 +114,16 @@ def generate_info(path: Path, size_mb: int) -> None:
 
 def generate_corpus(path: Path, size_mb: int) -> None:
     """Every real excerpt under tests/fixtures, whole and in order, repeated until ``size_mb``."""
-    files = sorted(p for p in FIXTURES.parent.rglob("*.log"))
+    _repeated(path, size_mb, FIXTURES.parent.rglob("*.log"))
+
+
+def generate_real(path: Path, size_mb: int) -> None:
+    """The real NCCL excerpts (tests/fixtures/nccl_logs), whole and in order, repeated until ``size_mb``."""
+    _repeated(path, size_mb, FIXTURES.glob("*.log"))
+
+
+def _repeated(path: Path, size_mb: int, found: Iterable[Path]) -> None:
+    files = sorted(found)
     text = "".join(p.read_text(errors="replace").rstrip("\n") + "\n" for p in files)
     if not text.strip():
         raise SystemExit(f"bench_logs: no log excerpts under {FIXTURES.parent}: the fixtures are missing")
@@ -121,15 +134,27 @@ def generate_corpus(path: Path, size_mb: int) -> None:
             written += len(text)
 
 
-GOALS = {"job": 0.5, "dense": 0.10, "corpus": 0.10}
-KINDS = {"job": generate_job, "dense": generate_dense, "info": generate_info, "corpus": generate_corpus}
+def _children_cpu() -> float:
+    """CPU seconds of the processes run so far (and of their own children, the workers, once they ended)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+GOALS = {"job": 0.5, "dense": 0.10, "corpus": 0.10, "real": 0.10}
+KINDS = {
+    "job": generate_job,
+    "dense": generate_dense,
+    "info": generate_info,
+    "corpus": generate_corpus,
+    "real": generate_real,
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("-n", type=int, default=2)
-    parser.add_argument("--kinds", default="job,dense,info,corpus")
+    parser.add_argument("--kinds", default="job,dense,info,corpus,real")
     args = parser.parse_args()
     print(f"ncclcheck may use {len(os.sched_getaffinity(0))} cores")
     for kind in args.kinds.split(","):
@@ -147,15 +172,27 @@ def main() -> int:
                 raise SystemExit(
                     f"bench_logs: ncclcheck logs found nothing in the {kind} log (exit {check.returncode})"
                 )
+            cpu: dict[str, list[float]] = {"ncclcheck": [], "grep": []}
             for _ in range(args.n):
-                times["ncclcheck"].append(wall(ours, ok=(0, 1)))
-                times["grep"].append(wall(grep, ok=(0, 1)))
+                for name, argv in (("ncclcheck", ours), ("grep", grep)):
+                    before = _children_cpu()
+                    times[name].append(wall(argv, ok=(0, 1)))
+                    cpu[name].append(_children_cpu() - before)
         med = {k: statistics.median(v) for k, v in times.items()}
         print(
             f"{kind} log: {size:.0f} MiB; ncclcheck {size / med['ncclcheck']:.1f} MiB/s, grep -E {size / med['grep']:.1f} MiB/s"
         )
         goal = f" (goal >= {GOALS[kind]:.2f}x)" if kind in GOALS else ""
-        print(f"  throughput ratio: {med['grep'] / med['ncclcheck']:.3f}x of grep{goal}")
+        pairs = sorted(g / n for n, g in zip(times["ncclcheck"], times["grep"], strict=True))  # each run's own
+        print(
+            f"  throughput ratio: {med['grep'] / med['ncclcheck']:.3f}x of grep{goal};"
+            f" run by run {pairs[0]:.3f}-{pairs[-1]:.3f}x"
+        )
+        used = {k: statistics.median(v) for k, v in cpu.items()}  # less moved by other load than wall time
+        print(
+            f"  CPU time: ncclcheck {used['ncclcheck']:.2f} s (workers too), grep {used['grep']:.2f} s:"
+            f" {used['grep'] / used['ncclcheck']:.3f}x"
+        )
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS of the largest child process (ncclcheck or a worker of it): {peak_mib:.0f} MiB (goal <= 150 MiB)")
     return 0

@@ -33,6 +33,10 @@ MAX_MARKS = 2000
 STACK_MARKERS = ("(idle)", "(active", "(gil)", "most recent call first", "Failed to suspend process")
 # ... or, for pastes with no header at all, one py-spy frame line (``    main_loop (ray/_private/worker.py:935)``)
 FRAME_LINE = re.compile(r"^[ \t]+[\w.<>]+ \([\w./<>-]+\.py:\d+\)[ \t]*$", re.MULTILINE)
+# torch's C++ exception ("Exception raised from checkTimeout at ...cpp:567 (most recent call first):") says what
+# faulthandler's headers say, but heads C++ frames ("frame #0: ..."), never a Python dump: in a big log it marks no
+# stretch to read (a log of rank errors holds one per rank: their stretches were the whole log, read as a paste)
+CPP_FRAMES = "Exception raised from "
 
 
 def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores: int | None = None) -> LogReport:
@@ -116,7 +120,8 @@ def _windows(text: str) -> list[tuple[int, int]]:
     for marker in STACK_MARKERS:
         at = text.find(marker)
         while at != -1 and len(hits) < MAX_MARKS:
-            hits.append(at)
+            if text.find(CPP_FRAMES, text.rfind("\n", 0, at) + 1, at) == -1:
+                hits.append(at)
             at = text.find(marker, at + len(marker))
     spans: list[tuple[int, int]] = []
     for at in sorted(hits):

@@ -135,8 +135,11 @@ class LogFold:
             self.seen.add(rank)
         if level in said.quiet and not self._fr_stack:
             return  # what ``run`` does for lines like it
-        alarm = said.alarmed(level)
         line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
+        if said.hits_only and not self._open_block():  # the commonest line that says something: nothing below
+            for one in said.said:  # but its findings reads or changes for it
+                self._hit(one, line, rank)
+            return
         if said.site is not None and len(self.site) < MAX_TIMEOUTS:
             self.site[rank] = said.site
         if self._fr_stack and self._fr_frame(said, line, rank):
@@ -165,8 +168,18 @@ class LogFold:
         in_summary = self._child is not None or self._section is not None
         if ((said.torchrun or said.summary or in_summary) and self._torchrun(text)) or in_summary:
             matched = True
-        if not matched and alarm and said.unrecognised is not None:
+        if not matched and said.unrecognised is not None and said.alarmed(level):
             self._hit(said.unrecognised, line, rank)
+
+    def _open_block(self) -> bool:
+        """Whether a block spans lines here: a Flight Recorder stack, a crash's, torchrun's summary."""
+        return bool(
+            self._fr_stack
+            or self.crashes.open
+            or self.crashes.pending
+            or self._child is not None
+            or self._section is not None
+        )
 
     def add_nccl_line(self, file: str, number: int, head: str, msg: str, prefix_rank: int | None) -> None:
         """``add_line`` of a line whose NCCL header is given as printed (``frame.header``)."""
@@ -203,10 +216,11 @@ class LogFold:
             found.named.update(said.named)
         if rule.own and rank is not None and len(found.named) < 64:
             found.named.add(rank)  # its own call failed the check: this rank is the one at fault
-        if rule.id == logs_ids.COLLECTIVE_MISMATCH and self.site.get(rank) and rank is not None:
-            found.sites.setdefault(rank, self.site[rank])
-        if rule.id == logs_ids.COLLECTIVE_MISMATCH and "CollectiveFingerPrint(" in text:
-            self.prints.add(text)
+        if rule.id == logs_ids.COLLECTIVE_MISMATCH:
+            if self.site.get(rank) and rank is not None:
+                found.sites.setdefault(rank, self.site[rank])
+            if "CollectiveFingerPrint(" in text:
+                self.prints.add(text)
         if rank is not None:
             found.ranks.add(rank)
             if len(found.by_rank) < 64:

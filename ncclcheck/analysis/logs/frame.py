@@ -13,6 +13,7 @@ from ncclcheck.analysis.logs.prefixes import (
     RANK_PREFIXES,
     WORD_PREFIX,
     WRAP_WIDTHS,
+    Parts,
     frame,
     parts,
 )
@@ -161,27 +162,22 @@ def _busy(
     unframed (the sink reads a header or a text behind torchrun's prefix once), the others framed."""
     lines = FAST_LINES if "\r" in piece or "\x1b" in piece else FAST_CLEAN
     text = "\n" + piece
-    pos, add_prefixed_line, add_nccl_line = (
-        1,
-        sink.add_prefixed_line,
-        sink.add_nccl_line,
-    )  # pos: where the text not yet framed starts
-    spans, ranks = _WRAP_SPANS, _RANKS
+    pos = 1  # where the text not yet framed starts
+    add_prefixed_line, add_nccl_line, spans, ranks = sink.add_prefixed_line, sink.add_nccl_line, _WRAP_SPANS, _RANKS
     for fast in lines.finditer(text):
         start, end = fast.span()  # start: the newline before the line
         if start >= pos:
-            number = _framed(text[pos : start + 1], number, join, let_go)
+            number = _framed(text[pos : start + 1], number, join, let_go, file, sink)
         number += 1
         pos = end + 1
         prefix, head, bare, msg = fast.groups()  # the rank prefix's rank; bare: a header without the prefix
         head = head or bare
+        width = end - start
         if (
-            end - start in spans
-            or end - start > MAX_LINE
+            width in spans
+            or width > MAX_LINE
+            or (width > CUT_WIDTH and "(" in msg and _cut_end(msg))  # a paste cut inside parentheses: glued
             or (head and "[0m" in msg)
-            or (
-                "(" in msg and end - start > CUT_WIDTH and _cut_end(msg)
-            )  # a paste cut inside parentheses: framed, so it is glued
         ):
             line = text[start + 1 : end]  # may take the next line, or must be split: framed as any other
             for at in range(0, len(line), MAX_LINE):
@@ -190,29 +186,70 @@ def _busy(
         if join.held is not None:  # a line of these two kinds is never a wrapped line's rest
             for done in join.flush():
                 let_go(done)
-        rank = None if prefix is None else ranks.get(prefix) or int(prefix)
         if head:
-            add_nccl_line(file, number, head, msg, rank)
+            add_nccl_line(file, number, head, msg, None if prefix is None else ranks.get(prefix) or int(prefix))
         else:  # behind the rank prefix, no NCCL header
-            add_prefixed_line(file, number, msg, rank)  # type: ignore[arg-type]  # the prefix's rank
+            add_prefixed_line(file, number, msg, ranks.get(prefix) or int(prefix))
     if pos < len(text):
-        number = _framed(text[pos:], number, join, let_go)
+        number = _framed(text[pos:], number, join, let_go, file, sink)
     return number
 
 
-def _framed(text: str, number: int, join: _Rejoin, let_go: Callable[[tuple[int, str] | None], None]) -> int:
-    """Lines framed one by one (prefixes, rejoining); one longer than MAX_LINE in pieces under its own number."""
+def _framed(
+    text: str,
+    number: int,
+    join: _Rejoin,
+    let_go: Callable[[tuple[int, str] | None], None],
+    file: str,
+    sink: LineFold,
+) -> int:
+    """Lines framed one by one (prefixes, rejoining); one longer than MAX_LINE in pieces under its own number. A
+    settled line (``_settled``) is handed to ``sink`` at once: the rejoiner would only hold it until the next."""
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
-    push = join.push
+    push, known, settled, add_line = join.push, _SETTLED, _settles, sink.add_line
     for number, line in enumerate(lines, number + 1):  # noqa: B020 - numbering goes on from the caller's
+        said = known.get(line) or settled(line)
+        if said and not join.parts:  # a CRI record's part held before it is let go first, as the rejoiner does
+            if join.held is not None:  # the line held before may take this one
+                let_go(push(number, line))
+                if join.held is None or join.held[0] != number:
+                    continue
+                join.held = None
+            if said is not _BLANK:
+                add_line(file, number, *said)
+            continue
         if len(line) <= MAX_LINE:
             let_go(push(number, line))
             continue
         for start in range(0, len(line), MAX_LINE):
             let_go(push(number, line[start : start + MAX_LINE]))
     return number
+
+
+def _settled(line: str) -> Parts | tuple[()]:
+    """The parts of a physical line that takes nothing after it (not a terminal's width long, no parenthesis a cut
+    left open, no CRI record's part, no CR or colour code that changes its width), ``_BLANK`` for such a line of
+    spaces (never read), ``()`` for any other line, which goes through the rejoiner. Pure: remembered per text."""
+    if (
+        len(line) > MAX_LINE
+        or len(line) in WRAP_WIDTHS
+        or "\r" in line
+        or "\x1b" in line
+        or "[0m" in line
+        or (len(line) >= CUT_WIDTH and _cut_end(line))
+        or _partial(line) is not None
+    ):
+        return ()
+    return parts(line) if line.strip() else _BLANK
+
+
+_BLANK: Parts = ("", None, None, None, None, None)  # a settled line of spaces: it only ends the line held before it
+
+
+_settles = Remembered(_settled)
+_SETTLED = _settles.known
 
 
 def _quiet(

@@ -133,6 +133,8 @@ class LineFacts:
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
+    # it matches rules and is nothing else above: what the fold does with it is only those findings' (``LogFold``)
+    hits_only: bool = field(init=False)
 
     def alarmed(self, level: str | None) -> bool:
         """Whether the line is read as an error (``events.read`` of the line at this NCCL level)."""
@@ -156,6 +158,9 @@ class LineFacts:
         levels = () if busy else LEVELS
         quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
         object.__setattr__(self, "quiet", frozenset(quiet))
+        others = self.thrown or self.pg_work or self.watchdog or self.site or self.fr_start or self.fr_frame
+        hits_only = bool(self.said) and not (others or self.torchrun or self.summary or self.crash)
+        object.__setattr__(self, "hits_only", hits_only)
 
 
 def facts_of(text: str) -> LineFacts:

@@ -81,7 +81,7 @@ class Recorder:
             acc.connections.setdefault(*conn)
         elif steps:
             read_line(acc, text, steps, number)
-        if level in said.quiet:  # ``_plain``'s, without the call: most lines of a large job's logs
+        if level in said.quiet:  # says nothing: counted in the run going on (most lines of a large job's logs)
             self._count += 1
             rank = prefix_rank if prefix_rank is not None else said.text_rank
             if rank is None:
@@ -122,18 +122,15 @@ class Recorder:
         if level is not None:
             self.nccl.add_line(file, number, text, host, pid, dev, prefix_rank)
         said = FACTS.get(text) or facts(text)
-        if level in said.quiet:
-            self._plain(prefix_rank if prefix_rank is not None else said.text_rank)
+        if level in said.quiet:  # says nothing: counted in the run going on
+            self._count += 1
+            rank = prefix_rank if prefix_rank is not None else said.text_rank
+            if rank is None:
+                self._anonymous = True
+            else:
+                self._ranks.add(rank)
         else:
             self._said(file, number, text, host, pid, dev, level, prefix_rank)
-
-    def _plain(self, rank: int | None) -> None:
-        """A line that says nothing (``LineFacts.quiet``), from this rank (or none): counted in the run going on."""
-        self._count += 1
-        if rank is None:
-            self._anonymous = True
-        else:
-            self._ranks.add(rank)
 
     def _said(
         self,
@@ -147,7 +144,8 @@ class Recorder:
         prefix_rank: int | None,
     ) -> None:
         """A line that says something: recorded as it is, after the run of plain lines before it."""
-        self._close_run()
+        if self._count:
+            self._close_run()
         self.events.append((file, number, self._texts.setdefault(text, text), host, pid, dev, level, prefix_rank))
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
@@ -182,14 +180,15 @@ def replay(fold: LogFold, part: Recording, offset: int) -> None:
 
 
 def _replay(fold: LogFold, events: Iterable[Line | Run | Skipped], offset: int) -> None:
+    add_line, skip, run = fold.add_line, fold.skip, fold.run
     for event in events:
         if len(event) == 8:
             file, number, text, host, pid, dev, level, rank = event
-            fold.add_line(file, number + offset, text, host, pid, dev, level, rank, nccl=False)
+            add_line(file, number + offset, text, host, pid, dev, level, rank, False)  # nccl=False: merged apart
         elif event[2] is None:
-            fold.skip(event[0], event[1])
+            skip(event[0], event[1])
         else:
-            fold.run(event[0], event[1], event[2])
+            run(event[0], event[1], event[2])
 
 
 def fold_stream(chunks: Iterable[str], file: str, fold: LogFold) -> int:
