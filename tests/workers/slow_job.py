@@ -9,6 +9,14 @@ vary: balanced, but every rank's step takes the same varying time (0.5x..2x the 
 warmup: the ranks in $SLOW_RANKS take $WARMUP_S seconds longer on the first step (a compile), then balanced.
 mixed: warmup, then vary, and checkpoint.
 healthy: balanced.
+tpdp: four ranks, tensor-parallel groups 0-1 and 2-3, data-parallel groups 0,2 and 1,3: each step computes, then
+  all_reduces in its tp group, then in its dp group; the ranks in $SLOW_RANKS (default 1; empty: none) compute
+  $FACTOR times as long.
+pipeline: four stages one after the other: each step's forward receives from the stage before, computes and sends to
+  the next; its backward the other way; the ranks in $SLOW_RANKS (default 2; empty: none) compute $FACTOR times as
+  long.
+pipeline-data: a balanced pipeline whose first stage loads its data by design: half its forward in its DataLoader
+  (asleep), half computing, where the other stages compute.
 Runs for $DURATION seconds (default: until killed); rank 0 prints "steps/s <rate>" and each rank "cpu_s <s>" at the end.
 """
 
@@ -51,8 +59,60 @@ def write_checkpoint(seconds: float) -> None:
         torch.save(torch.randn(256, 256), os.devnull)
 
 
+def tpdp(rank: int, slow: set[int]) -> None:
+    """Steps of a tp x dp = 2 x 2 job until rank 0 says stop (its flag reaches every rank through both groups)."""
+    tp = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
+    dp = [dist.new_group([0, 2]), dist.new_group([1, 3])][rank % 2]
+    t, start = torch.ones(1 << 10), time.monotonic()
+    dist.barrier()
+    print(f"ready {rank}", flush=True)
+    while True:
+        compute(STEP_S * (FACTOR if rank in slow else 1))
+        t.zero_()
+        t[0] = float(rank == 0 and time.monotonic() - start >= DURATION)
+        dist.all_reduce(t, group=tp)  # the tensor-parallel all_reduce
+        dist.all_reduce(t, group=dp)  # the data-parallel all_reduce
+        if t[0] > 0:
+            return
+
+
+def pipeline(rank: int, world: int, slow: set[int]) -> None:
+    """Steps of a pipeline of ``world`` stages until stage 0 says stop (its flag goes down and comes back)."""
+    step = STEP_S * (FACTOR if rank in slow else 1)
+    loader = iter(DataLoader(Slow(STEP_S / 2), batch_size=None)) if MODE == "pipeline-data" and rank == 0 else None
+    act, grad, start = torch.zeros(1 << 10), torch.zeros(1 << 10), time.monotonic()
+    dist.barrier()
+    print(f"ready {rank}", flush=True)
+    while True:
+        if rank == 0:
+            act[0] = float(time.monotonic() - start >= DURATION)
+        else:
+            dist.recv(act, rank - 1)  # the forward from the stage before
+        if loader is not None:
+            next(loader)  # the first stage's input: by design, half its forward
+        compute(step / 2 if loader is not None else step)
+        if rank < world - 1:
+            dist.send(act, rank + 1)
+            dist.recv(grad, rank + 1)  # the backward from the stage after
+        else:
+            grad[0] = act[0]
+        compute(step)
+        if rank > 0:
+            dist.send(grad, rank - 1)
+        if grad[0] > 0:
+            return
+
+
 def main() -> None:
     dist.init_process_group("gloo")
+    if MODE in ("tpdp", "pipeline", "pipeline-data"):
+        rank, world = dist.get_rank(), dist.get_world_size()
+        default = {"tpdp": "1", "pipeline": "2"}.get(MODE, "")
+        slow = {int(r) for r in os.environ.get("SLOW_RANKS", default).split(",") if r}
+        tpdp(rank, slow) if MODE == "tpdp" else pipeline(rank, world, slow)
+        os.write(1, f"cpu_s {time.process_time():.3f}\n".encode())
+        dist.destroy_process_group()
+        return
     rank, world = dist.get_rank(), dist.get_world_size()
     slow = {int(r) for r in os.environ.get("SLOW_RANKS", str(world - 1)).split(",") if r}
     t = torch.ones(1 << 10)

@@ -202,7 +202,8 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     if s.live and not explained and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
         out.append(make.no_progress(s.live))
     if not out and not s.exited and not s.stopped and not s.unknown and not s.remote:
-        out.extend(slowness(s.live, hosts))  # a job that runs, every rank of it seen: does one hold the others back?
+        groups = tuple(sorted(set(members.values()), key=sorted)) if members else ()  # the sub-groups known
+        out.extend(slowness(s.live, hosts, groups))  # a job that runs, every rank of it seen: does one hold back?
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 
 

@@ -93,8 +93,10 @@ class Sums:
 _held: dict[tuple[str, int], Sums] = {}
 
 
-def pooled(views: Sequence[RankView]) -> list[Sums | None]:
-    """Each rank's rounds added up (None: no rounds), carried on from the last call's sums where they continue."""
+def pooled(views: Sequence[RankView], remember: bool = True) -> list[Sums | None]:
+    """Each rank's rounds added up (None: no rounds), carried on from the last call's sums where they continue.
+    ``remember=False``: a judgement of some ranks apart (a pipeline's rounds counted another way) leaves the sums
+    held for the whole job's as they are."""
     global _held
     kept: dict[tuple[str, int], Sums] = {}
     out: list[Sums | None] = []
@@ -108,5 +110,6 @@ def pooled(views: Sequence[RankView]) -> list[Sums | None]:
             sums = Sums(v.tallies)
         kept[key] = sums
         out.append(sums)
-    _held = kept
+    if remember:
+        _held = kept
     return out

@@ -20,6 +20,9 @@ below the others', and the finding needs all of:
   one the others wait in most. Which groups a rank is in is in no stack: slow ranks never seen in any collective
   are named with that caveat.
 
+Where this names nobody, ``slow_groups`` compares the members of each known process group with each other, and
+the stages of a pipeline by their waits in send/recv.
+
 Every rank waiting much in the collectives themselves (DDP's backward holds its own compute too), none below the
 others beyond chance, is ``communication-bound`` (info). A balanced job whose steps vary together moves every
 rank's share together: no gap, no finding.
@@ -35,12 +38,12 @@ from dataclasses import dataclass
 
 from ncclcheck.analysis.watch.pooled import Sums, pooled
 from ncclcheck.analysis.watch.slow_findings import comm_bound, even, slow_finding
+from ncclcheck.analysis.watch.slow_groups import SLOW as SLOW  # the warnings that a rank or node holds the job back
+from ncclcheck.analysis.watch.slow_groups import Groups, Judged, along_pipeline, pipelined, within_groups
 from ncclcheck.model.findings import Finding
-from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.shares import Tally
 from ncclcheck.model.watch import RankView
 
-SLOW = frozenset({watch_ids.SLOW_RANK, watch_ids.SLOW_NODE})  # the warnings that a rank or node holds the job back
 PARTS = 4  # slices of the span the slowness must hold in (and the fewest rounds a rank needs)
 GAP = 0.10  # the least difference in waiting share worth naming: about 1.1x
 PART_Z = 2.0
@@ -58,42 +61,69 @@ class _Counts:
         return self.waited / self.samples if self.samples else 0.0
 
 
-def slowness(views: Sequence[RankView], hosts: bool) -> tuple[Finding, ...]:
-    """``slow-rank`` or ``slow-node`` (a warning), or ``communication-bound`` (info), or nothing. The last answer is
-    kept while every rank holds the same rounds (the same tuples): the viewer refreshes many times between two."""
-    return _judged(views, hosts)[0]
+def slowness(views: Sequence[RankView], hosts: bool, groups: Groups = ()) -> tuple[Finding, ...]:
+    """``slow-rank`` or ``slow-node`` (a warning), or ``communication-bound`` (info), or nothing; where the job-wide
+    comparison names nobody, a slow rank within one of ``groups`` (the job's process groups, where known) or a slow
+    pipeline stage (``slow_groups``). The last answer is kept while every rank holds the same rounds (the same
+    tuples): the viewer refreshes many times between two."""
+    return _judged(views, hosts, groups)[0]
 
 
-def suspects(views: Sequence[RankView], hosts: bool) -> tuple[tuple[int, float], ...]:
+def suspects(views: Sequence[RankView], hosts: bool, groups: Groups = ()) -> tuple[tuple[int, float], ...]:
     """Where no rank is named: the ranks that wait below the others' median beyond chance (each with its share of
     waiting), which may hold them back although the window has not proven it; and the median itself last, as
     rank -1. Empty where nothing sits below."""
-    return _judged(views, hosts)[1]
+    return _judged(views, hosts, groups)[1]
 
 
-def _judged(views: Sequence[RankView], hosts: bool) -> tuple[tuple[Finding, ...], tuple[tuple[int, float], ...]]:
+def _judged(views: Sequence[RankView], hosts: bool, groups: Groups) -> Judged:
     global _last
     held = tuple([v.tallies for v in views])
     who = tuple([(v.sample.rank, v.sample.host) for v in views])
     if _last is not None:
-        before, same_who, same_hosts, found = _last
-        if same_hosts == hosts and same_who == who and all(map(operator.is_, before, held)):
+        before, same_who, same_hosts, same_groups, found = _last
+        same = same_hosts == hosts and same_groups == groups and same_who == who
+        if same and all(map(operator.is_, before, held)):
             return found
     found = _slowness(views, hosts)
-    _last = (held, who, hosts, found)
+    if not any(f.id in SLOW for f in found[0]):
+        found = _elsewhere(views, groups, found)
+    _last = (held, who, hosts, groups, found)
     return found
 
 
-Judged = tuple[tuple[Finding, ...], tuple[tuple[int, float], ...]]
-_last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], bool, Judged] | None = None
+def _elsewhere(views: Sequence[RankView], groups: Groups, job: Judged) -> Judged:
+    """Where the job-wide comparison names nobody: a slow rank within a known process group, else a slow pipeline
+    stage; the job's own answer where neither is named (its suspects first)."""
+    behind = job[1]
+    if groups:
+        named, maybe = within_groups(views, groups, apart)
+        if named:
+            return named, ()
+        behind = behind or maybe
+    if pipelined((s.kinds.get("p2p", 0), s.samples) for s in pooled(views) if s is not None):
+        named, maybe = along_pipeline(views, apart)
+        if named:
+            return named, ()
+        behind = behind or maybe
+    return job[0], behind
 
 
-def _slowness(views: Sequence[RankView], hosts: bool) -> Judged:
+_last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], bool, Groups, Judged] | None = None
+
+
+def apart(views: Sequence[RankView]) -> Judged:
+    """The same judgement over ``views`` counted apart from the whole job's (another way of counting their rounds,
+    or some of its ranks): the sums held for the job's own judgement are left as they are."""
+    return _slowness(views, False, remember=False)
+
+
+def _slowness(views: Sequence[RankView], hosts: bool, remember: bool = True) -> Judged:
     found = _span(views)
     if found is None:
         return (), ()
     start, end, outside = found
-    held = [(v.sample.rank, s, out) for v, s, out in zip(views, pooled(views), outside) if s is not None]
+    held = [(v.sample.rank, s, out) for v, s, out in zip(views, pooled(views, remember), outside) if s is not None]
     sums = {r: s for r, s, _ in held}
     counts = {r: _counts(s, out) for r, s, out in held}
     order = sorted(counts, key=lambda r: (counts[r].share, r))

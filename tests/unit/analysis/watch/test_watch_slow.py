@@ -193,9 +193,12 @@ def test_half_the_ranks_not_waiting_are_named_but_never_more_than_half() -> None
     assert found([view(0, [0.0] * 4), view(1, [0.0] * 4), view(2, [0.0] * 4), view(3, [0.6] * 4)]) == {}
 
 
-def test_pipeline_stages_waiting_in_send_and_recv_are_not_judged() -> None:
+def test_pipeline_stages_waiting_in_send_and_recv_are_judged_along_the_pipeline() -> None:
+    """Their waits are no collective's: the stage the others wait for in recv is named as a pipeline's slow stage
+    (tests/test_watch_slow_groups.py), never as the job-wide comparison's."""
     views = [view(0, [0.6] * 4, op="recv"), view(1, [0.6] * 4, op="recv"), view(2, [0.0] * 4, op="recv")]
-    assert found(views) == {}
+    [f] = slowness(views, False)
+    assert f.culprits == (2,) and f.message.startswith("Along the pipeline")
 
 
 def test_the_lowest_of_4096_balanced_ranks_is_not_named() -> None:

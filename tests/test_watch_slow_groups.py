@@ -1,0 +1,210 @@
+"""Fail-slow within process groups and along pipelines, pure: the slow stage of a pipeline (its neighbours wait for
+it in send/recv), the slow rank of a tensor-parallel group (with the groups' members known, or through the
+data-parallel collectives its replica's peers wait in); and nobody in a balanced 2-D job, a balanced pipeline, or a
+pipeline whose first stage loads data by design."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from test_watch_slow import DATA, N
+from watch_states import all_in, job, sample, stack
+
+from ncclcheck.analysis.watch.judge import Judging, track
+from ncclcheck.analysis.watch.shares import tally
+from ncclcheck.analysis.watch.slow import slowness, suspects
+from ncclcheck.model.shares import Round
+from ncclcheck.model.stacks import Frame
+from ncclcheck.model.watch import RankView, Snapshot, WatchState
+
+TP, DP, RECV, SEND = 40, 50, 60, 61  # the lines of train.py: the tp and dp all_reduce, the stage's recv and send
+Part = tuple[tuple[Frame, ...], float]  # a stack and its share of a round
+
+
+def compute() -> tuple[Frame, ...]:
+    return (Frame("compute", "/job/train.py", 32), Frame("main", "/job/train.py", 75))
+
+
+def loader() -> tuple[Frame, ...]:
+    return (Frame("_next_data", DATA, 785), Frame("main", "/job/train.py", 74))
+
+
+def at(op: str, line: int) -> tuple[Frame, ...]:
+    return stack(op, line, "main")
+
+
+def rounds_of(rank: int, parts: list[Part], rounds: int = 6, jitter: float = 0.0) -> list[Round]:
+    """``rounds`` rounds of ``N`` samples split as ``parts`` (the rest in compute(), busy), 2 s each from t=1000;
+    ``jitter``: the first part's share moves up and down by that much from round to round."""
+    out = []
+    for i in range(rounds):
+        shift = jitter * (1 if (i + rank) % 2 else -1)
+        counts = [(s, round((w + shift if k == 0 else w) * N)) for k, (s, w) in enumerate(parts)]
+        rest = N - sum(n for _, n in counts)
+        stacks = tuple((s, n) for s, n in [*counts, (compute(), rest)] if n > 0)
+        out.append(Round(1, 1000.0 + 2.05 * i, 1002.0 + 2.05 * i, stacks, 2.0 * rest / N))
+    return out
+
+
+def view(rank: int, parts: list[Part], rounds: int = 6, jitter: float = 0.0) -> RankView:
+    tallies = tuple(tally(r) for r in rounds_of(rank, parts, rounds, jitter))
+    return RankView(sample(rank, compute()), None, None, "compute", 0, 0, 0, 0, 0, None, True, tallies=tallies)
+
+
+def watched(per_rank: dict[int, list[Round]], looks: int = 6) -> WatchState:
+    """Looks 2 s apart, every rank moving (new socket bytes each look), one round each from look 1 on."""
+    j, state = job(len(per_rank)), None
+    for i in range(looks):
+        samples = {
+            r: dataclasses.replace(s, net_bytes=i * 1000, rounds=tuple(per_rank[r][i - 1 : i]) if i else ())
+            for r, s in all_in(len(per_rank), "recv", RECV).items()
+        }
+        state = track(
+            state, Snapshot(i * 2.0, j, tuple(samples[r] for r in sorted(samples)), recording=True), Judging(10.0)
+        )
+    assert state is not None
+    return state
+
+
+def named(views: list[RankView], groups: tuple[frozenset[int], ...] = ()) -> dict[str, tuple[int, ...]]:
+    return {f.id: f.culprits for f in slowness(views, False, groups)}
+
+
+TP_GROUPS = (frozenset({0, 1}), frozenset({2, 3}))
+DP_GROUPS = (frozenset({0, 2}), frozenset({1, 3}))
+
+
+# --- pipelines: must fire ---
+
+
+def test_the_slow_stage_of_a_pipeline_is_named_by_how_long_its_neighbours_wait_for_it() -> None:
+    """Four stages, forward and backward one after the other: stage 2 computes twice as long, and the others wait
+    for it in recv (forward from it, backward to it)."""
+    views = [view(r, [(at("recv", RECV), 0.6), (at("send", SEND), 0.05)]) for r in (0, 1, 3)]
+    views.insert(2, view(2, [(at("recv", RECV), 0.2), (at("send", SEND), 0.05)]))
+    [f] = slowness(views, False)
+    assert f.id == "slow-rank" and f.severity == "warning" and f.culprits == (2,)
+    assert f.message.startswith(
+        "Along the pipeline (stages wait for each other in send/recv): rank 2 holds the others back: ranks 0-1,3 "
+        "wait for it in recv at train.py:60 65% of the time (rank 2: 25%)"
+    )
+    assert "it spends that time in compute() at train.py:32" in f.message
+    assert dict(f.roles) == {2: "slow", 0: "waiting", 1: "waiting", 3: "waiting"}
+    assert f.fix.startswith("balance the stages")
+
+
+def test_a_first_stage_slow_in_its_data_loader_is_named_with_the_loader_fix() -> None:
+    views = [view(0, [(loader(), 0.5), (at("recv", RECV), 0.1)])]
+    views += [view(r, [(at("recv", RECV), 0.55)]) for r in (1, 2, 3)]
+    [f] = slowness(views, False)
+    assert f.culprits == (0,) and "waiting for its DataLoader at train.py:74" in f.message
+    assert "num_workers" in f.fix
+
+
+def test_a_pipeline_stage_that_waits_less_in_part_of_the_window_only_is_a_suspect_not_named() -> None:
+    views = [view(r, [(at("recv", RECV), 0.6)], rounds=4) for r in (0, 1, 3)]
+    odd = view(2, [(at("recv", RECV), 0.2)], rounds=4)
+    balanced = view(2, [(at("recv", RECV), 0.6)], rounds=4)
+    odd = dataclasses.replace(odd, tallies=odd.tallies[:3] + balanced.tallies[3:])
+    views.insert(2, odd)
+    assert named(views) == {}
+    assert [r for r, _ in suspects(views, False)][:-1] == [2]
+
+
+# --- pipelines: must not fire ---
+
+
+def test_a_balanced_pipeline_names_nobody() -> None:
+    views = [view(r, [(at("recv", RECV), 0.45), (at("send", SEND), 0.05)], jitter=0.05) for r in range(4)]
+    assert named(views) == {} and suspects(views, False) == ()
+
+
+def test_a_pipeline_whose_first_stage_loads_data_by_design_names_nobody() -> None:
+    """Stage 0 spends part of its step in its DataLoader (the only stage that loads data) where the others compute:
+    its time is its work, and the others wait for it no more than for each other."""
+    views = [view(0, [(at("recv", RECV), 0.45), (loader(), 0.3)], jitter=0.05)]
+    views += [view(r, [(at("recv", RECV), 0.45)], jitter=0.05) for r in (1, 2, 3)]
+    assert named(views) == {} and suspects(views, False) == ()
+
+
+def test_stages_waiting_only_in_send_and_recv_through_the_whole_window_are_no_slow_stage() -> None:
+    """Every stage in recv the whole time but one that computes: a hang (or a stage stuck), not a pipeline's steps."""
+    views = [view(r, [(at("recv", RECV), 1.0)]) for r in (0, 1, 2)] + [view(3, [])]
+    assert named(views) == {}
+
+
+def test_too_few_rounds_of_a_pipeline_say_nothing_yet() -> None:
+    views = [view(r, [(at("recv", RECV), 0.6)], rounds=3) for r in (0, 1, 3)]
+    views.insert(2, view(2, [(at("recv", RECV), 0.1)], rounds=3))
+    assert named(views) == {}
+
+
+# --- process groups: must fire ---
+
+
+def test_the_slow_rank_of_a_tensor_parallel_group_is_named_while_the_data_parallel_ranks_look_alike() -> None:
+    """tp x dp = 2 x 2: rank 1 is slow; rank 0 waits for it in the tp all_reduce, ranks 2-3 (the other replica)
+    wait for both in the dp all_reduce. Named job-wide, the groups known or not."""
+    slow = view(1, [(at("all_reduce", TP), 0.02), (at("all_reduce", DP), 0.02)])
+    views = [view(0, [(at("all_reduce", TP), 0.5), (at("all_reduce", DP), 0.02)]), slow]
+    views += [view(r, [(at("all_reduce", TP), 0.03), (at("all_reduce", DP), 0.5)]) for r in (2, 3)]
+    assert named(views) == {"slow-rank": (1,)}
+    assert named(views, TP_GROUPS + DP_GROUPS) == {"slow-rank": (1,)}
+
+
+def test_the_slow_rank_of_a_group_whose_groups_do_not_wait_for_each_other_is_named_with_the_groups_known() -> None:
+    """Two tensor-parallel groups never synchronised with each other (no data-parallel all_reduce): job-wide, the
+    other group's ranks wait little too, and nobody can be named; within group 0-1, rank 1 is the slow one."""
+    views = [view(0, [(at("all_reduce", TP), 0.55)]), view(1, [(at("all_reduce", TP), 0.02)])]
+    views += [view(r, [(at("all_reduce", TP), 0.05)]) for r in (2, 3)]
+    assert named(views) == {}
+    [f] = slowness(views, False, TP_GROUPS)
+    assert f.id == "slow-rank" and f.culprits == (1,)
+    assert f.message.startswith(
+        "In process group ranks 0-1: rank 1 holds the other back: rank 0 waits for it in all_reduce at "
+        "train.py:40 55% of the time"
+    )
+    assert dict(f.roles) == {1: "slow", 0: "waiting"}
+
+
+# --- process groups: must not fire ---
+
+
+def test_a_balanced_two_dimensional_job_names_nobody() -> None:
+    views = [view(r, [(at("all_reduce", TP), 0.2), (at("all_reduce", DP), 0.1)], jitter=0.05) for r in range(4)]
+    assert named(views, TP_GROUPS + DP_GROUPS) == {} and suspects(views, False, TP_GROUPS + DP_GROUPS) == ()
+
+
+def test_a_group_with_a_member_not_seen_is_not_judged() -> None:
+    views = [view(0, [(at("all_reduce", TP), 0.55)]), view(1, [(at("all_reduce", TP), 0.02)])]
+    views += [view(r, [(at("all_reduce", TP), 0.05)]) for r in (2, 3)]
+    assert named(views, (frozenset({0, 1, 7}),)) == {}
+
+
+def test_the_whole_job_as_a_group_adds_nothing_to_the_job_wide_judgement() -> None:
+    views = [view(0, [(at("all_reduce", TP), 0.55)]), view(1, [(at("all_reduce", TP), 0.02)])]
+    views += [view(r, [(at("all_reduce", TP), 0.05)]) for r in (2, 3)]
+    assert named(views, (frozenset(range(4)),)) == {}
+
+
+def test_a_rank_that_waits_in_its_other_group_is_not_named_in_this_one() -> None:
+    """Rank 1 waits in an all_gather of another of its groups, where rank 0 (its tp peer) is never seen: its low
+    share in the tp all_reduce says nothing of whether it holds rank 0 back (it may itself be held there)."""
+    views = [view(0, [(at("all_reduce", TP), 0.55)]), view(1, [(at("all_gather", 70), 0.3)])]
+    views += [view(r, [(at("all_reduce", TP), 0.3)]) for r in (2, 3)]
+    assert named(views) == {}
+    assert named(views, TP_GROUPS) == {}
+
+
+# --- through the watch's judge ---
+
+
+def test_watch_names_the_slow_stage_and_its_verdict_is_a_warning() -> None:
+    state = watched({r: rounds_of(r, [(at("recv", RECV), 0.2 if r == 2 else 0.6)]) for r in range(4)})
+    assert [(f.id, f.culprits) for f in state.findings] == [("slow-rank", (2,))]
+    assert state.verdict.status == "warning"
+
+
+def test_watch_gives_a_balanced_pipeline_its_tick() -> None:
+    state = watched({r: rounds_of(r, [(at("recv", RECV), 0.45)], jitter=0.05) for r in range(4)})
+    assert state.findings == () and state.verdict.status == "ok", state.verdict

@@ -1,0 +1,54 @@
+"""Fail-slow within process groups and along pipelines on real torchrun/gloo jobs (tests/workers/slow_job.py, four
+ranks): ``watch --once`` names the slow rank of a tensor-parallel group of a tp x dp job and the slow stage of a
+pipeline, and nobody in a balanced tp x dp job, a balanced pipeline, or one whose first stage loads data by design."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_watch_real import kinds, the
+from test_watch_slow_real import job, watch
+
+pytestmark = pytest.mark.integration
+__all__ = ["job"]  # the fixture
+
+
+def test_the_slow_rank_of_a_tensor_parallel_group_is_named(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 1 computes three times as long: rank 0 waits for it in the tp all_reduce, ranks 2-3 in the dp one."""
+    code, report = watch(job("tpdp", nproc=4, FACTOR="3"), capsys)
+    assert code == 1 and kinds(report) == {"slow-rank": [1]}, (report["verdict"], report["findings"])
+    f = the(report, "slow-rank")
+    assert f["message"].startswith("rank 1 holds the others back: ranks 0,2-3 wait for it in all_reduce at ")
+    assert f["roles"] == {"1": "slow", "0": "waiting", "2": "waiting", "3": "waiting"}
+
+
+def test_the_slow_stage_of_a_pipeline_is_named(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stage 2 computes three times as long: the others wait for it in recv."""
+    code, report = watch(job("pipeline", nproc=4, FACTOR="3"), capsys)
+    assert code == 1 and kinds(report) == {"slow-rank": [2]}, (report["verdict"], report["findings"])
+    f = the(report, "slow-rank")
+    assert f["message"].startswith(
+        "Along the pipeline (stages wait for each other in send/recv): rank 2 holds the others back: ranks 0-1,3 "
+        "wait for it in recv at "
+    ), f["message"]
+    assert f["fix"].startswith("balance the stages")
+
+
+@pytest.mark.parametrize(
+    ("mode", "env"),
+    [("tpdp", {"SLOW_RANKS": ""}), ("pipeline", {"SLOW_RANKS": ""}), ("pipeline-data", {})],
+    ids=["balanced-tp-x-dp", "balanced-pipeline", "pipeline-whose-first-stage-loads-data"],
+)
+def test_a_balanced_job_of_groups_or_stages_names_nobody(
+    job: Any, capsys: pytest.CaptureFixture[str], mode: str, env: dict[str, str]
+) -> None:
+    code, report = watch(job(mode, nproc=4, **env), capsys, "--settle", "14")
+    assert report["findings"] == [] or kinds(report) == {"communication-bound": []}, (
+        report["verdict"],
+        report["findings"],
+    )
+    verdict = report["verdict"]
+    said = ("none holds the others back", "too soon to tell", "not proven over the window yet")
+    assert verdict["status"] in ("ok", "pending") and any(s in verdict["message"] for s in said), verdict
+    assert code == (4 if verdict["status"] == "pending" else 0)
