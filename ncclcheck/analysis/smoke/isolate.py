@@ -7,8 +7,8 @@ bisected, both sides at once, down to the one link. A stage's groups are disjoin
 one bad node costs 3 stages and one bad link about 2·log2(N), whatever N.
 
 A group passes when every node's smoke passed and no op's busbw is below the floor: the one given, else
-``FLOOR_SHARE`` of the median over nodes of each node's best busbw of that op in a group of two or more nodes
-that completed so far (a healthy majority of nodes sets it; a node alone has no network to judge).
+``FLOOR_SHARE`` of the median over nodes of each node's best busbw of that op in groups of the same size that
+completed so far (a healthy majority of nodes sets it; a node alone has no network to judge).
 """
 
 from __future__ import annotations
@@ -72,27 +72,30 @@ def _judged_now(done: Sequence[StageResult], floor_gbps: float | None) -> tuple[
     return tuple(tuple(_judged(run, floors) for run in result.runs) for result in done)
 
 
-def busbw_floors(runs: Sequence[GroupRun], floor_gbps: float | None) -> dict[str, float]:
-    """Each op's floor: the one given, else a share of the median over nodes of each node's best busbw.
+def busbw_floors(runs: Sequence[GroupRun], floor_gbps: float | None) -> dict[tuple[str, int], float]:
+    """Each (op, group size)'s floor: the one given, else a share of the median over nodes of each node's best
+    busbw in groups of that size.
 
     Over nodes, not runs: one slow node is in most of the runs a bisection makes, but it is one node of many.
-    With two nodes there is one run to compare, and it is judged against itself: give the floor.
+    By group size: gloo's all_gather does not keep busbw as the group grows (measured: 4 healthy test hosts at
+    an eighth of two), so only groups of one size are compared. One run of a size is judged against itself.
     """
-    best: dict[str, dict[int, float]] = {}
+    best: dict[tuple[str, int], dict[int, float]] = {}
     for run in runs:
         for op, busbw in run.busbw_gbps:
-            by_node = best.setdefault(op, {})
+            by_node = best.setdefault((op, len(run.nodes)), {})
             for node in run.nodes:
                 by_node[node] = max(by_node.get(node, 0.0), busbw)
     if floor_gbps is not None:
         return dict.fromkeys(best, floor_gbps)
-    return {op: FLOOR_SHARE * statistics.median(by_node.values()) for op, by_node in best.items()}
+    return {key: FLOOR_SHARE * statistics.median(by_node.values()) for key, by_node in best.items()}
 
 
-def _judged(run: GroupRun, floors: dict[str, float]) -> Judged:
+def _judged(run: GroupRun, floors: dict[tuple[str, int], float]) -> Judged:
     if len(run.nodes) < 2:  # a node alone has no network to judge: only whether its smoke passed
         return Judged(run, run.completed, ())
-    slow = tuple((op, busbw, floors[op]) for op, busbw in run.busbw_gbps if op in floors and busbw < floors[op])
+    size = len(run.nodes)
+    slow = tuple((op, busbw, floors[op, size]) for op, busbw in run.busbw_gbps if busbw < floors.get((op, size), 0.0))
     return Judged(run, run.completed and not slow, slow)
 
 
@@ -145,12 +148,16 @@ def _isolate(asked: _Asked) -> IsolateVerdict:
         return _several(bad, "fail alone")
     if len(everyone) == 1:
         return _healthy(asked)
-    pairs = [everyone[i : i + 2] for i in range(0, len(everyone) - 1, 2)]  # an odd node out joins in the halves
+    pairs = [everyone[i : i + 2] for i in range(0, len(everyone) - 1, 2)]
     failing = [p for p, ok in zip(pairs, asked.run(PAIRS, pairs)) if not ok]
     if len(failing) > 1:
         return _several(sorted(chain(*failing)), "fail in more than one pair")
     if failing:
         return _suspect_pair(failing[0], asked)
+    if len(everyone) % 2:  # the odd node out in a pair too: busbw is compared between groups of one size
+        odd = (everyone[0], everyone[-1])
+        if asked.run(SWAP, [odd]) == (False,):
+            return _suspect_pair(odd, asked)
     return _bisect(everyone, asked, known_failing=False)
 
 
@@ -246,5 +253,8 @@ def _several(nodes: Sequence[int], how: str) -> IsolateVerdict:
 
 
 def _healthy(asked: _Asked) -> IsolateVerdict:
+    slow = sorted({n for stage in asked.now for j in stage if not j.passed for n in j.run.nodes})
+    if slow:  # a group that passed when it was measured is under the floor the later groups set
+        return _several(slow, "were slow against the floor the later stages set")
     how = "" if asked.floor_given else " (busbw compared between groups only: give --busbw-floor to judge it)"
     return IsolateVerdict(HEALTHY, (), f"every stage passed: no node or link is named{how}")
