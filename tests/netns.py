@@ -192,3 +192,42 @@ def _child(psutil: Any, pid: int) -> int:
             return int(children[0].pid)
         time.sleep(0.05)
     raise RuntimeError("the test host's PID 1 never started")
+
+
+@contextmanager
+def bridged_hosts(count: int, subnet: str = "10.79.0") -> Iterator[list[Host]]:
+    """``count`` test hosts node0.. (``subnet``.1..) on one bridge in this machine (which is ``subnet``.254), each
+    with its own eth0, /etc/hosts naming them all, and its own PID, mount and UTS namespaces, as ``two_hosts``."""
+    for tool in ("unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"util-linux `{tool}` is needed to give each test host its own PID and UTS namespace")
+    import psutil
+
+    with namespaces(count) as spaces:
+        made: list[Host] = []
+        bridge = f"nccbr{spaces[0].name[-8:-2]}"
+        try:
+            _ip("link", "add", bridge, "type", "bridge")
+            _ip("addr", "add", f"{subnet}.254/24", "dev", bridge)
+            _ip("link", "set", bridge, "up")
+            names = "".join(f"{subnet}.{i + 1} node{i}\n" for i in range(count))
+            for i, ns in enumerate(spaces):
+                port = f"{bridge}p{i}"[-15:]
+                _ip("link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns.name)
+                _ip("link", "set", port, "master", bridge)
+                _ip("link", "set", port, "up")
+                ns.set("lo", "up")
+                ns.addr("eth0", f"{subnet}.{i + 1}/24")
+                etc = Path("/etc/netns") / ns.name
+                etc.mkdir(parents=True, exist_ok=True)
+                (etc / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
+                script = f"hostname node{i} && exec sleep infinity"
+                init = ns.popen(["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c", script])
+                made.append(Host(ns, f"node{i}", init, _child(psutil, init.pid)))
+            yield made
+        finally:
+            for host in made:
+                host.end()
+            _ip("link", "del", bridge, check=False)
+            for ns in spaces:
+                shutil.rmtree(Path("/etc/netns") / ns.name, ignore_errors=True)

@@ -14,6 +14,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import socket
 import subprocess
@@ -80,6 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="make a rank misbehave: hang@1:all_reduce, crash@0:broadcast, kill@1:all_reduce (SIGKILL),"
         " mismatch@1:all_gather (default: none)",
     )
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="find the bad node or link: each node alone, then pairs, halves and across their boundary",
+    )
+    parser.add_argument(
+        "--busbw-floor",
+        type=float,
+        metavar="GBPS",
+        help="with --isolate: a group below this busbw fails (default: a quarter of the nodes' median)",
+    )
     parser.add_argument("--tui", action="store_true", help="show the ranks live in the watch app while it runs")
     parser.add_argument("--json", metavar="FILE", help="write the ncclcheck.smoke/1 report to FILE as it runs")
     parser.add_argument(
@@ -99,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         launch = settings(args)
     except Usage as exc:
         raise _usage(str(exc)) from None
+    if args.isolate:
+        return _isolate(args, launch, console)
     where = f"{launch.nproc * launch.nodes} rank(s) on {launch.nodes} node(s), {launch.backend}"
     console.print(f"ncclcheck smoke: {where}, logs in {launch.log_dir}", highlight=False)
     unresolved = _unresolvable(launch)
@@ -140,6 +154,18 @@ def _supervised(proc: subprocess.Popen[bytes], launch: Launch, args: argparse.Na
         raise
     failed_launch = any(f.id == smoke_ids.LAUNCH_FAILED for f in summary.findings)
     return _report(summary, None, exits.smoke(summary.verdict, failed_launch))
+
+
+def _isolate(args: argparse.Namespace, launch: Launch, console: Console) -> int:
+    from ncclcheck.commands.smoke import isolate
+
+    if args.drill or args.tui:
+        raise _usage("--isolate runs its own stages: without --drill or --tui")
+    if args.busbw_floor is not None and not (math.isfinite(args.busbw_floor) and args.busbw_floor > 0):
+        raise _usage(f"--busbw-floor {args.busbw_floor}: give GB/s > 0")
+    args.isolate_ops = isolate.OPS if args.ops == ",".join(OPS) else args.ops
+    console.print(f"ncclcheck smoke --isolate: {launch.nodes} node(s), {launch.backend}, logs in {launch.log_dir}")
+    return isolate.run(args, launch, console)
 
 
 def _usage(message: str) -> UsageError:

@@ -104,6 +104,9 @@ PLANS: dict[str, Runs | InClone | Skipped] = {
     "ncclcheck smoke --nproc 2 --backend gloo --drill hang@1:all_reduce --timeout 5": Runs(frozenset({exits.PROBLEM})),
     "ncclcheck smoke --nodes 2 --node-rank 0 --master-addr node0": Skipped("two nodes: node0 is the user's host"),
     "ncclcheck smoke --nodes 2 --node-rank 1 --master-addr node0": Skipped("two nodes: node0 is the user's host"),
+    "ncclcheck smoke --isolate --nodes 4 --node-rank 0 --master-addr node0": Skipped(
+        "four nodes: node0 is the user's host (tests/test_smoke_isolate_hosts.py runs it on test hosts)"
+    ),
     # logs
     "ncclcheck logs job-1234/": Runs(frozenset({exits.PROBLEM})),
     # the README's example: `tests` in the working directory is the checkout's

@@ -1,0 +1,260 @@
+"""``smoke --isolate``'s plan: from the stages run so far, the next stage or the verdict (pure, no I/O).
+
+Each node alone first (a node that fails by itself is named at once); then the nodes two by two, all pairs at
+once (one node whose network is bad fails its pair, and a swap with nodes that passed tells the node from the
+link); then halves, and a probe across the boundary of two halves that pass alone; a boundary that fails is
+bisected, both sides at once, down to the one link. A stage's groups are disjoint and run at the same time, so
+one bad node costs 3 stages and one bad link about 2·log2(N), whatever N.
+
+A group passes when every node's smoke passed and no op's busbw is below the floor: the one given, else
+``FLOOR_SHARE`` of the median over nodes of each node's best busbw of that op in groups of the same size that
+completed so far (a healthy majority of nodes sets it; a node alone has no network to judge).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from itertools import chain
+
+from ncclcheck.model.isolate import (
+    ALONE,
+    BOUNDARY,
+    CONFIRM,
+    CROSS,
+    HALVES,
+    HEALTHY,
+    LINK,
+    NODE,
+    NOT_SINGLE,
+    PAIRS,
+    SWAP,
+    GroupRun,
+    IsolateVerdict,
+    Judged,
+    Stage,
+    StageKind,
+    StageResult,
+)
+
+FLOOR_SHARE = 0.25  # a group under a quarter of the majority's busbw is slow: a degraded link, not noise
+
+Nodes = tuple[int, ...]
+
+
+def next_step(nodes: int, done: Sequence[StageResult], floor_gbps: float | None = None) -> Stage | IsolateVerdict:
+    """The stage to run next on ``nodes`` nodes given the results ``done`` (in the order run), or the verdict."""
+    asked = _Asked(tuple(range(nodes)), done, judge(done, floor_gbps), _judged_now(done, floor_gbps))
+    asked.floor_given = floor_gbps is not None  # the healthy verdict says how busbw was judged
+    try:
+        return _confirmed(_isolate(asked), asked)
+    except _Need as need:
+        return need.stage
+
+
+def judge(done: Sequence[StageResult], floor_gbps: float | None = None) -> tuple[tuple[Judged, ...], ...]:
+    """Every stage's runs judged against the floor known once that stage ended."""
+    seen: list[GroupRun] = []
+    judged = []
+    for result in done:
+        seen += [run for run in result.runs if len(run.nodes) > 1 and run.completed]
+        floors = busbw_floors(seen, floor_gbps)
+        judged.append(tuple(_judged(run, floors) for run in result.runs))
+    return tuple(judged)
+
+
+def _judged_now(done: Sequence[StageResult], floor_gbps: float | None) -> tuple[tuple[Judged, ...], ...]:
+    """Every stage judged against the floor all runs so far set: an early pair of one slow node and one other,
+    compared with nothing then, is slow now."""
+    floors = busbw_floors(
+        [run for result in done for run in result.runs if len(run.nodes) > 1 and run.completed], floor_gbps
+    )
+    return tuple(tuple(_judged(run, floors) for run in result.runs) for result in done)
+
+
+def busbw_floors(runs: Sequence[GroupRun], floor_gbps: float | None) -> dict[tuple[str, int], float]:
+    """Each (op, group size)'s floor: the one given, else a share of the median over nodes of each node's best
+    busbw in groups of that size.
+
+    Over nodes, not runs: one slow node is in most of the runs a bisection makes, but it is one node of many.
+    By group size: gloo's all_gather does not keep busbw as the group grows (measured: 4 healthy test hosts at
+    an eighth of two), so only groups of one size are compared. One run of a size is judged against itself.
+    """
+    best: dict[tuple[str, int], dict[int, float]] = {}
+    for run in runs:
+        for op, busbw in run.busbw_gbps:
+            by_node = best.setdefault((op, len(run.nodes)), {})
+            for node in run.nodes:
+                by_node[node] = max(by_node.get(node, 0.0), busbw)
+    if floor_gbps is not None:
+        return dict.fromkeys(best, floor_gbps)
+    return {key: FLOOR_SHARE * statistics.median(by_node.values()) for key, by_node in best.items()}
+
+
+def _judged(run: GroupRun, floors: dict[tuple[str, int], float]) -> Judged:
+    if len(run.nodes) < 2:  # a node alone has no network to judge: only whether its smoke passed
+        return Judged(run, run.completed, ())
+    size = len(run.nodes)
+    slow = tuple((op, busbw, floors[op, size]) for op, busbw in run.busbw_gbps if busbw < floors.get((op, size), 0.0))
+    return Judged(run, run.completed and not slow, slow)
+
+
+class _Need(Exception):
+    """The plan needs a stage not run yet: control leaves the walk with it."""
+
+    def __init__(self, stage: Stage) -> None:
+        super().__init__(stage.kind)
+        self.stage = stage
+
+
+class _Asked:
+    """Replays the stages run so far in the walk's order; the first stage not run yet ends the walk."""
+
+    def __init__(self, everyone: Nodes, done: Sequence[StageResult], *judged: tuple[tuple[Judged, ...], ...]) -> None:
+        self.everyone, self.done, self.next = everyone, done, 0
+        self.judged, self.now = judged  # as each stage ended (the plan followed it), and against today's floor
+        self.proven: set[int] = set()  # nodes that passed in a group with another node: their network works
+        self.passed: set[Nodes] = set()
+        self.floor_given = False
+
+    def run(self, kind: StageKind, groups: Sequence[Nodes]) -> tuple[bool, ...]:
+        stage = Stage(kind, tuple(groups))
+        if self.next >= len(self.done):
+            raise _Need(stage)
+        if self.done[self.next].stage != stage:
+            raise ValueError(f"stage {self.next} ran {self.done[self.next].stage}, the plan asks {stage}")
+        then, now = (_passed(stage, judged[self.next]) for judged in (self.judged, self.now))
+        self.next += 1
+        for group, ok, still in zip(stage.groups, then, now):
+            if ok and len(group) > 1:
+                self.passed.add(group)
+            if still and len(group) > 1:
+                self.proven.update(group)
+        return then
+
+
+def _passed(stage: Stage, judged: tuple[Judged, ...]) -> tuple[bool, ...]:
+    by_nodes = {j.run.nodes: j for j in judged}
+    return tuple(g in by_nodes and by_nodes[g].passed for g in stage.groups)  # a group with no run failed
+
+
+def _isolate(asked: _Asked) -> IsolateVerdict:
+    everyone = asked.everyone
+    alone = asked.run(ALONE, [(n,) for n in everyone])
+    bad = [n for n, ok in zip(everyone, alone) if not ok]
+    if len(bad) == 1:
+        return IsolateVerdict(NODE, (bad[0],), f"node {bad[0]} fails alone, without any other node")
+    if bad:
+        return _several(bad, "fail alone")
+    if len(everyone) == 1:
+        return _healthy(asked)
+    pairs = [everyone[i : i + 2] for i in range(0, len(everyone) - 1, 2)]
+    failing = [p for p, ok in zip(pairs, asked.run(PAIRS, pairs)) if not ok]
+    if len(failing) > 1:
+        return _several(sorted(chain(*failing)), "fail in more than one pair")
+    if failing:
+        return _suspect_pair(failing[0], asked)
+    if len(everyone) % 2:  # the odd node out in a pair too: busbw is compared between groups of one size
+        odd = (everyone[0], everyone[-1])
+        if asked.run(SWAP, [odd]) == (False,):
+            return _suspect_pair(odd, asked)
+    return _bisect(everyone, asked, known_failing=False)
+
+
+def _confirmed(verdict: IsolateVerdict, asked: _Asked) -> IsolateVerdict:
+    """A node or link named, the rest of the nodes run without it (each end of a link in turn): a second fault
+    elsewhere makes it not a single node."""
+    if verdict.kind not in (NODE, LINK):
+        return verdict
+    for left_out in verdict.nodes:
+        rest = tuple(n for n in asked.everyone if n != left_out)
+        if len(rest) > 1 and rest not in asked.passed and asked.run(CONFIRM, [rest]) == (False,):
+            return _several(asked.everyone, f"fail: {verdict.message}, and the others fail without node {left_out} too")
+    return verdict
+
+
+def _suspect_pair(pair: Nodes, asked: _Asked) -> IsolateVerdict:
+    """Two nodes that pass alone fail together: run each one not yet proven with another node, to tell which."""
+    a, b = pair
+    partners = sorted((n for n in asked.everyone if n not in pair), key=lambda n: n not in asked.proven)
+    suspects = [n for n in pair if n not in asked.proven]
+    if suspects and not partners:
+        return IsolateVerdict(
+            LINK,
+            pair,
+            f"nodes {a} and {b} fail together and pass alone; with two nodes, one node's network and"
+            " the link between them look the same",
+        )
+    failed = []
+    for start in range(0, len(suspects), len(partners) or 1):
+        swap = list(zip(suspects[start : start + len(partners)], partners))
+        groups = [tuple(sorted(g)) for g in swap]
+        failed += [s for (s, _), ok in zip(swap, asked.run(SWAP, groups)) if not ok]
+    if not failed:
+        return IsolateVerdict(
+            LINK, pair, f"the link between nodes {a} and {b}: they fail together, each passes with other nodes"
+        )
+    if len(failed) == 1:
+        other = b if failed[0] == a else a
+        return IsolateVerdict(
+            NODE,
+            (failed[0],),
+            f"node {failed[0]}'s network: it fails with node {other} and with another node, and passes alone",
+        )
+    return _several(pair, "each fail with other nodes too")
+
+
+def _bisect(group: Nodes, asked: _Asked, known_failing: bool) -> IsolateVerdict:
+    """``group``'s pairs passed; its halves, then the boundary between two halves that pass alone."""
+    if len(group) == 2 and known_failing:
+        return _suspect_pair(group, asked)
+    left, right = group[: len(group) // 2], group[len(group) // 2 :]
+    halves = [h for h in (left, right) if len(h) > 1 and h not in asked.passed]
+    failing = [h for h, ok in zip(halves, asked.run(HALVES, halves) if halves else ()) if not ok]
+    if len(failing) == 2:
+        return _several(group, "fail in both halves")
+    if failing:
+        return _bisect(failing[0], asked, known_failing=True)
+    if not known_failing and (group in asked.passed or asked.run(BOUNDARY, [group]) == (True,)):
+        return _healthy(asked)
+    return _cross(left, right, asked)
+
+
+def _cross(one: Nodes, two: Nodes, asked: _Asked) -> IsolateVerdict:
+    """``one`` and ``two`` pass alone and fail together: run their parts across, down to one pair of nodes."""
+    if len(one) == 1 and len(two) == 1:
+        return _suspect_pair(tuple(sorted(one + two)), asked)
+    (a1, a2), (b1, b2) = _halve(one), _halve(two)
+    failing: list[tuple[Nodes, Nodes]] = []
+    for parts in (((a1, b1), (a2, b2)), ((a1, b2), (a2, b1))):
+        crossing = [(x, y) for x, y in parts if x and y]
+        groups = [tuple(sorted(x + y)) for x, y in crossing]
+        failing += [c for c, ok in zip(crossing, asked.run(CROSS, groups)) if not ok]
+        if failing and len(one) > 1 and len(two) > 1:
+            break  # one link lies in one part of each side: the other crossing cannot hold it too
+    if len(failing) == 1:
+        return _cross(*failing[0], asked)
+    shared = {x for x, y in failing} if len(failing) == 2 else set()
+    lone = next((side for side in shared if len(side) == 1 and side[0] not in asked.proven), None)
+    if len(shared) == 1 and lone is not None:
+        return IsolateVerdict(NODE, lone, f"node {lone[0]}'s network: it fails with every part of the other half")
+    if not failing:
+        return _several(tuple(sorted(one + two)), "fail only all together, never in parts")
+    return _several(tuple(sorted(one + two)), "fail across in more than one part")
+
+
+def _halve(nodes: Nodes) -> tuple[Nodes, Nodes]:
+    return nodes[: (len(nodes) + 1) // 2], nodes[(len(nodes) + 1) // 2 :]
+
+
+def _several(nodes: Sequence[int], how: str) -> IsolateVerdict:
+    names = ", ".join(map(str, nodes))
+    return IsolateVerdict(NOT_SINGLE, tuple(nodes), f"not a single node or link: nodes {names} {how}")
+
+
+def _healthy(asked: _Asked) -> IsolateVerdict:
+    slow = sorted({n for stage in asked.now for j in stage if not j.passed for n in j.run.nodes})
+    if slow:  # a group that passed when it was measured is under the floor the later groups set
+        return _several(slow, "were slow against the floor the later stages set")
+    how = "" if asked.floor_given else " (busbw compared between groups only: give --busbw-floor to judge it)"
+    return IsolateVerdict(HEALTHY, (), f"every stage passed: no node or link is named{how}")

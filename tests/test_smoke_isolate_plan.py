@@ -1,0 +1,234 @@
+"""``smoke --isolate``'s plan (analysis/smoke/isolate.py) against simulated clusters of 2..64 nodes.
+
+A simulated cluster answers each group's run from its planted faults: a node that fails alone, a node whose
+network fails (as a wrong GLOO_SOCKET_IFNAME or a dead NIC does: alone it passes), a rate-limited node (its
+groups complete, slowly), a dropped or slow link between two nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from ncclcheck.analysis.smoke.isolate import FLOOR_SHARE, busbw_floors, judge, next_step
+from ncclcheck.model.isolate import HEALTHY, LINK, NODE, NOT_SINGLE, GroupRun, IsolateVerdict, Stage, StageResult
+
+FAST, SLOW = 1.0, 0.01  # GB/s: a healthy veth against one under tbf
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: int
+    dead: frozenset[int] = frozenset()  # fails alone
+    network: frozenset[int] = frozenset()  # passes alone, fails with any other node
+    slow: frozenset[int] = frozenset()  # completes with others, at SLOW busbw
+    links: frozenset[frozenset[int]] = frozenset()  # fails when both ends run together
+    slow_links: frozenset[frozenset[int]] = frozenset()
+
+    def run(self, group: tuple[int, ...]) -> GroupRun:
+        members = set(group)
+        if members & self.dead:
+            return GroupRun(group, False, (), "a rank exited 1")
+        if len(group) == 1:
+            return GroupRun(group, True)
+        if members & self.network or any(link <= members for link in self.links):
+            return GroupRun(group, False, (), "no rank started")
+        slow = members & self.slow or any(link <= members for link in self.slow_links)
+        # A little spread between healthy groups, so that no floor is met exactly.
+        busbw = SLOW if slow else FAST * (1 + 0.05 * (sum(group) % 3))
+        return GroupRun(group, True, (("all_reduce", busbw), ("all_gather", busbw / 2)))
+
+
+def isolate(cluster: Cluster, floor: float | None = None) -> tuple[IsolateVerdict, list[Stage]]:
+    done: list[StageResult] = []
+    for _ in range(500):
+        step = next_step(cluster.nodes, done, floor)
+        if isinstance(step, IsolateVerdict):
+            return step, [d.stage for d in done]
+        every = [n for group in step.groups for n in group]
+        assert len(every) == len(set(every)), f"a node in two groups of one stage: {step}"
+        assert all(0 <= n < cluster.nodes for n in every) and step.groups
+        done.append(StageResult(step, tuple(cluster.run(g) for g in step.groups)))
+    raise AssertionError("the plan never ended")
+
+
+SIZES = range(2, 65)
+
+
+def positions(n: int) -> list[int]:
+    return list(range(n)) if n <= 12 else sorted({0, 1, n // 2 - 1, n // 2, n - 2, n - 1, n // 3})
+
+
+def bound(n: int, c: float = 4) -> float:
+    """The most stages one bad node may take: c·log2 N with c = 4 (and 3 for N = 2); a link, with c = 5."""
+    return max(3.0, c * math.log2(n))
+
+
+# must fire ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_node_that_fails_alone_is_named_after_the_others_pass_without_it(n: int) -> None:
+    for bad in positions(n):
+        verdict, stages = isolate(Cluster(n, dead=frozenset({bad})))
+        assert (verdict.kind, verdict.nodes) == (NODE, (bad,)) and "alone" in verdict.message
+        rest = tuple(i for i in range(n) if i != bad)
+        assert [s.kind for s in stages] == ["alone"] + (["confirm"] if n > 2 else [])
+        assert n == 2 or stages[1].groups == (rest,)
+
+
+@pytest.mark.parametrize("n", range(3, 65))
+def test_a_node_whose_network_fails_is_named_in_log_n_stages(n: int) -> None:
+    for bad in positions(n):
+        verdict, stages = isolate(Cluster(n, network=frozenset({bad})))
+        assert (verdict.kind, verdict.nodes) == (NODE, (bad,)), (n, bad, stages)
+        assert len(stages) <= bound(n), (n, bad, len(stages))
+
+
+@pytest.mark.parametrize("n", range(4, 65))
+def test_a_rate_limited_node_is_named_from_the_healthy_majority(n: int) -> None:
+    for bad in positions(n):
+        verdict, stages = isolate(Cluster(n, slow=frozenset({bad})))
+        assert (verdict.kind, verdict.nodes) == (NODE, (bad,)), (n, bad, stages)
+        assert len(stages) <= bound(n)
+
+
+@pytest.mark.parametrize("n", range(3, 65))
+def test_one_dropped_link_is_named_as_the_pair(n: int) -> None:
+    ends = {(0, 1), (0, n - 1), (n // 2 - 1, n // 2), (1, n - 2), (n // 3, 2 * n // 3)}
+    for a, b in sorted((min(e), max(e)) for e in ends if e[0] != e[1]):
+        verdict, stages = isolate(Cluster(n, links=frozenset({frozenset({a, b})})))
+        assert (verdict.kind, verdict.nodes) == (LINK, (a, b)), (n, a, b, stages)
+        assert len(stages) <= bound(n, c=5), (n, a, b, len(stages))
+        assert {s.kind for s in stages} >= {"alone", "pairs"}
+
+
+@pytest.mark.parametrize("n", [3, 4, 8, 13, 64])
+def test_a_slow_link_is_named_as_the_pair_against_a_given_floor(n: int) -> None:
+    # Across the boundary, the only group that holds both ends is the one of its size: without a floor it is
+    # compared with nothing, and the healthy verdict says busbw was judged between groups only.
+    a, b = 0, n - 1
+    verdict, _ = isolate(Cluster(n, slow_links=frozenset({frozenset({a, b})})), floor=0.5)
+    assert (verdict.kind, verdict.nodes) == (LINK, (a, b))
+    verdict, _ = isolate(Cluster(n, slow_links=frozenset({frozenset({a, b})})))
+    assert verdict.kind == LINK or "compared between groups only" in verdict.message
+
+
+def test_a_link_across_halves_is_found_by_the_boundary_probe() -> None:
+    verdict, stages = isolate(Cluster(8, links=frozenset({frozenset({2, 5})})))
+    kinds = [s.kind for s in stages]
+    assert verdict.nodes == (2, 5) and kinds[:4] == ["alone", "pairs", "halves", "boundary"]
+    assert Stage("boundary", (tuple(range(8)),)) in stages and "cross" in kinds
+
+
+def test_two_nodes_name_the_pair_and_say_a_node_and_the_link_look_the_same() -> None:
+    verdict, stages = isolate(Cluster(2, network=frozenset({1})))
+    assert (verdict.kind, verdict.nodes) == (LINK, (0, 1)) and len(stages) == 2
+    assert "look the same" in verdict.message
+
+
+@pytest.mark.parametrize("slow", [0, 1, 2])
+def test_three_nodes_never_call_a_slow_one_healthy(slow: int) -> None:
+    verdict, _ = isolate(Cluster(3, slow=frozenset({slow})), floor=0.5)
+    assert (verdict.kind, verdict.nodes) == (NODE, (slow,))
+    verdict, _ = isolate(Cluster(3, slow=frozenset({slow})))  # node 0 is in both pairs the plan runs first
+    assert verdict.kind != HEALTHY and slow in verdict.nodes
+
+
+def test_two_nodes_judge_busbw_only_against_a_given_floor() -> None:
+    slow = Cluster(2, slow=frozenset({1}))
+    assert isolate(slow)[0].kind == HEALTHY  # one run, nothing to compare it with
+    verdict, _ = isolate(slow, floor=0.5)
+    assert (verdict.kind, verdict.nodes) == (LINK, (0, 1))
+
+
+# must not fire ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", range(1, 65))
+def test_a_healthy_cluster_names_nobody(n: int) -> None:
+    verdict, stages = isolate(Cluster(n))
+    assert verdict.kind == HEALTHY and verdict.nodes == ()
+    assert len(stages) <= max(1.0, bound(n))
+
+
+@pytest.mark.parametrize("n", [4, 5, 9, 16, 33, 64])
+def test_two_bad_nodes_are_not_a_single_node(n: int) -> None:
+    for faults in (
+        Cluster(n, dead=frozenset({0, n - 1})),
+        Cluster(n, network=frozenset({0, n - 1})),
+        Cluster(n, network=frozenset({1, 2})),
+        Cluster(n, dead=frozenset({1}), network=frozenset({n - 1})) if n > 4 else Cluster(n, dead=frozenset({1, 3})),
+    ):
+        verdict, _ = isolate(faults)
+        assert verdict.kind == NOT_SINGLE and "not a single node" in verdict.message, (faults, verdict)
+
+
+@pytest.mark.parametrize("n", [4, 5, 9, 16, 33, 64])
+def test_two_slow_nodes_are_never_named_as_one(n: int) -> None:
+    cluster = Cluster(n, slow=frozenset({0, n // 2}))
+    verdict, _ = isolate(cluster, floor=0.5)
+    assert verdict.kind == NOT_SINGLE
+    verdict, _ = isolate(cluster)  # without a floor, a slow half may be the majority: never one node named
+    assert verdict.kind != NODE and verdict.kind != LINK
+    assert verdict.kind == NOT_SINGLE or "compared between groups only" in verdict.message
+
+
+@pytest.mark.parametrize("n", [4, 8, 16])
+def test_two_nodes_whose_networks_fail_are_never_named_as_one(n: int) -> None:
+    verdict, _ = isolate(Cluster(n, network=frozenset({0, n - 1})))
+    assert verdict.kind == NOT_SINGLE and set(verdict.nodes) >= {0, n - 1}
+
+
+def test_a_slow_but_healthy_group_above_the_floor_passes() -> None:
+    runs = [GroupRun((0, 1), True, (("all_reduce", 1.0),)), GroupRun((2, 3), True, (("all_reduce", 0.4),))]
+    (judged,) = judge([StageResult(Stage("pairs", ((0, 1), (2, 3))), tuple(runs))])
+    assert all(j.passed for j in judged)  # 0.4 is over a quarter of the median
+
+
+def test_floors_come_from_nodes_not_runs() -> None:
+    # Node 3 is in three of four runs; the median over nodes is still the healthy one.
+    runs = [
+        GroupRun((0, 3), True, (("all_reduce", SLOW),)),
+        GroupRun((1, 3), True, (("all_reduce", SLOW),)),
+        GroupRun((2, 3), True, (("all_reduce", SLOW),)),
+        GroupRun((0, 1), True, (("all_reduce", FAST),)),
+        GroupRun((0, 1, 2), True, (("all_reduce", FAST / 8),)),
+    ]
+    assert busbw_floors(runs, None) == pytest.approx(
+        {("all_reduce", 2): FLOOR_SHARE * (FAST + SLOW) / 2, ("all_reduce", 3): FAST / 32}  # nodes 2, 3 only slow
+    )
+    assert busbw_floors(runs, 2.0) == {("all_reduce", 2): 2.0, ("all_reduce", 3): 2.0}
+
+
+def test_a_larger_group_at_lower_busbw_is_not_slow() -> None:
+    # Measured on four healthy test hosts (gloo): all_gather 0.146 GB/s in pairs, 0.0198 with all four.
+    pairs = (GroupRun((0, 1), True, (("all_gather", 0.146),)), GroupRun((2, 3), True, (("all_gather", 0.15),)))
+    everyone = (GroupRun((0, 1, 2, 3), True, (("all_gather", 0.0198),)),)
+    done = [
+        StageResult(Stage("pairs", ((0, 1), (2, 3))), pairs),
+        StageResult(Stage("boundary", ((0, 1, 2, 3),)), everyone),
+    ]
+    assert all(j.passed for stage in judge(done) for j in stage)
+
+
+def test_a_node_alone_is_judged_by_its_smoke_only() -> None:
+    alone = StageResult(Stage("alone", ((0,), (1,))), (GroupRun((0,), True), GroupRun((1,), False, (), "exit 1")))
+    (judged,) = judge([alone], floor_gbps=100.0)
+    assert [j.passed for j in judged] == [True, False]
+
+
+def test_a_group_with_no_run_failed() -> None:
+    done = [StageResult(Stage("alone", ((0,), (1,), (2,))), (GroupRun((0,), True), GroupRun((2,), True)))]
+    confirm = next_step(3, done)
+    assert confirm == Stage("confirm", ((0, 2),))
+    done.append(StageResult(confirm, (GroupRun((0, 2), True, (("all_reduce", 1.0),)),)))
+    verdict = next_step(3, done)
+    assert isinstance(verdict, IsolateVerdict) and (verdict.kind, verdict.nodes) == (NODE, (1,))
+
+
+def test_results_that_do_not_follow_the_plan_are_refused() -> None:
+    with pytest.raises(ValueError, match="the plan asks"):
+        next_step(2, [StageResult(Stage("pairs", ((0, 1),)), (GroupRun((0, 1), True),))])
