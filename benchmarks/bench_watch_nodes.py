@@ -39,7 +39,7 @@ from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.model.agent_line import agent_line
-from ncclcheck.model.shares import Tally
+from ncclcheck.model.shares import PlaceKey, Tally
 from ncclcheck.model.stacks import Frame
 from ncclcheck.sources.live import samples
 from ncclcheck.tui.app import WatchApp
@@ -60,6 +60,7 @@ def recorded(nodes: int, rounds: int, slow: bool = False) -> list[list[str]]:
         state = states(job(world, PER_NODE, node), *[all_in(first + PER_NODE, "all_reduce", first=first, **odd)] * 3)
         sent: dict[int, tuple[Frame, ...]] = {}
         rounds_sent: dict[int, float] = {}
+        places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
         history: dict[int, list[Tally]] = {}
         for i in range(rounds):
             if slow:
@@ -71,7 +72,8 @@ def recorded(nodes: int, rounds: int, slow: bool = False) -> list[list[str]]:
                     moving = dataclasses.replace(v, since_s=0.0, still_s=0.0, quiet_s=0.0, idle_s=0.0, progressing=True)
                     views.append(dataclasses.replace(moving, moved_samples=3, tallies=tuple(kept[-30:])))
                 state = dataclasses.replace(state, ranks=tuple(views), recording=True)
-            line = agent_line(state, f"gpu-{node:04d}", sent, 1.8e9 + i * 1.5, i, rounds_sent=rounds_sent)
+            at = 1.8e9 + i * 1.5
+            line = agent_line(state, f"gpu-{node:04d}", sent, at, i, rounds_sent=rounds_sent, places_sent=places_sent)
             out[i].append(json.dumps(line))
     return out
 

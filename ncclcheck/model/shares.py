@@ -123,7 +123,7 @@ def merged(tallies: Sequence[Tally]) -> tuple[Place, ...]:
 
 
 def tally_to_json(t: Tally) -> dict[str, Any]:
-    """A round counted, as the agents' lines carry it."""
+    """A round counted, as the agents' lines of schema /1 carried it (read back by ``tally_from_json``)."""
     return {
         "start": round(t.start, 3),
         "end": round(t.end, 3),
@@ -136,7 +136,7 @@ def tally_to_json(t: Tally) -> dict[str, Any]:
 
 
 def tally_from_json(data: object) -> Tally | None:
-    """A round from an agent's line; None where it cannot be read, or its numbers cannot be a round's (a count below
+    """A round from an agent's line of schema /1; None where it cannot be read, or its numbers cannot be a round's (a count below
     zero or above its samples, a time that is not a number, an end before its start): one such round would make a
     rank's shares impossible."""
     if not isinstance(data, dict):
@@ -156,6 +156,64 @@ def tally_from_json(data: object) -> Tally | None:
     except (KeyError, TypeError, ValueError, IndexError, OverflowError):
         return None
     return t if _possible(t) else None
+
+
+PlaceKey = tuple[str, str, str | None]  # a place without its count: kind, what, call site
+ROW_HEAD = 3 + len(KINDS) + 2  # start, end, samples, a count per kind, cpu_s, delay_s; then place index, count pairs
+
+
+def tally_row(t: Tally, table: dict[PlaceKey, int]) -> list[Any]:
+    """A round counted as the agent line (schema /2) carries it: plain numbers, its places as (index into the
+    rank's place table, count) pairs. ``table``: each place's index, a new place added at the end."""
+    kinds = dict(t.kinds)
+    row: list[Any] = [round(t.start, 3), round(t.end, 3), t.samples, *(kinds.get(k, 0) for k in KINDS)]
+    row += [_rounded(t.main_cpu_s), _rounded(t.run_delay_s)]
+    for p in t.places:
+        row += [table.setdefault((p.kind, p.what, p.site), len(table)), p.samples]
+    return row
+
+
+def tally_from_row(row: object, table: Sequence[PlaceKey]) -> Tally | None:
+    """A round from an agent line's row (``tally_row``); None where it cannot be read or cannot be a round's, or
+    names a place the rank's table does not hold (a table never received)."""
+    if not isinstance(row, list) or len(row) < ROW_HEAD or (len(row) - ROW_HEAD) % 2:
+        return None
+    try:
+        start, end, samples = float(row[0]), float(row[1]), int(row[2])
+        counts = row[3 : 3 + len(KINDS)]
+        kinds = tuple((k, int(n)) for k, n in zip(KINDS, counts) if n)
+        places = tuple(Place(*table[_index(row[i])], int(row[i + 1])) for i in range(ROW_HEAD, len(row), 2))
+        cpu, delay = row[ROW_HEAD - 2], row[ROW_HEAD - 1]
+        t = Tally(
+            start,
+            end,
+            samples,
+            kinds,
+            places,
+            None if cpu is None else float(cpu),
+            None if delay is None else float(delay),
+        )
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return t if _possible(t) else None
+
+
+def _index(value: object) -> int:
+    """A place's index into the table (a negative one would count from the end: not one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise IndexError(value)
+    return value
+
+
+def places_from_json(data: object) -> tuple[PlaceKey, ...] | None:
+    """A rank's place table from an agent line; None where it cannot be read."""
+    if not isinstance(data, list) or not all(isinstance(p, list) and len(p) == 3 for p in data):
+        return None
+    return tuple((str(p[0]), str(p[1]), None if p[2] is None else str(p[2])) for p in data)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _possible(t: Tally) -> bool:
