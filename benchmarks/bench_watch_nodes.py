@@ -38,6 +38,7 @@ from watch_states import all_in, job, sample, stack, states
 from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.commands.watch.nodes import freeze_start_up
 from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.shares import PlaceKey, Tally
 from ncclcheck.model.stacks import Frame
@@ -81,6 +82,7 @@ def recorded(nodes: int, rounds: int, slow: bool = False) -> list[list[str]]:
 def viewer_cost(nodes: int, refreshes: int = 8, slow: bool = False) -> tuple[float, float]:
     """Median CPU ms per refresh (read + merge + analysis + table + render), and of json.loads alone."""
     lines = recorded(nodes, refreshes + 1, slow)
+    freeze_start_up()  # as the viewer does before its first refresh
     streams = Streams()
     for line in lines[0]:
         streams.add_line(line, 1.8e9)

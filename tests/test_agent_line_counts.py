@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from watch_states import all_in, job, states
 
 from ncclcheck.collectors.agent_streams import Streams, replay
+from ncclcheck.model import shares
 from ncclcheck.model.agent_line import TABLE_EVERY, agent_line
 from ncclcheck.model.shares import Place, PlaceKey, Tally, tally_from_json, tally_to_json, window
 from ncclcheck.model.stacks import Frame
@@ -115,3 +117,18 @@ def test_a_recorded_file_of_schema_1_keeps_its_rounds() -> None:
     views = replay(str(AGENTS / "on_hang_exit.jsonl")).reports["vm"].views
     assert [v.tallies for v in views] == [window((), written[0]), window((), written[1])]
     assert views[0].tallies[0].places[0].what == "all_reduce" and views[1].tallies[-1].places[0].what == "slow_batch"
+
+
+def test_equal_places_and_counts_of_many_rounds_are_held_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A viewer of thousands of ranks holds a minute of their rounds: equal places (and counts) are one object,
+    which the garbage collector does not walk once per round; a memo begun afresh reads the same values."""
+    one, two = a_round(10.0, 6), a_round(12.0, 6)
+    report = read(lines([{0: (one, two), 1: (one,)}])).reports["node0"]
+    (a, b), (c,) = (v.tallies for v in report.views)
+    assert a.places[0] is b.places[0] is c.places[0] and a.kinds is c.kinds  # must: shared
+    assert (a, b, c) == (one, two, one)
+    other = read(lines([{0: (a_round(10.0, 7),), 1: ()}])).reports["node0"].views[0].tallies[0]
+    assert other.places[0] is not a.places[0] and other.places[0].samples == 7  # must-not: another count shared
+    monkeypatch.setattr(shares, "SHARED_MAX", 1)
+    again = read(lines([{0: (one, two), 1: (one,)}])).reports["node0"]
+    assert [v.tallies for v in again.views] == [(one, two), (one,)]

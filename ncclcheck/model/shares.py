@@ -175,27 +175,55 @@ def tally_row(t: Tally, table: dict[PlaceKey, int]) -> list[Any]:
 
 def tally_from_row(row: object, table: Sequence[PlaceKey]) -> Tally | None:
     """A round from an agent line's row (``tally_row``); None where it cannot be read or cannot be a round's, or
-    names a place the rank's table does not hold (a table never received)."""
+    names a place the rank's table does not hold (a table never received). (Checked on the row's numbers: 4,096
+    ranks' rows arrive together.)"""
     if not isinstance(row, list) or len(row) < ROW_HEAD or (len(row) - ROW_HEAD) % 2:
         return None
     try:
         start, end, samples = float(row[0]), float(row[1]), int(row[2])
-        counts = row[3 : 3 + len(KINDS)]
-        kinds = tuple((k, int(n)) for k, n in zip(KINDS, counts) if n)
-        places = tuple(Place(*table[_index(row[i])], int(row[i + 1])) for i in range(ROW_HEAD, len(row), 2))
+        kinds = [int(n) for n in row[3 : 3 + len(KINDS)]]
+        at = [int(n) for n in row[ROW_HEAD + 1 :: 2]]
+        places = _shared(tuple([_place(table[_index(i)], n) for i, n in zip(row[ROW_HEAD::2], at)]))
         cpu, delay = row[ROW_HEAD - 2], row[ROW_HEAD - 1]
-        t = Tally(
-            start,
-            end,
-            samples,
-            kinds,
-            places,
-            None if cpu is None else float(cpu),
-            None if delay is None else float(delay),
-        )
+        cpu_s, delay_s = None if cpu is None else float(cpu), None if delay is None else float(delay)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return t if _possible(t) else None
+    counts = kinds + at
+    if not (start <= end and math.isfinite(start) and math.isfinite(end) and 0 <= sum(kinds) <= samples):
+        return None
+    if (counts and (min(counts) < 0 or max(counts) > samples)) or not (cpu_s is None or 0 <= cpu_s < math.inf):
+        return None
+    return Tally(
+        start, end, samples, _shared(tuple([(k, n) for k, n in zip(KINDS, kinds) if n])), places, cpu_s, delay_s
+    )
+
+
+# A viewer of 4,096 ranks holds a minute of their rounds (about 120,000): the places and counts they share are held
+# once. A named tuple is never left out of the garbage collector's walks (only a plain tuple is), so 250,000 places
+# of their own made each full collection walk them all, a third of a refresh's CPU.
+_PLACES: dict[tuple[PlaceKey, int], Place] = {}
+_TUPLES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+SHARED_MAX = 65_536  # values held before the memo is begun afresh (the places of a job are few; their counts too)
+
+
+def _place(key: PlaceKey, samples: int) -> Place:
+    """The one Place of this key and count."""
+    place = _PLACES.get((key, samples))
+    if place is None:
+        if len(_PLACES) >= SHARED_MAX:
+            _PLACES.clear()
+        place = _PLACES[(key, samples)] = Place(*key, samples)
+    return place
+
+
+def _shared(value: tuple[Any, ...]) -> Any:
+    """The one copy of an equal tuple held before (``value`` where none is)."""
+    held = _TUPLES.get(value)
+    if held is None:
+        if len(_TUPLES) >= SHARED_MAX:
+            _TUPLES.clear()
+        held = _TUPLES[value] = value
+    return held
 
 
 def _index(value: object) -> int:
@@ -234,6 +262,11 @@ def window(tallies: Sequence[Tally], new: Sequence[Tally]) -> tuple[Tally, ...]:
     """A rank's rounds of the last ``WINDOW_S``, the new ones added (a round already held is not added twice).
     Rounds come in order: the usual case (each newer than the last held) costs a look at each end."""
     last = tallies[-1].end if tallies else float("-inf")
+    if len(new) == 1 and new[0].samples and new[0].end > last and isinstance(tallies, tuple):  # a round per line
+        every, oldest, drop = (*tallies, new[0]), new[0].end - WINDOW_S, 0
+        while every[drop].end < oldest:
+            drop += 1
+        return every[drop:]
     fresh = [t for t in new if t.samples]
     if all(t.end > last for t in fresh) and all(a.end < b.end for a, b in zip(fresh, fresh[1:])):
         every = (*tallies, *fresh)
