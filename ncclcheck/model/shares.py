@@ -50,9 +50,9 @@ class Place(NamedTuple):
 
 
 class Tally(NamedTuple):
-    """One round of one rank, counted: ``places`` most seen first (a few per kind). (A named tuple of numbers and
-    strings: a viewer of 4,096 ranks holds a minute of them, about 120,000, which the garbage collector then leaves
-    alone instead of walking them at every full collection.)"""
+    """One round of one rank, counted: ``places`` most seen first (a few per kind). (A named tuple: a viewer of 4,096
+    ranks holds a minute of them, about 120,000; being a subclass of tuple, each is still walked at every full
+    collection of the garbage collector, so the places and counts they share are held once: ``tally_from_row``.)"""
 
     start: float
     end: float
