@@ -14,7 +14,7 @@ from watch_states import all_in, job, states
 
 from ncclcheck.collectors.agent_streams import Streams, replay
 from ncclcheck.model import shares
-from ncclcheck.model.agent_line import TABLE_EVERY, agent_line
+from ncclcheck.model.agent_line import PLACE_TABLE_MAX, TABLE_EVERY, agent_line
 from ncclcheck.model.shares import Place, PlaceKey, Tally, tally_from_json, tally_to_json, window
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import WatchState
@@ -132,3 +132,14 @@ def test_equal_places_and_counts_of_many_rounds_are_held_once(monkeypatch: pytes
     monkeypatch.setattr(shares, "SHARED_MAX", 1)
     again = read(lines([{0: (one, two), 1: (one,)}])).reports["node0"]
     assert [v.tallies for v in again.views] == [(one, two), (one,)]
+
+
+def test_a_table_grown_past_its_bound_is_begun_afresh_and_read_right() -> None:
+    """A rank whose rounds keep naming new places (a call site per step): past PLACE_TABLE_MAX places the agent
+    sends a fresh table, and the reader reads the rows after it with it, not with the old one."""
+    many = [a_round(10.0 + 2 * k, 6, ("other", f"step_{k}", f"/job/train.py:{k} (step_{k})")) for k in range(70)]
+    steps = [{0: tuple(many[max(0, i - 29) : i + 1]), 1: ()} for i in range(70)]
+    written = lines(steps)
+    sizes = [len(line["ranks"][0]["places"]) for line in written if "places" in line["ranks"][0]]
+    assert max(sizes) == PLACE_TABLE_MAX + 1 and sizes[-1] < PLACE_TABLE_MAX  # must: grew, then begun afresh
+    assert read(written).reports["node0"].views[0].tallies == window((), many)  # the last minute of them

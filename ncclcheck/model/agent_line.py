@@ -31,6 +31,9 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint, WatchState
 
+TABLE_EVERY = 32  # lines between two sendings of an unchanged place table (a reader that began later gets it)
+PLACE_TABLE_MAX = 64  # places a rank's table holds before it is begun afresh
+
 
 def agent_line(
     state: WatchState | None,
@@ -154,10 +157,6 @@ def _counts(
         if places_sent is not None:
             places_sent[rank] = (fresh, seq)
     return out
-
-
-TABLE_EVERY = 32  # lines between two sendings of an unchanged place table (a reader that began later gets it)
-PLACE_TABLE_MAX = 64  # places a rank's table holds before it is begun afresh
 
 
 def parse(
