@@ -1,5 +1,5 @@
 """Record the zoo's real evidence for the pure tests: tests/fixtures/zoo/<case>.<how>.jsonl, the agent lines
-(``ncclcheck.watch-agent/1``) of tests/workers/zoo.py's case, hung on real torchrun/gloo ranks.
+(``ncclcheck.watch-agent/2``) of tests/workers/zoo.py's case, hung on real torchrun/gloo ranks.
 
   python tools/record_zoo.py [CASE ...]            every case of tests/unit/analysis/watch/test_zoo_replay.py's table by default
 

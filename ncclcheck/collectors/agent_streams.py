@@ -25,10 +25,10 @@ from typing import IO
 
 from ncclcheck.model.agent_line import flight_from_json, parse
 from ncclcheck.model.flight import FrDump
-from ncclcheck.model.shares import Tally
+from ncclcheck.model.shares import PlaceKey, Tally
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
-from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport
+from ncclcheck.model.watch import AGENT_SCHEMAS, AgentReport
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
 KEEP_TEXT = 8  # last lines of a node's own words kept
@@ -44,6 +44,7 @@ class Streams:
     flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
     tallies: dict[tuple[str, int], tuple[Tally, ...]] = field(default_factory=dict)  # per node and rank: the window
     deeps: dict[tuple[str, int], Deep | None] = field(default_factory=dict)  # per node and rank: its last closer look
+    places: dict[tuple[str, int], tuple[PlaceKey, ...]] = field(default_factory=dict)  # per node and rank: its table
     first_seen: float | None = None
 
     def add_line(self, raw: str, received: float) -> None:
@@ -57,8 +58,8 @@ class Streams:
                 data = json.loads(line[brace:])
             except ValueError:
                 data = None
-            if isinstance(data, dict) and data.get("schema") == AGENT_SCHEMA and isinstance(data.get("host"), str):
-                report = parse(data, self.stacks, received, self.tallies, self.deeps)
+            if isinstance(data, dict) and data.get("schema") in AGENT_SCHEMAS and isinstance(data.get("host"), str):
+                report = parse(data, self.stacks, received, self.tallies, self.deeps, self.places)
                 if report is not None:
                     flight = flight_from_json(data)
                     if flight is not None:
@@ -181,7 +182,7 @@ def _torn_down(line: str) -> str | None:
         data = json.loads(line[brace:]) if brace >= 0 else None
     except ValueError:
         return None
-    if not isinstance(data, dict) or data.get("schema") != AGENT_SCHEMA or not isinstance(data.get("ranks"), list):
+    if not isinstance(data, dict) or data.get("schema") not in AGENT_SCHEMAS or not isinstance(data.get("ranks"), list):
         return None
     ended = [r for r in data["ranks"] if isinstance(r, dict) and r.get("status") in ("gone", "zombie")]
     codes = {r.get("exit_code") for r in ended}

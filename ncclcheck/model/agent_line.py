@@ -1,9 +1,14 @@
-"""The agent line (schema ncclcheck.watch-agent/1), written and read in one place: ``watch --agent`` and ``run``'s
+"""The agent line (schema ncclcheck.watch-agent/2), written and read in one place: ``watch --agent`` and ``run``'s
 sampler write one per sample of a node's ranks (``agent_line``), the viewer reads them back (``parse``).
 
 A line holds each rank's sample and how long it has stood still (the agent tracks its own ranks on its own
 clock, so the viewer never compares two nodes' clocks), and a rank's stack only when it changed since the
 line before: an unchanged rank costs a few hundred bytes.
+
+A rank's new rounds of sampled stacks come as ``counts``: one row of plain numbers per round (its samples and
+waits by kind, its CPU, and (index, count) pairs into the rank's ``places`` table), the table itself (kind, what,
+call site) only when it changed, or every ``TABLE_EVERY`` lines for a reader that came in late. Schema /1 carried
+each round as an object with its places spelt out (``rounds``): still read, for the files recorded with it.
 """
 
 from __future__ import annotations
@@ -13,10 +18,21 @@ from typing import Any
 
 from ncclcheck.model.args import args_from_json, posted_from_json
 from ncclcheck.model.flight import FrDump, dump_from_json, dump_to_json
-from ncclcheck.model.shares import Tally, tally_from_json, tally_to_json, window
+from ncclcheck.model.shares import (
+    PlaceKey,
+    Tally,
+    places_from_json,
+    tally_from_json,
+    tally_from_row,
+    tally_row,
+    window,
+)
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint, WatchState
+
+TABLE_EVERY = 32  # lines between two sendings of an unchanged place table (a reader that began later gets it)
+PLACE_TABLE_MAX = 64  # places a rank's table holds before it is begun afresh
 
 
 def agent_line(
@@ -32,12 +48,14 @@ def agent_line(
     flight: Sequence[FrDump] | None = None,
     rounds_sent: dict[int, float] | None = None,
     deep_sent: dict[int, Deep | None] | None = None,
+    places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] | None = None,
 ) -> dict[str, Any]:
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date. ``flight``: this
     node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over).
     ``rounds_sent``: the end of each rank's last round sent, brought up to date (None: send every round held);
     ``deep_sent``: each rank's closer look as last sent, brought up to date: a look is sent when it changed (``null``
-    once the rank moved on), not at every line (None: with every line that has one)."""
+    once the rank moved on), not at every line (None: with every line that has one). ``places_sent``: each rank's
+    place table as last sent, and the line it went with (None: the table goes with every line that has rounds)."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
     if interval_s is not None:
         line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
@@ -115,7 +133,7 @@ def agent_line(
         last = rounds_sent.get(s.rank, float("-inf")) if rounds_sent is not None else float("-inf")
         new = [t for t in v.tallies if t.end > last]
         if new:
-            rank["rounds"] = [tally_to_json(t) for t in new]
+            rank.update(_counts(new, s.rank, seq, places_sent))
             if rounds_sent is not None:
                 rounds_sent[s.rank] = new[-1].end
         line["ranks"].append(rank)
@@ -126,23 +144,40 @@ def agent_line(
     return line
 
 
+def _counts(
+    new: Sequence[Tally], rank: int, seq: int, places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] | None
+) -> dict[str, Any]:
+    """A rank's new rounds as rows of numbers, and its place table where the reader does not hold it yet."""
+    keys, sent_at = places_sent.get(rank, ((), seq)) if places_sent is not None else ((), seq)
+    table = {k: i for i, k in enumerate(keys)} if len(keys) <= PLACE_TABLE_MAX else {}  # a fresh one past it
+    out: dict[str, Any] = {"counts": [tally_row(t, table) for t in new]}
+    fresh = tuple(table)
+    if places_sent is None or rank not in places_sent or fresh != keys or seq - sent_at >= TABLE_EVERY:
+        out["places"] = [list(k) for k in fresh]
+        if places_sent is not None:
+            places_sent[rank] = (fresh, seq)
+    return out
+
+
 def parse(
     data: dict[str, Any],
     stacks: dict[tuple[str, int], tuple[Frame, ...]],
     received: float,
     tallies: dict[tuple[str, int], tuple[Tally, ...]] | None = None,
     deeps: dict[tuple[str, int], Deep | None] | None = None,
+    places: dict[tuple[str, int], tuple[PlaceKey, ...]] | None = None,
 ) -> AgentReport | None:
     """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
-    out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``). None: a line
-    this version cannot read."""
+    out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``), read with its
+    place table as last sent (``places``). None: a line this version cannot read."""
     held = {} if tallies is None else tallies
+    tables = {} if places is None else places
     host = str(data["host"])
     raw_job = data.get("job")
     job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
     try:
         looks = {} if deeps is None else deeps
-        views = tuple(_view(r, host, stacks, held, looks) for r in data.get("ranks", []))
+        views = tuple(_view(r, host, stacks, held, looks, tables) for r in data.get("ranks", []))
         return AgentReport(
             host=host,
             received=float(data.get("time", received)) if received < 0 else received,
@@ -192,12 +227,13 @@ def _view(
     stacks: dict[tuple[str, int], tuple[Frame, ...]],
     tallies: dict[tuple[str, int], tuple[Tally, ...]],
     deeps: dict[tuple[str, int], Deep | None],
+    tables: dict[tuple[str, int], tuple[PlaceKey, ...]],
 ) -> RankView:
     rank = int(r["rank"])
     if "deep" in r:  # sent when it changed; null once the rank moved on
         deeps[(host, rank)] = deep_from_json(r["deep"])
-    if isinstance(r.get("rounds"), list):
-        new = (tally_from_json(t) for t in r["rounds"])
+    new = _rounds(r, tables, (host, rank))
+    if new is not None:
         tallies[(host, rank)] = window(tallies.get((host, rank), ()), [t for t in new if t is not None])
     if "stack" in r:
         stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
@@ -238,6 +274,22 @@ def _view(
         tallies=tallies.get((host, rank), ()),
         held_s=float(r.get("held_s") or 0.0),
     )
+
+
+def _rounds(
+    r: dict[str, Any], tables: dict[tuple[str, int], tuple[PlaceKey, ...]], key: tuple[str, int]
+) -> list[Tally | None] | None:
+    """A rank's new rounds on the line: rows of numbers (/2, read with the rank's place table) or objects (/1)."""
+    if "places" in r:
+        table = places_from_json(r["places"])
+        if table is not None:
+            tables[key] = table
+    if isinstance(r.get("counts"), list):
+        table = tables.get(key, ())
+        return [tally_from_row(row, table) for row in r["counts"]]
+    if isinstance(r.get("rounds"), list):
+        return [tally_from_json(t) for t in r["rounds"]]
+    return None
 
 
 def flight_from_json(data: dict[str, Any]) -> tuple[FrDump, ...] | None:

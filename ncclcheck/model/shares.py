@@ -50,9 +50,9 @@ class Place(NamedTuple):
 
 
 class Tally(NamedTuple):
-    """One round of one rank, counted: ``places`` most seen first (a few per kind). (A named tuple of numbers and
-    strings: a viewer of 4,096 ranks holds a minute of them, about 120,000, which the garbage collector then leaves
-    alone instead of walking them at every full collection.)"""
+    """One round of one rank, counted: ``places`` most seen first (a few per kind). (A named tuple: a viewer of 4,096
+    ranks holds a minute of them, about 120,000; being a subclass of tuple, each is still walked at every full
+    collection of the garbage collector, so the places and counts they share are held once: ``tally_from_row``.)"""
 
     start: float
     end: float
@@ -123,7 +123,7 @@ def merged(tallies: Sequence[Tally]) -> tuple[Place, ...]:
 
 
 def tally_to_json(t: Tally) -> dict[str, Any]:
-    """A round counted, as the agents' lines carry it."""
+    """A round counted, as the agents' lines of schema /1 carried it (read back by ``tally_from_json``)."""
     return {
         "start": round(t.start, 3),
         "end": round(t.end, 3),
@@ -136,7 +136,7 @@ def tally_to_json(t: Tally) -> dict[str, Any]:
 
 
 def tally_from_json(data: object) -> Tally | None:
-    """A round from an agent's line; None where it cannot be read, or its numbers cannot be a round's (a count below
+    """A round from an agent's line of schema /1; None where it cannot be read, or its numbers cannot be a round's (a count below
     zero or above its samples, a time that is not a number, an end before its start): one such round would make a
     rank's shares impossible."""
     if not isinstance(data, dict):
@@ -158,6 +158,92 @@ def tally_from_json(data: object) -> Tally | None:
     return t if _possible(t) else None
 
 
+PlaceKey = tuple[str, str, str | None]  # a place without its count: kind, what, call site
+ROW_HEAD = 3 + len(KINDS) + 2  # start, end, samples, a count per kind, cpu_s, delay_s; then place index, count pairs
+
+
+def tally_row(t: Tally, table: dict[PlaceKey, int]) -> list[Any]:
+    """A round counted as the agent line (schema /2) carries it: plain numbers, its places as (index into the
+    rank's place table, count) pairs. ``table``: each place's index, a new place added at the end."""
+    kinds = dict(t.kinds)
+    row: list[Any] = [round(t.start, 3), round(t.end, 3), t.samples, *(kinds.get(k, 0) for k in KINDS)]
+    row += [_rounded(t.main_cpu_s), _rounded(t.run_delay_s)]
+    for p in t.places:
+        row += [table.setdefault((p.kind, p.what, p.site), len(table)), p.samples]
+    return row
+
+
+def tally_from_row(row: object, table: Sequence[PlaceKey]) -> Tally | None:
+    """A round from an agent line's row (``tally_row``); None where it cannot be read or cannot be a round's, or
+    names a place the rank's table does not hold (a table never received). (Checked on the row's numbers: 4,096
+    ranks' rows arrive together.)"""
+    if not isinstance(row, list) or len(row) < ROW_HEAD or (len(row) - ROW_HEAD) % 2:
+        return None
+    try:
+        start, end, samples = float(row[0]), float(row[1]), int(row[2])
+        kinds = [int(n) for n in row[3 : 3 + len(KINDS)]]
+        at = [int(n) for n in row[ROW_HEAD + 1 :: 2]]
+        places = _shared(tuple([_place(table[_index(i)], n) for i, n in zip(row[ROW_HEAD::2], at)]))
+        cpu, delay = row[ROW_HEAD - 2], row[ROW_HEAD - 1]
+        cpu_s, delay_s = None if cpu is None else float(cpu), None if delay is None else float(delay)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    counts = kinds + at
+    if not (start <= end and math.isfinite(start) and math.isfinite(end) and 0 <= sum(kinds) <= samples):
+        return None
+    if (counts and (min(counts) < 0 or max(counts) > samples)) or not (cpu_s is None or 0 <= cpu_s < math.inf):
+        return None
+    return Tally(
+        start, end, samples, _shared(tuple([(k, n) for k, n in zip(KINDS, kinds) if n])), places, cpu_s, delay_s
+    )
+
+
+# A viewer of 4,096 ranks holds a minute of their rounds (about 120,000): the places and counts they share are held
+# once. A named tuple is never left out of the garbage collector's walks (only a plain tuple is), so 250,000 places
+# of their own made each full collection walk them all, a third of a refresh's CPU.
+_PLACES: dict[tuple[PlaceKey, int], Place] = {}
+_TUPLES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+SHARED_MAX = 65_536  # values held before the memo is begun afresh (the places of a job are few; their counts too)
+
+
+def _place(key: PlaceKey, samples: int) -> Place:
+    """The one Place of this key and count."""
+    place = _PLACES.get((key, samples))
+    if place is None:
+        if len(_PLACES) >= SHARED_MAX:
+            _PLACES.clear()
+        place = _PLACES[(key, samples)] = Place(*key, samples)
+    return place
+
+
+def _shared(value: tuple[Any, ...]) -> Any:
+    """The one copy of an equal tuple held before (``value`` where none is)."""
+    held = _TUPLES.get(value)
+    if held is None:
+        if len(_TUPLES) >= SHARED_MAX:
+            _TUPLES.clear()
+        held = _TUPLES[value] = value
+    return held
+
+
+def _index(value: object) -> int:
+    """A place's index into the table (a negative one would count from the end: not one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise IndexError(value)
+    return value
+
+
+def places_from_json(data: object) -> tuple[PlaceKey, ...] | None:
+    """A rank's place table from an agent line; None where it cannot be read."""
+    if not isinstance(data, list) or not all(isinstance(p, list) and len(p) == 3 for p in data):
+        return None
+    return tuple((str(p[0]), str(p[1]), None if p[2] is None else str(p[2])) for p in data)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def _possible(t: Tally) -> bool:
     counts = [n for _, n in t.kinds] + [p.samples for p in t.places]
     cpu = t.main_cpu_s
@@ -176,6 +262,11 @@ def window(tallies: Sequence[Tally], new: Sequence[Tally]) -> tuple[Tally, ...]:
     """A rank's rounds of the last ``WINDOW_S``, the new ones added (a round already held is not added twice).
     Rounds come in order: the usual case (each newer than the last held) costs a look at each end."""
     last = tallies[-1].end if tallies else float("-inf")
+    if len(new) == 1 and new[0].samples and new[0].end > last and isinstance(tallies, tuple):  # a round per line
+        every, oldest, drop = (*tallies, new[0]), new[0].end - WINDOW_S, 0
+        while every[drop].end < oldest:
+            drop += 1
+        return every[drop:]
     fresh = [t for t in new if t.samples]
     if all(t.end > last for t in fresh) and all(a.end < b.end for a, b in zip(fresh, fresh[1:])):
         every = (*tallies, *fresh)

@@ -13,8 +13,9 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import CodeAt, Deep
 
 AGENT_SCHEMA = (
-    "ncclcheck.watch-agent/1"  # one JSON line per sample of a node's ranks: model.agent_line writes and reads it
+    "ncclcheck.watch-agent/2"  # one JSON line per sample of a node's ranks: model.agent_line writes and reads it
 )
+AGENT_SCHEMAS = (AGENT_SCHEMA, "ncclcheck.watch-agent/1")  # read: /1 carried rounds as objects (recorded files)
 
 
 # ok, pending (not judged yet), undecided (the evidence cannot decide), warning, problem, finished (the job is over)

@@ -24,6 +24,7 @@ from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.model.agent_line import agent_line
 from ncclcheck.model.live import Look
 from ncclcheck.model.run import HangRecord, RunDir, hang_json
+from ncclcheck.model.shares import PlaceKey
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RendezvousEndpoint, WatchState
@@ -111,7 +112,7 @@ class LiveSampler:
         state = look.state
         for r in source.job.ranks:
             self.ends.add(r.rank, r.pid)
-        # This node's agent lines (ncclcheck.watch-agent/1), as `watch --agent` writes them: a viewer reads
+        # This node's agent lines (ncclcheck.watch-agent/2), as `watch --agent` writes them: a viewer reads
         # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
         out.write(json.dumps(self.lines.line(state, source, self.watching.interval_s)) + "\n")
         out.flush()
@@ -206,6 +207,7 @@ class _AgentLines:
         self.flight: object = ()
         self.rounds_sent: dict[int, float] = {}
         self.deep_sent: dict[int, Deep | None] = {}
+        self.places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
 
     def line(self, state: WatchState, source: LiveSource, interval_s: float) -> dict[str, Any]:
         fresh, self.flight = (source.flight if source.flight is not self.flight else None), source.flight
@@ -220,6 +222,7 @@ class _AgentLines:
             flight=fresh,
             rounds_sent=self.rounds_sent,
             deep_sent=self.deep_sent,
+            places_sent=self.places_sent,
         )
         self.seq += 1
         return line

@@ -1,5 +1,5 @@
 """``ncclcheck watch --agent``: sample this node's ranks of the job as ``watch`` does and write one JSON line
-per sample to stdout (schema ncclcheck.watch-agent/1), for a viewer on another machine (``watch --fanout``,
+per sample to stdout (schema ncclcheck.watch-agent/2), for a viewer on another machine (``watch --fanout``,
 ``--slurm``) or for a file (``--agents FILE`` replays it).
 
 Never opens a socket and never signals the job. Ends when its stdin closes (where stdin is a pipe: the
@@ -25,6 +25,7 @@ from ncclcheck import exits
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.model.agent_line import agent_line
+from ncclcheck.model.shares import PlaceKey
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RendezvousEndpoint
@@ -80,6 +81,7 @@ def _report(
     flight: object = ()
     rounds_sent: dict[int, float] = {}  # each rank's last round sent: a line carries only the new ones
     deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last sent: sent again when it changes
+    places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}  # each rank's place table, as last sent
     for look in samples(source, args.interval, stop):
         state = look.state
         assert state is not None  # the loop raises what a poll raised
@@ -98,6 +100,7 @@ def _report(
             flight=fresh,
             rounds_sent=rounds_sent,
             deep_sent=deep_sent,
+            places_sent=places_sent,
         )
         if not _emit(line):
             return exits.OK  # nobody reads any more

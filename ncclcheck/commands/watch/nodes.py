@@ -9,6 +9,7 @@ when the fan-out cannot be started (no srun, no job id).
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import json
 import os
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace, live: bool) -> int:
                 from ncclcheck.tui.app import WatchApp  # textual only when there is a terminal
 
                 app = WatchApp(source, args.interval, several_nodes=True, samples=samples)
+                freeze_start_up()
                 app.run()
                 return exits.INTERRUPTED if app.return_code == exits.INTERRUPTED else exits.OK
             state = _once(source, args)
@@ -57,6 +59,14 @@ def run(args: argparse.Namespace, live: bool) -> int:
     if not state.ranks and not any(n.agent == "ok" for n in state.nodes):
         return exits.NO_JOB if not state.findings else exits.PROBLEM
     return exits.watch(state.verdict.status, (f.severity for f in state.findings))
+
+
+def freeze_start_up() -> None:
+    """Leave what start-up made (modules, the app) out of the garbage collector's walks from now on: a refresh of
+    thousands of ranks makes tens of thousands of objects, and each full collection they set off would walk every
+    module's objects again (a third of a 4,096-rank refresh's CPU: docs/benchmarks.md)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,5 +1,5 @@
 """Each wire format written and read in one home (``model/``), round-tripped over generated states: the agent line
-(ncclcheck.watch-agent/1: ``model.agent_line``) and the hang record run writes (``model.run.hang_json`` /
+(ncclcheck.watch-agent/2: ``model.agent_line``, its rounds as rows of numbers and each rank's place table) and the hang record run writes (``model.run.hang_json`` /
 ``hang_from_json``) read back by ``logs RUN_DIR``. A field the writer carries and the reader drops, or reads back
 otherwise, fails here; what the line does not carry (a rank's CPU seconds, its place) is named as such."""
 
@@ -16,6 +16,7 @@ from watch_states import job
 from ncclcheck.model.agent_line import agent_line, parse
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import hang_from_json, hang_json
+from ncclcheck.model.shares import KINDS, Place, PlaceKey, Tally
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankSample, RankView, RendezvousEndpoint, Verdict, WatchState
 from ncclcheck.views.watch import to_json as watch_json
@@ -25,6 +26,40 @@ WORDS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
 FRAMES = st.lists(st.builds(Frame, WORDS, WORDS, st.integers(0, 10**5), st.booleans()), max_size=4).map(tuple)
 STATUS = st.sampled_from(("running", "sleeping", "disk-sleep", "stopped", "zombie", "gone", "missing"))
 MAYBE_INT = st.none() | st.integers(0, 2**31)
+THOUSANDTHS = st.integers(0, 10**6).map(lambda n: n / 1000)  # the line rounds times and CPU seconds to 3 places
+PLACE_KEY = st.tuples(st.sampled_from(KINDS), st.sampled_from(("all_reduce", "step", "load", "ä")), st.none() | WORDS)
+
+
+@st.composite
+def a_round(draw: Any, start_ms: int) -> Tally:
+    """A round as ``tally`` counts one: kinds present with a count, places unique, no count above its samples."""
+    samples = draw(st.integers(1, 500))
+    kinds = tuple((k, draw(st.integers(1, samples))) for k in KINDS if draw(st.booleans()))
+    if sum(n for _, n in kinds) > samples:
+        kinds = kinds[:1]
+    keys = draw(st.lists(PLACE_KEY, max_size=4, unique=True))
+    places = tuple(Place(*k, draw(st.integers(0, samples))) for k in keys)
+    end_ms = start_ms + draw(st.integers(0, 3000))
+    return Tally(
+        start_ms / 1000,
+        end_ms / 1000,
+        samples,
+        kinds,
+        places,
+        draw(st.none() | THOUSANDTHS),
+        draw(st.none() | THOUSANDTHS),
+    )
+
+
+@st.composite
+def rounds(draw: Any) -> tuple[Tally, ...]:
+    """A rank's minute of rounds, one after the other (what the reader's window keeps as it is)."""
+    out: list[Tally] = []
+    at = 1_700_000_000_000
+    for _ in range(draw(st.integers(0, 5))):
+        out.append(draw(a_round(at)))
+        at = round(out[-1].end * 1000) + draw(st.integers(1, 9000))
+    return tuple(out)
 
 
 @st.composite
@@ -59,6 +94,7 @@ def rank_view(draw: Any, rank: int) -> RankView:
         progressing=draw(st.booleans()),
         moved_samples=draw(st.integers(0, 1000)),
         held_s=draw(HUNDREDTHS),
+        tallies=draw(rounds()),
     )
 
 
@@ -155,3 +191,29 @@ def test_what_is_not_a_hang_record_is_none() -> None:
     assert hang_from_json({"schema": "ncclcheck.run/1", "findings": []}, "x", 1.0) is None
     assert hang_from_json([], "x", 1.0) is None
     assert hang_from_json({"schema": "ncclcheck.watch/2", "findings": [{"severity": "error"}]}, "x", 1.0) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(watch_state(), st.integers(1, 5))
+def test_an_agent_sends_each_round_once_and_its_place_table_only_when_it_changed(state: WatchState, cut: int) -> None:
+    """The agent's lines over time: each line carries the rounds that came since the one before, and a rank's place
+    table only where a round names a place the reader does not hold yet; the reader ends with every round."""
+    sent: dict[int, tuple[Frame, ...]] = {}
+    rounds_sent: dict[int, float] = {}
+    places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
+    held: tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any]] = ({}, {}, {}, {})
+    report = None
+    for seq, upto in enumerate((cut, None)):
+        now = dataclasses.replace(
+            state, ranks=tuple(dataclasses.replace(v, tallies=v.tallies[:upto]) for v in state.ranks)
+        )
+        line = agent_line(now, "node0", sent, 1.0 + seq, seq, rounds_sent=rounds_sent, places_sent=places_sent)
+        for v, r in zip(now.ranks, line["ranks"]):
+            before = v.tallies[:cut] if seq else ()
+            new = [t for t in v.tallies if t not in before]
+            assert len(r.get("counts", [])) == len(new)  # each round once
+            known = {(p.kind, p.what, p.site) for t in before for p in t.places}
+            unknown = any((p.kind, p.what, p.site) not in known for t in new for p in t.places)
+            assert ("places" in r) == (unknown or (bool(new) and not seq))  # must-not: a table the reader holds
+        report = parse(json.loads(json.dumps(line)), held[0], 1.0 + seq, held[1], held[2], held[3])
+    assert report is not None and [v.tallies for v in report.views] == [v.tallies for v in state.ranks]

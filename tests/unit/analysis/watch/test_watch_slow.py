@@ -316,7 +316,7 @@ def test_a_slow_node_is_named_job_wide_from_the_agents_lines() -> None:
             }
             state = track(state, Snapshot(i * 2.0, j, tuple(samples[r] for r in ranks), recording=True), Judging(10.0))
             line = agent_line(state, host, sent, 1000.0 + i, i, rounds_sent=rounds_sent)
-            assert len(line["ranks"][0].get("rounds", [])) == (1 if i else 0)  # each round sent once
+            assert len(line["ranks"][0].get("counts", [])) == (1 if i else 0)  # each round sent once
             streams.add_line(json.dumps(line), 1000.0 + i)
     merged = merge(streams.reports, {}, 1006.0, Judging(10.0), 1.5)
     assert [(f.id, f.culprits) for f in merged.findings] == [("slow-node", (2, 3))], merged.findings
