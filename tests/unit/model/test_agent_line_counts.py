@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FIXTURES
 from watch_states import all_in, job, states
 
 from ncclcheck.collectors.agent_streams import Streams, replay
@@ -19,7 +19,7 @@ from ncclcheck.model.shares import Place, PlaceKey, Tally, tally_from_json, tall
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import WatchState
 
-AGENTS = Path(__file__).parent / "fixtures" / "agents"  # real /1 lines: see its INDEX.md
+AGENTS = FIXTURES / "agents"  # real /1 lines: see its INDEX.md
 WAIT = ("collective", "all_reduce", "/job/train.py:83 (step)")
 WORK = ("other", "compute", "/job/train.py:32 (compute)")
 
