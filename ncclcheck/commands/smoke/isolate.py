@@ -139,7 +139,12 @@ def _outcome(code: int, report: dict[str, Any] | None) -> dict[str, Any]:
     problems = [f["message"] for f in report.get("findings", []) if f.get("severity") == "error"]
     reason = "" if code == 0 else (problems[0] if problems else f"smoke exited {code}")
     busbw = {op: bw for op, (_, bw) in largest.items()} if report.get("scope") == "job" else {}
-    return {"code": code, "busbw": busbw, "reason": reason[:300]}
+    return {"code": code, "busbw": busbw, "reason": _shortened(reason)}
+
+
+def _shortened(reason: str, head: int = 80, tail: int = 220) -> str:
+    """A long reason's head (what failed) and tail (a rank's last output ends with its error): the middle goes."""
+    return reason if len(reason) <= head + tail else f"{reason[:head]} … {reason[-tail:]}"
 
 
 def _gather(store: Any, index: int, posted: dict[str, Any], wait_s: float) -> StageResult:

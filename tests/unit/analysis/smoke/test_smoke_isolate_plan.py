@@ -232,3 +232,37 @@ def test_a_group_with_no_run_failed() -> None:
 def test_results_that_do_not_follow_the_plan_are_refused() -> None:
     with pytest.raises(ValueError, match="the plan asks"):
         next_step(2, [StageResult(Stage("pairs", ((0, 1),)), (GroupRun((0, 1), True),))])
+
+
+# One fast pair sets the floor: the busbw the four healthy test hosts measured (send_recv, GB/s), where the plan
+# named a "link 2+3" that each of its nodes matched with another node.
+MEASURED = {(0, 1): 0.27, (2, 3): 0.024, (0, 2): 0.0418, (1, 3): 0.0461}
+
+
+def measured(group: tuple[int, ...], slow_link: float | None = None) -> GroupRun:
+    busbw = slow_link if slow_link is not None and group == (2, 3) else MEASURED.get(group, 0.05)
+    return GroupRun(group, True, (("send_recv", busbw),) if len(group) > 1 else ())
+
+
+def replay(slow_link: float | None = None, floor: float | None = None) -> tuple[IsolateVerdict, list[Stage]]:
+    done: list[StageResult] = []
+    while not isinstance(step := next_step(4, done, floor), IsolateVerdict):
+        done.append(StageResult(step, tuple(measured(g, slow_link) for g in step.groups)))
+    return step, [d.stage for d in done]
+
+
+def test_a_pair_no_slower_than_its_nodes_with_others_is_not_a_link() -> None:
+    verdict, stages = replay()
+    assert verdict.kind == HEALTHY and verdict.nodes == (), verdict
+    assert "2+3 were under the floor once" in verdict.message
+    assert [s.kind for s in stages][:3] == ["alone", "pairs", "swap"]  # the swap that clears it
+
+
+def test_a_pair_far_slower_than_its_nodes_with_others_is_the_link() -> None:
+    verdict, _ = replay(slow_link=0.002)  # under a quarter of 0+2 and 1+3
+    assert (verdict.kind, verdict.nodes) == (LINK, (2, 3)), verdict
+
+
+def test_a_given_floor_judges_the_pair_by_itself() -> None:
+    verdict, _ = replay(floor=0.03)  # 2+3 at 0.024 is under the floor the user gave
+    assert (verdict.kind, verdict.nodes) == (LINK, (2, 3)), verdict
