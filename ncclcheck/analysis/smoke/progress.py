@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ncclcheck.analysis.rank_exits import hint, how, killed
 from ncclcheck.analysis.smoke.plan import bus_factor
@@ -199,9 +200,13 @@ def merge(local: Hang, remote: Sequence[Hang], world_size: int) -> Hang:
     states = {s.rank: s for s in local.ranks}
     for hang in remote:
         for s in hang.ranks:
+            if s.state == "in_collective" and hang.op != local.op:  # waiting, but in another step than ours
+                s = replace(s, state="wrong_collective", collective=hang.op)
             states.setdefault(s.rank, s)
     ordered = tuple(states[r] for r in sorted(states))
-    culprits = tuple(s.rank for s in ordered if s.state != "in_collective" or s.collective not in (None, local.op))
+    # each node judged its ranks against the step its own progress files name: a rank inside that step waits,
+    # whatever function its stack is in (init_process_group, all_gather_object, a torch-internal name)
+    culprits = tuple(s.rank for s in ordered if s.state != "in_collective")
     missing = sorted(set(range(world_size)) - set(states))
     return Hang(local.op, local.bytes, culprits, ordered, _message(local.op, ordered, culprits, missing))
 

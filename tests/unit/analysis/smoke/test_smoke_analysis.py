@@ -192,3 +192,22 @@ def test_a_bad_drill_names_the_part_that_is_wrong(text: str, named: str, not_nam
 
 def test_a_good_drill_parses() -> None:
     assert parse_drill(" mismatch@1:all_gather ") == Drill("mismatch", 1, "all_gather")
+
+
+def test_merge_never_blames_ranks_waiting_in_their_step_whatever_their_stack_says() -> None:
+    """Two nodes in init: node 0's ranks wait in init_process_group (or in the fingerprints' all_gather_object),
+    node 1's rank 3 died there. Only rank 3 is to blame: the waiting ranks' stacks name torch's functions, not the
+    step "init" (the merge once compared the two and blamed every waiting rank). A remote rank inside another step
+    than ours is the odd one (must fire)."""
+    waiting = tuple(
+        RankState(r, "in_collective", name, "worker.py:219", ())
+        for r, name in ((0, "init_process_group"), (1, "init_process_group"), (2, "all_gather_object"))
+    )
+    local = Hang("init", 0, (), waiting, "")
+    dead = Hang("init", 0, (3,), (RankState(3, "dead", None, None, ()),), "")
+    merged = merge(local, [dead], world_size=4)
+    assert merged.culprits == (3,) and "rank 3 has exited" in merged.message
+    assert "rank(s) 0,1,2 wait in init" in merged.message
+    elsewhere = Hang("all_gather", 8, (), (RankState(3, "in_collective", "all_gather", "w.py:3", ()),), "")
+    odd = merge(local, [elsewhere], world_size=4)
+    assert odd.culprits == (3,) and "rank 3 called all_gather instead" in odd.message
