@@ -15,7 +15,8 @@ import pytest
 from netns import Host, bridged_hosts
 from test_smoke import no_orphans
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("agents_and_test_hosts")]
+# its own group: four test hosts on their own bridge and subnet (10.79.0), apart from the two-host tests' (10.78.0)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("isolate_hosts")]
 
 NODES = 4
 QUICK = ["--backend", "gloo", "--nproc", "1", "--sizes", "256K", "--iters", "2", "--warmup", "1", "--timeout", "15"]
