@@ -168,12 +168,7 @@ def two_hosts(subnet: str = "10.78.0") -> Iterator[list[Host]]:
             _ip("link", "set", uplink, "up")
             _ip("route", "add", f"{subnet}.1/32", "dev", uplink)
             for i, ns in enumerate(spaces):
-                etc = Path("/etc/netns") / ns.name
-                etc.mkdir(parents=True, exist_ok=True)
-                (etc / "hosts").write_text(f"127.0.0.1 localhost\n{subnet}.1 node0\n{subnet}.2 node1\n")
-                script = f"hostname node{i} && exec sleep infinity"
-                init = ns.popen(["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c", script])
-                made.append(Host(ns, f"node{i}", init, _child(psutil, init.pid)))
+                made.append(_start_host(psutil, ns, i, f"{subnet}.1 node0\n{subnet}.2 node1\n"))
             yield made
         finally:
             for host in made:
@@ -181,6 +176,16 @@ def two_hosts(subnet: str = "10.78.0") -> Iterator[list[Host]]:
             _ip("link", "del", uplink, check=False)
             for ns in spaces:
                 shutil.rmtree(Path("/etc/netns") / ns.name, ignore_errors=True)
+
+
+def _start_host(psutil: Any, ns: Namespace, i: int, names: str) -> Host:
+    """Test host ``node{i}`` in ``ns``: its /etc/hosts (``names``), and its own PID, mount and UTS namespaces."""
+    etc = Path("/etc/netns") / ns.name
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
+    script = f"hostname node{i} && exec sleep infinity"
+    init = ns.popen(["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c", script])
+    return Host(ns, f"node{i}", init, _child(psutil, init.pid))
 
 
 def _child(psutil: Any, pid: int) -> int:
@@ -218,12 +223,7 @@ def bridged_hosts(count: int, subnet: str = "10.79.0") -> Iterator[list[Host]]:
                 _ip("link", "set", port, "up")
                 ns.set("lo", "up")
                 ns.addr("eth0", f"{subnet}.{i + 1}/24")
-                etc = Path("/etc/netns") / ns.name
-                etc.mkdir(parents=True, exist_ok=True)
-                (etc / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
-                script = f"hostname node{i} && exec sleep infinity"
-                init = ns.popen(["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c", script])
-                made.append(Host(ns, f"node{i}", init, _child(psutil, init.pid)))
+                made.append(_start_host(psutil, ns, i, names))
             yield made
         finally:
             for host in made:
