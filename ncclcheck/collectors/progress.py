@@ -70,6 +70,7 @@ def _read_rank(path: str) -> RankProgress | None:
             e["algbw_gbps"],
             e["busbw_gbps"],
             int(e["wrong"]),
+            e.get("time_us_min"),
         )
         for e in events
         if e.get("ev") == "result"

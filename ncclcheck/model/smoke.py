@@ -94,6 +94,7 @@ class OpResult:
     algbw_gbps: float | None
     busbw_gbps: float | None
     wrong: int
+    time_us_min: float | None = None  # the fastest iteration: a degraded link slows every one, noise only some
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,8 @@ def op_result(op: str, size: int, count: int, per_iter: Sequence[float], wrong: 
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     algbw = size / p50 / 1e3 if p50 > 0 else 0.0
     status = "ok" if not wrong else "wrong"
-    return OpResult(op, size, count, status, p50, p95, algbw, algbw * bus_factor(op, world_size), wrong)
+    busbw = algbw * bus_factor(op, world_size)
+    return OpResult(op, size, count, status, p50, p95, algbw, busbw, wrong, ordered[0])
 
 
 def _hung_step(ranks: Sequence[RankProgress]) -> tuple[str, int]:

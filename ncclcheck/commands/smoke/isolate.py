@@ -135,11 +135,18 @@ def _outcome(code: int, report: dict[str, Any] | None) -> dict[str, Any]:
     largest: dict[str, tuple[int, float]] = {}
     for row in report.get("results", []):
         if row.get("busbw_gbps") is not None and row["bytes"] >= largest.get(row["op"], (-1, 0.0))[0]:
-            largest[row["op"]] = (row["bytes"], float(row["busbw_gbps"]))
+            largest[row["op"]] = (row["bytes"], _fastest_busbw(row))
     problems = [f["message"] for f in report.get("findings", []) if f.get("severity") == "error"]
     reason = "" if code == 0 else (problems[0] if problems else f"smoke exited {code}")
     busbw = {op: bw for op, (_, bw) in largest.items()} if report.get("scope") == "job" else {}
     return {"code": code, "busbw": busbw, "reason": _shortened(reason)}
+
+
+def _fastest_busbw(row: dict[str, Any]) -> float:
+    """An op's busbw at its fastest iteration: a degraded link slows every iteration, a busy node only some (a
+    report from before ``time_us_min``: at the median)."""
+    busbw, p50, best = float(row["busbw_gbps"]), row.get("time_us_p50"), row.get("time_us_min")
+    return busbw * float(p50) / float(best) if p50 and best else busbw
 
 
 def _shortened(reason: str, head: int = 80, tail: int = 220) -> str:

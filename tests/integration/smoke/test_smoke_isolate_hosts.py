@@ -19,7 +19,7 @@ from test_smoke import no_orphans
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("isolate_hosts")]
 
 NODES = 4
-QUICK = ["--backend", "gloo", "--nproc", "1", "--sizes", "256K", "--iters", "2", "--warmup", "1", "--timeout", "15"]
+QUICK = ["--backend", "gloo", "--nproc", "1", "--sizes", "256K", "--iters", "3", "--warmup", "1", "--timeout", "15"]
 
 
 def isolate(

@@ -28,3 +28,22 @@ def test_a_short_reason_is_whole_and_a_pass_has_none() -> None:
     assert _outcome(1, report("init hung"))["reason"] == "init hung"
     assert _outcome(0, report("init hung"))["reason"] == ""
     assert _outcome(3, None)["reason"] == "smoke exited 3 without a report"
+
+
+def row(op: str, size: int, busbw: float, p50: float, best: float | None) -> dict[str, object]:
+    return {"op": op, "bytes": size, "busbw_gbps": busbw, "time_us_p50": p50, "time_us_min": best}
+
+
+def test_busbw_is_the_largest_size_s_at_its_fastest_iteration() -> None:
+    # the CI-measured shape: a pair whose median iteration a busy node slowed (0.0245 GB/s against 0.26 before)
+    rows = [row("send_recv", 1024, 9.0, 10.0, 10.0), row("send_recv", 262144, 0.0245, 10_700.0, 1_000.0)]
+    busbw = _outcome(0, {"scope": "job", "results": rows, "findings": []})["busbw"]
+    assert abs(busbw["send_recv"] - 0.0245 * 10.7) < 1e-9  # the 256K row, at its fastest iteration
+
+
+def test_a_link_slow_on_every_iteration_stays_slow_and_an_old_report_is_read_at_its_median() -> None:
+    slow = [row("all_reduce", 262144, 0.00095, 275_000.0, 270_000.0)]  # tbf at 8 mbit: every iteration slow
+    assert _outcome(0, {"scope": "job", "results": slow, "findings": []})["busbw"]["all_reduce"] < 0.001
+    old = [{"op": "all_reduce", "bytes": 8, "busbw_gbps": 0.5, "time_us_p50": 3.0}]  # before time_us_min
+    assert _outcome(0, {"scope": "job", "results": old, "findings": []})["busbw"] == {"all_reduce": 0.5}
+    assert _outcome(0, {"scope": "node", "results": old, "findings": []})["busbw"] == {}  # a node's own view

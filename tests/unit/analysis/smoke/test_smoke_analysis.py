@@ -67,6 +67,7 @@ def test_local_results_take_the_slowest_rank_per_iteration_and_sum_wrong() -> No
     t1 = Timing("all_reduce", 1000, 250, (20.0, 10.0, 40.0), 3)
     (result,) = local_results([progress(0, timings=(t0,)), progress(1, timings=(t1,))], world_size=4)
     assert result.time_us_p50 == 30.0 and result.time_us_p95 == 40.0 and result.wrong == 3
+    assert result.time_us_min == 20.0  # per-iteration max over ranks (20, 30, 40): the fastest of them
     assert result.status == "wrong" and result.busbw_gbps == result.algbw_gbps * 1.5  # 2(n-1)/n at n=4
 
 
