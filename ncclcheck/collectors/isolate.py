@@ -51,6 +51,18 @@ def wait(store: Any, key: str, within_s: float) -> dict[str, Any] | None:
     return value
 
 
+def posted(store: Any, key: str) -> dict[str, Any] | None:
+    """The value posted under ``key`` if there is one now (no wait), else None."""
+    full = f"ncclcheck/isolate/{key}"
+    try:
+        if not store.check([full]):
+            return None
+        value: dict[str, Any] = json.loads(store.get(full))
+    except Exception:  # node 0 gone
+        return None
+    return value
+
+
 def start_member(argv: Sequence[str], log_path: str) -> subprocess.Popen[bytes]:
     """``ncclcheck smoke ARGV`` for this node's part of a stage, its output to ``log_path``."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)

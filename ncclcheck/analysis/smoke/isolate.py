@@ -139,6 +139,14 @@ class _Asked:
     def groups_run(self) -> set[Nodes]:
         return {one.nodes for result in self.done[: self.next] for one in result.runs}
 
+    def completed(self, group: Nodes) -> bool:
+        """Whether ``group``'s latest run so far completed (slow or not)."""
+        for result in reversed(self.done[: self.next]):
+            for one in result.runs:
+                if one.nodes == group:
+                    return one.completed
+        return False
+
     def busbw(self, group: Nodes) -> dict[str, float]:
         """``group``'s busbw in its latest completed run so far (empty when none completed)."""
         for result in reversed(self.done[: self.next]):
@@ -205,16 +213,23 @@ def _suspect_pair(pair: Nodes, asked: _Asked) -> IsolateVerdict | None:
             " the link between them look the same",
         )
     failed: list[int] = []
+    leads: list[Nodes] = []  # swaps that did not complete where the pair did: another fault than the pair's
     for start in range(0, len(suspects), len(partners) or 1):
         swap = list(zip(suspects[start : start + len(partners)], partners))
         groups = [tuple(sorted(g)) for g in swap]
         before = set(asked.passed)
         ran = asked.run(SWAP, groups)
-        failed += [
-            s
-            for (s, _), g, ok in zip(swap, groups, ran)
-            if not ok and not _passed_before(g, before, asked) and _reproduces(g, pair, asked)
-        ]
+        for (suspect, _), g, ok in zip(swap, groups, ran):
+            if ok or _passed_before(g, before, asked):
+                continue
+            if _reproduces(g, pair, asked):
+                failed.append(suspect)
+            elif not asked.completed(g):
+                leads.append(g)
+    if leads and not failed:  # the pair was only slow; a swap fails outright: follow that fault instead
+        if len(leads) > 1:
+            return _several(sorted(set(chain(*leads))), "fail outright in more than one pair")
+        return _suspect_pair(leads[0], asked)
     if not failed and not _slower_than_its_nodes(pair, asked):
         asked.excused.add(pair)
         asked.passed.add(pair)
@@ -240,13 +255,16 @@ def _passed_before(group: Nodes, before: set[Nodes], asked: _Asked) -> bool:
 
 
 def _reproduces(swap: Nodes, pair: Nodes, asked: _Asked) -> bool:
-    """Whether a failed swap group failed as ``pair`` did: it did not complete, was under a given floor, the pair
-    did not complete, or an op slow in both is within ``1/FLOOR_SHARE`` of the pair's busbw. A swap slow in another
-    op, or many times faster than the pair (measured on the test hosts: a rate-limited node's pair at 0.00095 GB/s,
-    a swap of its partner at 0.0245 against a floor of 0.0653), did not reproduce the pair's failure: the confirm
-    stage still runs the other nodes without the one named."""
+    """Whether a failed swap group failed as ``pair`` did: both did not complete; or both completed slow and (no
+    floor given) an op slow in both is within ``1/FLOOR_SHARE`` of the pair's busbw. A swap that fails outright
+    where the pair was only slow (measured: a pair slow by noise, the swap across a dropped link) or the other way
+    round, a swap slow in another op, or many times faster than the pair (measured on the test hosts: a rate-limited
+    node's pair at 0.00095 GB/s, a swap of its partner at 0.0245 against a floor of 0.0653) did not reproduce the
+    pair's failure: the confirm stage still runs the other nodes without the one named."""
+    if asked.completed(swap) != asked.completed(pair):
+        return False
     own, theirs = asked.busbw(swap), asked.busbw(pair)
-    if asked.floor_given or not own or not theirs:
+    if not asked.completed(swap) or asked.floor_given:
         return True
     both = asked.slow_ops.get(swap, frozenset()) & asked.slow_ops.get(pair, frozenset())
     return any(own[op] * FLOOR_SHARE <= theirs[op] for op in both if op in own and op in theirs)

@@ -67,8 +67,13 @@ def test_a_rate_limited_host_is_named(tmp_path: Path) -> None:
     codes, out, report = isolate(tmp_path, slow_node3)
     assert report["verdict"]["kind"] == "node" and report["verdict"]["nodes"] == [3], out
     assert report["verdict"]["hosts"] == ["node3"] and codes[0] == 1
-    slow = [g for s in report["stages"] for g in s["groups"] if g["slow"]]
-    assert slow and all(3 in g["nodes"] for g in slow), out  # only groups holding node 3 fell under the floor
+    # every group holding node 3 is many times slower than every group without it (those may fall under the
+    # floor too on a loaded machine: busbw noise, which the plan weighs; the fault's groups stand apart)
+    groups = [g for s in report["stages"] for g in s["groups"] if len(g["nodes"]) > 1]
+    with3 = [bw for g in groups if 3 in g["nodes"] for bw in g["busbw_gbps"].values()]
+    without = [bw for g in groups if 3 not in g["nodes"] for bw in g["busbw_gbps"].values()]
+    assert with3 and without and max(with3) * 4 < min(without), out
+    assert all("send_recv" not in g["busbw_gbps"] for g in groups)  # gloo's send_recv: verified, busbw not judged
     assert report["runs"] == len(report["stages"]) <= 4
 
 
@@ -86,8 +91,10 @@ def test_a_dropped_link_is_named(tmp_path: Path) -> None:
     codes, out, report = isolate(tmp_path, drop_1_3)
     assert report["verdict"]["kind"] == "link" and report["verdict"]["nodes"] == [1, 3], out
     assert report["verdict"]["hosts"] == ["node1", "node3"] and codes[0] == 1
-    failed = [g for s in report["stages"] for g in s["groups"] if not g["passed"]]
-    assert failed and all({1, 3} <= set(g["nodes"]) for g in failed), out  # only groups across the dropped link
+    # only groups across the dropped link did not complete (a group without it may fall under the busbw floor on
+    # a loaded machine: noise, which the plan weighs; measured: 2+3 at 0.045 GB/s in a swap against a 0.149 floor)
+    failed = [g for s in report["stages"] for g in s["groups"] if not g["completed"]]
+    assert failed and all({1, 3} <= set(g["nodes"]) for g in failed), out
     assert report["runs"] == len(report["stages"]) <= 6  # alone, pairs, boundary, cross, a confirm per end
 
 

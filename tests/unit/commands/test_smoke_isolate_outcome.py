@@ -47,3 +47,11 @@ def test_a_link_slow_on_every_iteration_stays_slow_and_an_old_report_is_read_at_
     old = [{"op": "all_reduce", "bytes": 8, "busbw_gbps": 0.5, "time_us_p50": 3.0}]  # before time_us_min
     assert _outcome(0, {"scope": "job", "results": old, "findings": []})["busbw"] == {"all_reduce": 0.5}
     assert _outcome(0, {"scope": "node", "results": old, "findings": []})["busbw"] == {}  # a node's own view
+
+
+def test_gloo_send_recv_is_verified_but_its_busbw_not_judged_and_nccl_s_is() -> None:
+    # measured on the test hosts: a healthy pair's gloo send_recv at its fastest iteration 3996 us for 256K
+    rows = [row("send_recv", 262144, 0.06, 4100.0, 3996.0), row("all_gather", 262144, 0.3, 600.0, 500.0)]
+    gloo = _outcome(0, {"scope": "job", "backend": "gloo", "results": rows, "findings": []})["busbw"]
+    nccl = _outcome(0, {"scope": "job", "backend": "nccl", "results": rows, "findings": []})["busbw"]
+    assert set(gloo) == {"all_gather"} and set(nccl) == {"send_recv", "all_gather"}

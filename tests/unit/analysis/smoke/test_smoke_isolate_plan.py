@@ -345,3 +345,29 @@ def test_must_fire_a_swap_that_did_not_reproduce_is_still_caught_by_the_confirm_
     table[(0, 1, 2)] = None  # the swap cleared node 2, but the others without node 3 fail: a second fault
     verdict, stages = replay_measured(table)
     assert verdict.kind == NOT_SINGLE and stages[-1].kind == "confirm", verdict
+
+
+# The dropped link 1<->3 on the test hosts, as measured: pair 0+1 slow by noise in the pairs stage (0.049 GB/s
+# against a 0.084 floor; here 0.03 against 0.041), 2+3 fine; the swaps 0+2 fine and 1+3 never started. The plan
+# said "node 1's network".
+@pytest.mark.parametrize("again", [0.3, 0.03], ids=["fast-again", "slow-again"])
+def test_must_not_a_slow_pair_and_a_swap_that_never_starts_blame_the_node_they_share(again: float) -> None:
+    done: list[StageResult] = []
+    while not isinstance(step := next_step(4, done), IsolateVerdict):
+        runs = []
+        for g in step.groups:
+            if len(g) == 1:
+                runs.append(GroupRun(g, True))
+            elif {1, 3} <= set(g):
+                runs.append(GroupRun(g, False, (), "node 1: the ranks never started"))
+            else:
+                bw = 0.03 if g == (0, 1) and step.kind == "pairs" else again if g == (0, 1) else 0.3
+                runs.append(GroupRun(g, True, (("all_gather", bw),)))
+        done.append(StageResult(step, tuple(runs)))
+        assert len(done) < 12, [d.stage for d in done]
+    assert (step.kind, step.nodes) == (LINK, (1, 3)), step
+
+
+def test_must_fire_a_pair_that_fails_outright_and_its_swap_too_names_the_node() -> None:
+    verdict, _ = isolate(Cluster(4, network=frozenset({1})))  # both outright: the same fault
+    assert (verdict.kind, verdict.nodes) == (NODE, (1,)), verdict
