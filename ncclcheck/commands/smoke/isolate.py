@@ -119,6 +119,7 @@ def _member(
     outcome = _outcome(code, meet.read_report(report_path))
     if first is not None:
         outcome["reason"] = f"ended early: node {first} of its group failed first"
+        outcome["ended_by"] = first
     meet.post(store, f"result/{index}/{launch.node_rank}", outcome)
     if launch.node_rank != 0:
         state = "pass" if code == 0 else f"fail ({outcome['reason']})"
@@ -192,9 +193,9 @@ def _gather(store: Any, index: int, posted: dict[str, Any], wait_s: float) -> St
         outcomes = {n: meet.wait(store, f"result/{index}/{n}", wait_s) for n in group}
         failed = [
             f"node {n}: {o['reason'] if o else 'posted no result'}"
-            for n, o in outcomes.items()
+            for n, o in sorted(outcomes.items(), key=lambda no: no[1] is not None and "ended_by" in no[1])
             if not o or o["code"] != 0
-        ]
+        ]  # the members that failed by themselves first, then those ended early because of them
         first = outcomes[group[0]] or {}
         busbw = tuple(sorted((op, float(bw)) for op, bw in first.get("busbw", {}).items()))
         runs.append(GroupRun(tuple(group), not failed, busbw if len(group) > 1 else (), "; ".join(failed)))
