@@ -76,6 +76,22 @@ def tpdp(rank: int, slow: set[int]) -> None:
             return
 
 
+def tp(rank: int, slow: set[int]) -> None:
+    """Steps of two tensor-parallel groups of two (0+1, 2+3) that never synchronise with each other: each group's
+    first rank says stop for its group when the time is up."""
+    group = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
+    t, start = torch.ones(1 << 10), time.monotonic()
+    dist.barrier()
+    print(f"ready {rank}", flush=True)
+    while True:
+        compute(STEP_S * (FACTOR if rank in slow else 1))
+        t.zero_()
+        t[0] = float(rank % 2 == 0 and time.monotonic() - start >= DURATION)
+        dist.all_reduce(t, group=group)  # the tensor-parallel all_reduce, the only collective of a step
+        if t[0] > 0:
+            return
+
+
 def pipeline(rank: int, world: int, slow: set[int]) -> None:
     """Steps of a pipeline of ``world`` stages until stage 0 says stop (its flag goes down and comes back)."""
     step = STEP_S * (FACTOR if rank in slow else 1)
@@ -105,11 +121,16 @@ def pipeline(rank: int, world: int, slow: set[int]) -> None:
 
 def main() -> None:
     dist.init_process_group("gloo")
-    if MODE in ("tpdp", "pipeline", "pipeline-data"):
+    if MODE in ("tpdp", "tp", "pipeline", "pipeline-data"):
         rank, world = dist.get_rank(), dist.get_world_size()
-        default = {"tpdp": "1", "pipeline": "2"}.get(MODE, "")
+        default = {"tpdp": "1", "tp": "1", "pipeline": "2"}.get(MODE, "")
         slow = {int(r) for r in os.environ.get("SLOW_RANKS", default).split(",") if r}
-        tpdp(rank, slow) if MODE == "tpdp" else pipeline(rank, world, slow)
+        if MODE == "tpdp":
+            tpdp(rank, slow)
+        elif MODE == "tp":
+            tp(rank, slow)
+        else:
+            pipeline(rank, world, slow)
         os.write(1, f"cpu_s {time.process_time():.3f}\n".encode())
         dist.destroy_process_group()
         return

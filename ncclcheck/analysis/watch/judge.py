@@ -61,6 +61,7 @@ class Judging:
     stall_s: float
     final: bool = False
     window_s: float | None = None  # the window --once was asked to watch (it may have seen less: a restart)
+    groups: tuple[frozenset[int], ...] = ()  # the job's process groups where known (run's control plane)
 
     def threshold(self, window_s: float) -> float:
         if not self.final:
@@ -202,7 +203,8 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     if s.live and not explained and all(v.idle_s >= limit for v in s.live):  # only when nothing else explains it
         out.append(make.no_progress(s.live))
     if not out and not s.exited and not s.stopped and not s.unknown and not s.remote:
-        groups = tuple(sorted(set(members.values()), key=sorted)) if members else ()  # the sub-groups known
+        known = set(members.values()) if members else set()  # the sub-groups known: waited in, or answered
+        groups = tuple(sorted(known | set(judging.groups), key=sorted))
         out.extend(slowness(s.live, hosts, groups))  # a job that runs, every rank of it seen: does one hold back?
     return tuple(sorted(out, key=lambda f: ORDER.index(f.severity)))
 

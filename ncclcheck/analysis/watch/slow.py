@@ -281,6 +281,30 @@ def _away(sums: dict[int, Sums], slow: list[int], others: list[int]) -> bool:
     return False
 
 
+def waiting_more(views: Sequence[RankView]) -> tuple[tuple[int, float], ...]:
+    """The ranks that wait above the others' median by ``GAP`` or more, beyond chance for the highest of this many,
+    with their shares, and the median last (as rank -1); empty where none does. Such a rank waits for one that the
+    job-wide comparison cannot name: a member of its own process group (one that no other group waits for), the
+    groups' members not known here. Three ranks or more (of two, the other is named by the comparison)."""
+    found = _span(views) if len(views) > 2 else None
+    if found is None:
+        return ()
+    _, _, outside = found
+    held = [(v.sample.rank, s, out) for v, s, out in zip(views, pooled(views, False), outside) if s is not None]
+    counts = {r: _counts(s, out) for r, s, out in held}
+    if len(counts) < 3:
+        return ()
+    typical = statistics.median(c.share for c in counts.values())
+    every = _pool(counts.values())
+    needed = _lowest(len(counts))
+    more = []
+    for r, c in sorted(counts.items()):
+        rest = _Counts(every.waited - c.waited, every.samples - c.samples)
+        if c.share - typical >= GAP and _z(rest, c) >= needed:
+            more.append((r, c.share))
+    return (*more, (-1, typical)) if more and len(more) <= len(counts) // 2 else ()
+
+
 def _suspects(counts: dict[int, _Counts]) -> tuple[tuple[int, float], ...]:
     """The ranks below the others' median by a part's difference, beyond chance for the lowest of this many, with
     their shares; the median last (as rank -1). Empty where none is."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.shares import rank_shares
-from ncclcheck.analysis.watch.slow import enough, suspects
+from ncclcheck.analysis.watch.slow import SLOW, enough, suspects, waiting_more
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.ranks import span
@@ -56,7 +56,7 @@ def summarise(
                 "ok",
                 f"✓ every rank moved (collective bytes on its sockets) in {seen}; no stacks: collectives not compared",
             )
-        behind = _behind(live)
+        behind = "; ".join(said for said in (_behind(live), _waiting_more(live, findings)) if said)
         if behind:  # a rank may hold the others back, not proven yet: never ✓ over it
             return Verdict("pending", f"… every rank is moving in {seen}; {behind}")
         return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving{_balance(live, recording)}")
@@ -130,6 +130,25 @@ def _behind(live: Sequence[RankView]) -> str:
         f"rank {span(ranks)} {'waits' if len(ranks) == 1 else 'wait'} less than the others ({shares} of the time, "
         f"against {typical:.0%}): {'it' if len(ranks) == 1 else 'they'} may hold them back, not proven over the "
         "window yet (it must hold in each part of it)"
+    )
+
+
+def _waiting_more(live: Sequence[RankView], findings: Sequence[Finding]) -> str:
+    """Ranks that wait more than the others beyond chance while nobody is named: what the verdict says of them
+    (never a ✓: someone holds them back, whom the evidence here cannot tell)."""
+    if any(f.id in SLOW for f in findings):
+        return ""
+    found = waiting_more(live)
+    if not found:
+        return ""
+    ranks, typical = [r for r, _ in found[:-1]], found[-1][1]
+    shares = ", ".join(f"{w:.0%}" for _, w in found[:-1])
+    one = len(ranks) == 1
+    return (
+        f"rank {span(ranks)} {'waits' if one else 'wait'} more than the others ({shares} of the time, against "
+        f"{typical:.0%}): a rank {'it waits' if one else 'they wait'} for holds {'it' if one else 'them'} back, which "
+        "no other rank waits for alike: a member of its own process group, not named (the groups' members come from "
+        "`ncclcheck run`'s control plane; where known, not proven within the group yet)"
     )
 
 

@@ -52,9 +52,27 @@ def settings(args: argparse.Namespace) -> RunSettings:
     if args.stall < 3 or args.interval <= 0:
         raise UsageError("ncclcheck run: --stall must be at least 3 s and --interval above 0")
     host = socket.gethostname()
-    root = os.path.abspath(args.dir or f"ncclcheck-run-{host}-{time.strftime('%Y%m%d-%H%M%S')}")
+    root = (
+        os.path.abspath(args.dir) if args.dir else fresh_dir(f"ncclcheck-run-{host}-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
     watching = Watching(args.stall, args.interval, args.on_hang)
     return RunSettings(tuple(argv), RunDir(root), host, watching, args.deep, not args.no_control, args.json)
+
+
+def fresh_dir(base: str) -> str:
+    """``base``, made now, or ``base-2``, ``base-3``... where another run took it (two runs started in the same
+    second in one directory: several tasks of one node under srun); ``base`` when none can be made (switch_on
+    then says why)."""
+    for n in range(1, 1000):
+        path = os.path.abspath(base if n == 1 else f"{base}-{n}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+    return os.path.abspath(base)
 
 
 def switch_on(wanted: RunSettings, console: Any) -> Evidence:

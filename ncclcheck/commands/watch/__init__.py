@@ -41,7 +41,7 @@ import threading
 import time
 
 from ncclcheck import exits
-from ncclcheck.analysis.watch.judge import QUICK_S, Judging, decided, next_delay, rejudge
+from ncclcheck.analysis.watch.judge import QUICK_S, decided, next_delay, rejudge
 from ncclcheck.collectors.jobs import discover, launcher_waiting, pick, wait_for_ranks
 from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import Job, WatchState
@@ -268,4 +268,4 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
             break
     assert state is not None and begun is not None
     watched = max(window, min(time.monotonic() - begun, limit))
-    return source.with_flight(rejudge(state, Judging(args.stall, final=True, window_s=watched)))  # the exact word last
+    return source.with_flight(rejudge(state, source.judged(final=True, window_s=watched)))  # the exact word last

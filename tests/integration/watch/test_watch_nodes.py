@@ -204,7 +204,9 @@ def test_one_view_of_both_nodes_healthy_then_a_node_without_an_agent_then_wedged
             for pid in wedged:
                 os.kill(pid, 18)
     assert no_agent_left()
-    assert code == 0 and seen["findings"] == [] and seen["verdict"]["status"] == "ok", seen
+    # a loaded machine may make the healthy job communication-bound (info: its ranks wait on each other alike)
+    said = {(f["kind"], f["severity"]) for f in seen["findings"]}
+    assert code == 0 and said <= {("communication-bound", "info")} and seen["verdict"]["status"] == "ok", seen
     assert [n["agent"] for n in seen["nodes"]] == ["ok", "ok"] and len(seen["ranks"]) == 4
     # torchrun's own map, read from node0's c10d rendezvous store from outside both hosts: both nodes beat.
     assert [(n["address"], n["left_rendezvous"]) for n in seen["nodes"]] == [("node0", False), ("node1", False)]

@@ -420,6 +420,9 @@ class _Looks:
     def with_flight(self, state: WatchState) -> WatchState:
         return state
 
+    def judged(self, final: bool = False, window_s: float | None = None) -> Judging:
+        return Judging(10.0, final, window_s)
+
 
 NOT_PROVEN = {0: [0.6, 0.6, 0.05, 0.6, 0.6], 1: [0.6, 0.6, 0.05, 0.6, 0.6], 2: [0.0] * 5}
 PROVEN = {0: [0.65] * 5, 1: [0.65] * 5, 2: [0.0] * 5}

@@ -51,7 +51,7 @@ def view(rank: int, parts: list[Part], rounds: int = 6, jitter: float = 0.0) -> 
     return RankView(sample(rank, compute()), None, None, "compute", 0, 0, 0, 0, 0, None, True, tallies=tallies)
 
 
-def watched(per_rank: dict[int, list[Round]], looks: int = 6) -> WatchState:
+def watched(per_rank: dict[int, list[Round]], looks: int = 6, groups: tuple[frozenset[int], ...] = ()) -> WatchState:
     """Looks 2 s apart, every rank moving (new socket bytes each look), one round each from look 1 on."""
     j, state = job(len(per_rank)), None
     for i in range(looks):
@@ -60,7 +60,9 @@ def watched(per_rank: dict[int, list[Round]], looks: int = 6) -> WatchState:
             for r, s in all_in(len(per_rank), "recv", RECV).items()
         }
         state = track(
-            state, Snapshot(i * 2.0, j, tuple(samples[r] for r in sorted(samples)), recording=True), Judging(10.0)
+            state,
+            Snapshot(i * 2.0, j, tuple(samples[r] for r in sorted(samples)), recording=True),
+            Judging(10.0, groups=groups),
         )
     assert state is not None
     return state
@@ -208,3 +210,34 @@ def test_watch_names_the_slow_stage_and_its_verdict_is_a_warning() -> None:
 def test_watch_gives_a_balanced_pipeline_its_tick() -> None:
     state = watched({r: rounds_of(r, [(at("recv", RECV), 0.45)], jitter=0.05) for r in range(4)})
     assert state.findings == () and state.verdict.status == "ok", state.verdict
+
+
+def test_watch_names_the_slow_rank_of_an_unsynchronised_group_once_the_groups_are_known_and_not_before() -> None:
+    """The groups reach the judge in ``Judging.groups`` (the ranks' control planes, asked by the live source)."""
+    per_rank = {r: rounds_of(r, [(at("all_reduce", TP), {0: 0.55, 1: 0.02}.get(r, 0.05))]) for r in range(4)}
+    known = watched(per_rank, groups=TP_GROUPS)
+    assert [(f.id, f.culprits) for f in known.findings] == [("slow-rank", (1,))]
+    assert known.findings[0].message.startswith("In process group ranks 0-1: rank 1 holds the other back")
+    assert all(f.id != "slow-rank" for f in watched(per_rank).findings)  # not known: nobody named
+
+
+def test_must_fire_a_rank_waiting_more_than_the_others_is_never_given_a_tick_when_nobody_can_be_named() -> None:
+    """Two unsynchronised groups, their members not known: rank 0 waits 55% of its time, the others 4-5% (as the
+    real job measured: 67% against 3%). Nobody can be named, and the verdict says so (pending), never "none holds
+    the others back"."""
+    per_rank = {r: rounds_of(r, [(at("all_reduce", TP), {0: 0.55, 1: 0.04}.get(r, 0.05))]) for r in range(4)}
+    state = watched(per_rank)
+    assert state.verdict.status == "pending", state.verdict
+    assert "rank 0 waits more than the others (55% of the time, against 5%)" in state.verdict.message
+    assert "a member of its own process group, not named" in state.verdict.message
+
+
+def test_must_not_balanced_ranks_or_a_majority_that_waits_for_one_say_anyone_waits_more() -> None:
+    balanced = {r: rounds_of(r, [(at("all_reduce", TP), 0.3)], jitter=0.05) for r in range(4)}
+    assert watched(balanced).verdict.status == "ok"
+    # ranks 1-3 wait for rank 0 (a checkpoint writer): that is rank 0 holding them back, never "waits more"
+    majority = {r: rounds_of(r, [(at("all_reduce", TP), 0.02 if r == 0 else 0.55)]) for r in range(4)}
+    state = watched(majority)
+    assert "waits more" not in state.verdict.message and "wait more" not in state.verdict.message, state.verdict
+    two = {r: rounds_of(r, [(at("all_reduce", TP), 0.55 if r == 0 else 0.02)]) for r in range(2)}
+    assert "more than the others" not in watched(two).verdict.message  # of two ranks, the other one is named
