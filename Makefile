@@ -42,6 +42,7 @@ test-fast: lint
 bench: install
 	$(PY) benchmarks/bench_env.py
 	$(PY) benchmarks/bench_smoke.py
+	$(PY) benchmarks/bench_isolate.py
 	$(PY) benchmarks/bench_logs.py --size-mb 256
 	$(PY) benchmarks/bench_watch.py
 	$(PY) benchmarks/bench_watch_verdict.py

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -112,3 +114,36 @@ def test_a_host_with_a_wrong_gloo_interface_is_named(tmp_path: Path) -> None:
     failed = [g for s in report["stages"] for g in s["groups"] if not g["passed"]]
     assert failed == [g for g in report["stages"][0]["groups"] if g["nodes"] == [2]], out  # alone, nobody else
     assert "ib0" in failed[0]["reason"], out  # the reason names the missing interface
+
+
+def test_ctrl_c_on_every_node_ends_its_stage_and_leaves_no_process(tmp_path: Path) -> None:
+    """Two hosts, node 1's veth at 8 kbit/s: the pairs stage starts and stalls in its transfers. ^C (SIGINT to each
+    node's ncclcheck, as a terminal sends it) ends each node's stage: its smoke, torchrun and rank, exit 130."""
+    import psutil
+
+    def ours() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+
+    with bridged_hosts(2) as hosts:
+        tbf = ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "8kbit", "burst", "32kbit", "latency", "4s"]
+        subprocess.run(["ip", "netns", "exec", hosts[1].ns.name, *tbf], check=True)
+        procs = []
+        for i, host in enumerate(hosts):
+            cmd = [sys.executable, "-m", "ncclcheck", "smoke", "--isolate", *QUICK, "--nodes", "2"]
+            cmd += ["--node-rank", str(i), "--master-addr", "node0", "--master-port", "29631"]
+            cmd += ["--log-dir", str(tmp_path / f"node{i}")]
+            procs.append(host.popen(cmd, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("node*/stage1-pairs/smoke-*")) and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in procs), [p.communicate()[0] for p in procs]
+            time.sleep(0.5)
+        time.sleep(3)  # the stage's torchrun and rank are up, stalled in the slow link
+        nodes = [p for p in ours() if "--isolate" in p.info["cmdline"] and p.info["cmdline"][0] != "nsenter"]
+        assert len(nodes) == 2 and len(ours()) > 2, [p.info["cmdline"] for p in ours()]
+        for p in nodes:
+            p.send_signal(signal.SIGINT)
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        left = [p.info["cmdline"] for p in ours()]  # before the hosts end (that would end whatever is left)
+    assert [p.returncode for p in procs] == [130, 130], outs
+    assert all("ended by SIGINT" in out for out in outs), outs
+    assert not left, left
