@@ -8,7 +8,7 @@ from typing import Final, Literal
 # alone: each node by itself; pairs: nodes two by two; swap: a suspect with a node that passed with others;
 # halves: each half of a set; boundary: two halves that pass alone, together; cross: parts of two halves across;
 # confirm: every node but the one named together (a second fault elsewhere shows there).
-StageKind = Literal["alone", "pairs", "swap", "halves", "boundary", "cross", "confirm"]
+StageKind = Literal["alone", "pairs", "swap", "halves", "boundary", "cross", "confirm", "again"]
 ALONE: Final = "alone"
 PAIRS: Final = "pairs"
 SWAP: Final = "swap"
@@ -16,6 +16,7 @@ HALVES: Final = "halves"
 BOUNDARY: Final = "boundary"
 CROSS: Final = "cross"
 CONFIRM: Final = "confirm"
+AGAIN: Final = "again"  # a pair that was only slow, run once more before a link is named
 
 # healthy: every stage passed, nobody named; node: one node; link: one pair of nodes; not_single: no single node or
 # link explains what failed.

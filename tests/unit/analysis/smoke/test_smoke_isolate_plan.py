@@ -371,3 +371,30 @@ def test_must_not_a_slow_pair_and_a_swap_that_never_starts_blame_the_node_they_s
 def test_must_fire_a_pair_that_fails_outright_and_its_swap_too_names_the_node() -> None:
     verdict, _ = isolate(Cluster(4, network=frozenset({1})))  # both outright: the same fault
     assert (verdict.kind, verdict.nodes) == (NODE, (1,)), verdict
+
+
+# A healthy set of four test hosts, as CI measured it under load: pair 2+3's all_gather just under the floor (0.0199
+# against 0.0209) and several times slower than 0+2 and 1+3 in the swaps. The plan said "link 2+3" from that one
+# measurement; a pair that was only slow is run again, and named only when it is slow again.
+def replay_again(again: float) -> tuple[IsolateVerdict, list[Stage]]:
+    done: list[StageResult] = []
+    while not isinstance(step := next_step(4, done), IsolateVerdict):
+        runs = []
+        for g in step.groups:
+            bw = 0.0199 if g == (2, 3) and step.kind == "pairs" else again if g == (2, 3) else 0.147
+            runs.append(GroupRun(g, True, (("all_gather", bw),) if len(g) > 1 else ()))
+        done.append(StageResult(step, tuple(runs)))
+        assert len(done) < 12, [d.stage for d in done]
+    return step, [d.stage for d in done]
+
+
+def test_must_not_a_pair_slow_once_is_a_link() -> None:
+    verdict, stages = replay_again(0.15)
+    assert verdict.kind == HEALTHY, verdict
+    assert "again" in [s.kind for s in stages] and "2+3 were under the floor once" in verdict.message
+
+
+def test_must_fire_a_pair_slow_again_is_the_link() -> None:
+    verdict, stages = replay_again(0.0199)
+    assert (verdict.kind, verdict.nodes) == (LINK, (2, 3)), verdict
+    assert [s.kind for s in stages][:4] == ["alone", "pairs", "swap", "again"]
