@@ -183,20 +183,6 @@ def posted(pids: Mapping[int, int], timeout: float = 0.5) -> dict[int, PostedOps
     return out
 
 
-def live_groups(pids: Mapping[int, int], timeout: float = 0.5) -> tuple[frozenset[int], ...]:
-    """The job's process groups, each its members' global ranks, as the ranks (rank -> pid) that serve a control
-    plane answer them (``ncclcheck run``'s hook); () when none does."""
-    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
-    found: set[frozenset[int]] = set()
-    for a in fetch(sockets, (GROUPS,), timeout) if sockets else []:
-        body = a.body(GROUPS)
-        try:
-            found |= {frozenset(ranks) for _, ranks in (pg_ranks(json.loads(body)) if body else ())}
-        except ValueError:
-            continue
-    return tuple(sorted(found, key=sorted))
-
-
 def recorders(
     answers: Sequence[RankAnswer], name: Callable[[RankAnswer, str], str]
 ) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
