@@ -147,8 +147,8 @@ def _waiting_more(live: Sequence[RankView], findings: Sequence[Finding]) -> str:
     return (
         f"rank {span(ranks)} {'waits' if one else 'wait'} more than the others ({shares} of the time, against "
         f"{typical:.0%}): a rank {'it waits' if one else 'they wait'} for holds {'it' if one else 'them'} back, which "
-        "no other rank waits for alike: a member of its own process group, not named (the groups' members come from "
-        "`ncclcheck run`'s control plane; where known, not proven within the group yet)"
+        "no other rank waits for alike (a member of its own process group, or a while: a compile, a checkpoint), not "
+        "named: not proven over the window yet"
     )
 
 
