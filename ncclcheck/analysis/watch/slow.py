@@ -294,29 +294,30 @@ def waiting_more(views: Sequence[RankView]) -> tuple[tuple[int, float], ...]:
     counts = {r: _counts(s, out) for r, s, out in held}
     if len(counts) < 3:
         return ()
-    typical = statistics.median(c.share for c in counts.values())
-    every = _pool(counts.values())
-    needed = _lowest(len(counts))
-    more = []
-    for r, c in sorted(counts.items()):
-        rest = _Counts(every.waited - c.waited, every.samples - c.samples)
-        if c.share - typical >= GAP and _z(rest, c) >= needed:
-            more.append((r, c.share))
+    more, typical = _apart_from_median(counts, GAP, above=True)
     return (*more, (-1, typical)) if more and len(more) <= len(counts) // 2 else ()
 
 
 def _suspects(counts: dict[int, _Counts]) -> tuple[tuple[int, float], ...]:
     """The ranks below the others' median by a part's difference, beyond chance for the lowest of this many, with
     their shares; the median last (as rank -1). Empty where none is."""
+    found, typical = _apart_from_median(counts, GAP / 2, above=False)
+    return (*found, (-1, typical)) if found else ()
+
+
+def _apart_from_median(counts: dict[int, _Counts], gap: float, above: bool) -> tuple[list[tuple[int, float]], float]:
+    """The ranks ``gap`` or more below (or ``above``) the median share of waiting, beyond chance for the lowest (or
+    highest) of this many against the rest, with their shares; and the median."""
     typical = statistics.median(c.share for c in counts.values())
     every = _pool(counts.values())
     needed = _lowest(len(counts))
     found = []
     for r, c in sorted(counts.items()):
         rest = _Counts(every.waited - c.waited, every.samples - c.samples)
-        if typical - c.share >= GAP / 2 and _z(c, rest) >= needed:
+        diff, z = (c.share - typical, _z(rest, c)) if above else (typical - c.share, _z(c, rest))
+        if diff >= gap and z >= needed:
             found.append((r, c.share))
-    return (*found, (-1, typical)) if found else ()
+    return found, typical
 
 
 def _behind(counts: dict[int, _Counts]) -> bool:
