@@ -155,13 +155,18 @@ def _in_order(parts: list[Part], workers: list[_Worker]) -> Iterator[Done]:
     ahead = 2 * len(workers)
 
     def give_out() -> None:
-        for worker in workers:
+        for worker in list(workers):
             if worker.part is None and len(done) + sum(w.part is not None for w in workers) < ahead:
                 item = next(todo, None)
                 if item is None:
                     return
-                worker.part = item
-                worker.conn.send(item[1])
+                try:
+                    worker.conn.send(item[1])
+                    worker.part = item
+                except OSError:  # it died since (a kill, the OOM killer): its part is read here, the rest go on
+                    done[item[0]] = fold_part(item[1])
+                    workers.remove(worker)
+                    worker.end()
 
     give_out()
     for index in range(len(parts)):

@@ -3,6 +3,7 @@ hang or orphan when the reader leaves, a signal comes or a worker is killed."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -114,6 +115,28 @@ def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     proc.stdout.close()  # before a byte is written: the write fails with EPIPE
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 141 and err == b"", err
+
+
+@pytest.mark.integration
+def test_workers_killed_before_they_are_given_a_part_have_it_read_here(tmp_path: Path, tiny_parts: None) -> None:
+    """A worker killed while it waits for its first part: handing it the part fails (EPIPE); the part is read
+    here and the rest go on, with no BrokenPipeError reaching the command (which would read as `| head`: 141)."""
+    log = tmp_path / "job.log"
+    log.write_text(job_text(), encoding="utf-8")
+    parts = log_parts.plan(sources([str(log)]), cores=2)[0]
+    with log_parts.done_in_order(parts, cores=2) as done:
+        for child in psutil.Process().children():
+            child.kill()
+            child.wait(10)
+        got = list(done)
+    assert [_seen(d) for d in got] == [_seen(log_parts.fold_part(p)) for p in parts]
+
+
+def _seen(done: log_parts.Done) -> tuple[object, ...]:
+    """A part's Done as values (its NCCL fold is a mutable accumulator: compared by its result)."""
+    fields = dataclasses.fields(done.recording)
+    value = tuple(getattr(done.recording, f.name) for f in fields if f.name != "nccl")
+    return value, done.recording.nccl.result(), done.notes, done.incomplete
 
 
 @pytest.mark.integration

@@ -51,8 +51,10 @@ def test_a_balanced_job_of_groups_or_stages_names_nobody(
         report["findings"],
     )
     verdict = report["verdict"]
-    # a stage caught standing in recv at the last look (a loaded machine) is "not judged" yet: pending, never a finding
+    # a stage caught standing in recv at the last look (a loaded machine) is "not judged" yet, and a rank that moved
+    # only at the last sample is watched on: pending, never a finding
     said = ("none holds the others back", "too soon to tell", "not proven over the window yet", "not judged")
+    said += ("every rank moved at the last sample",)
     assert verdict["status"] in ("ok", "pending") and any(s in verdict["message"] for s in said), verdict
     assert code == (4 if verdict["status"] == "pending" else 0)
 
