@@ -113,7 +113,9 @@ def merge(
     beats = [m.heartbeat_age_s for m in mapped.values() if m.heartbeat_age_s is not None and not m.removed]
     freshest = min(beats, default=None)
     findings = _node_findings(nodes, text, job, started, orphans, freshest) + judge(tracked, job, judging)
-    findings = tuple(sorted(findings, key=lambda f: ("error", "warning", "info").index(f.severity)))
+    # by severity; within one, a finding that names a culprit (the job's straggler) before the nodes' own (a
+    # launcher gone, which names none): the headline lists them in this order
+    findings = tuple(sorted(findings, key=lambda f: (("error", "warning", "info").index(f.severity), not f.culprits)))
     limit = judging.threshold(window)
     verdict = summarise(views, samples, window, findings, limit, judging.stall_s, judging.final, recording)
     return WatchState(

@@ -259,8 +259,8 @@ def test_one_view_of_both_nodes_node1_s_torchrun_killed(tmp_path: Path) -> None:
         code, seen = watch_all(hosts)
     assert no_agent_left()
     found = [(f["kind"], f["culprits"]) for f in seen["findings"]]
-    # both, in either order (seen once the other way round on a loaded machine: not examined yet, see the notes)
-    assert code == 1 and sorted(found) == [("launcher-gone", []), ("straggler", [1])], seen["findings"]
+    # the straggler first: an error, or (a loaded machine, its stack seen changing) a warning that names a culprit
+    assert code == 1 and found == [("straggler", [1]), ("launcher-gone", [])], seen["findings"]
     gone = next(f for f in seen["findings"] if f["kind"] == "launcher-gone")
     assert gone["ranks"] == [2, 3] and "node1" in gone["message"]
     assert "stalled" not in json.dumps(seen)

@@ -144,6 +144,13 @@ def test_a_node_whose_launcher_died_under_running_ranks_is_a_warning_but_not_onc
     state = merged(streams)
     assert [(f.id, f.ranks) for f in state.findings] == [("straggler", (0, 1, 2, 3)), ("launcher-gone", (2, 3))]
     assert state.findings[1].culprits == () and "node1: the job's launcher" in state.findings[1].message
+    # the straggler's stack still changing (slow, maybe not stuck): a warning, still listed before the node's own
+    moving = states(job(4, 2, 0), *[all_in(2, "all_reduce", r1=sample(1, stack(None, 41 + i, "f"))) for i in range(4)])
+    streams = feed((moving, "node0"), (node_state(1), "node1"))
+    streams.reports["node1"] = replace(streams.reports["node1"], launcher_running=False)
+    found = merged(streams).findings
+    assert [(f.id, f.severity) for f in found] == [("straggler", "warning"), ("launcher-gone", "warning")], found
+    assert merged(streams).verdict.message.startswith("! straggler, launcher-gone")
     gone = node_state(1, r2=sample(2, (), status="gone"), r3=sample(3, (), status="gone"))
     ended = feed((node0, "node0"), (gone, "node1"))
     ended.reports["node1"] = replace(ended.reports["node1"], launcher_running=False)
