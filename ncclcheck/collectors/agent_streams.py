@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from ncclcheck.model.agent_line import flight_from_json, parse
+from ncclcheck.model.agent_line import flight_from_json, groups_from_json, parse
 from ncclcheck.model.flight import FrDump
 from ncclcheck.model.shares import PlaceKey, Tally
 from ncclcheck.model.stacks import Frame
@@ -42,6 +42,7 @@ class Streams:
     text: dict[str, deque[str]] = field(default_factory=dict)
     stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
     flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
+    groups: dict[str, tuple[frozenset[int], ...]] = field(default_factory=dict)  # per host, as last sent
     tallies: dict[tuple[str, int], tuple[Tally, ...]] = field(default_factory=dict)  # per node and rank: the window
     deeps: dict[tuple[str, int], Deep | None] = field(default_factory=dict)  # per node and rank: its last closer look
     places: dict[tuple[str, int], tuple[PlaceKey, ...]] = field(default_factory=dict)  # per node and rank: its table
@@ -64,7 +65,11 @@ class Streams:
                     flight = flight_from_json(data)
                     if flight is not None:
                         self.flights[report.host] = flight
-                    report = dataclasses.replace(report, flight=self.flights.get(report.host, ()))
+                    groups = groups_from_json(data)
+                    if groups is not None:
+                        self.groups[report.host] = groups
+                    held = self.groups.get(report.host, ())
+                    report = dataclasses.replace(report, flight=self.flights.get(report.host, ()), groups=held)
                     self.reports[report.host] = report
                     self.first_seen = report.received if self.first_seen is None else self.first_seen
                     return

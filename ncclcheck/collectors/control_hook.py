@@ -10,7 +10,9 @@ pass the 108-byte limit. A process that never creates a process group (the launc
 starts nothing. If ``TORCH_WORKER_SERVER_SOCKET`` is set, the job serves its own: nothing is started and that
 socket is recorded. Nothing here raises into the user's program: a failure is a note file in the control dir.
 
-Per rank it writes ``rank<N>.json`` in the control dir: where the socket is, whose it is, the pid, the start time.
+Per rank it writes ``rank<N>.json`` in the control dir: where the socket is, whose it is, the pid, the start time;
+and ``groups-rank<N>.json``: its process groups and their members' global ranks, written again each time a group
+is made (``new_group``, ``split_group``), so that a watcher reads them without asking the rank.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ C10D = "torch.distributed.distributed_c10d"
 DEBUG = "torch.distributed.debug"  # start_debug_server(): a worker server on a TCP port, published in the store
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes with its NUL
 GROUPS = "ncclcheck_pg_config"  # our handler: this rank's process groups and their global ranks, as pg_config
+GROUPS_FILE = "groups-rank{}.json"  # the same, written to the control dir each time this rank's groups change
+MADE = ("new_group", "split_group")  # the calls that make a process group (new_subgroups, DeviceMesh: through them)
 
 _servers: list[Any] = []  # the started server lives as long as the process (until the job's debug server replaces it)
 _kept: list[Any] = []  # what must outlive the interpreter (the groups handler) and whether we started (a second init)
@@ -139,17 +143,7 @@ def _serve_groups() -> None:
     def groups(request: Any, response: Any) -> None:
         import json
 
-        from torch.distributed import distributed_c10d as dc
-
-        world = dc._world
-        config = {}
-        for group, ranks in list(world.pg_group_ranks.items()):
-            name = world.pg_names.get(group, "")
-            if not name:
-                continue  # a group this rank is not a member of
-            order = sorted(ranks, key=ranks.__getitem__)  # global ranks by group rank: NCCL names p2p peers by it
-            config[name] = {"name": name, "desc": getattr(group, "group_desc", ""), "ranks": order}
-        response.set_content(json.dumps(config).encode(), "application/json")
+        response.set_content(json.dumps(groups_config()).encode(), "application/json")
         response.set_status(200)
 
     # torch's handler registry is a C++ static: it drops its reference after the interpreter is gone, and a handler
@@ -159,6 +153,43 @@ def _serve_groups() -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(groups))
     _kept.append(groups)
     register(GROUPS, groups)
+
+
+def groups_config() -> dict[str, dict[str, Any]]:
+    """This rank's process groups, each with its members' global ranks, in the layout of the Flight Recorder's
+    ``pg_config`` (read by ``collectors.flight.pg_ranks``)."""
+    from torch.distributed import distributed_c10d as dc
+
+    world = dc._world
+    config = {}
+    for group, ranks in list(world.pg_group_ranks.items()):
+        name = world.pg_names.get(group, "")
+        if not name:
+            continue  # a group this rank is not a member of
+        order = sorted(ranks, key=ranks.__getitem__)  # global ranks by group rank: NCCL names p2p peers by it
+        config[name] = {"name": name, "desc": getattr(group, "group_desc", ""), "ranks": order}
+    return config
+
+
+def publish_groups(control_dir: str) -> None:
+    """Write this rank's process groups to ``groups-rank<N>.json`` in the control dir (replaced whole), after each
+    group is made: a watcher reads them from the file, never by asking the rank (a Python handler asked while a
+    rank exits aborted it). Never raises."""
+    rank: object = "?"
+    try:
+        import json
+
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return
+        rank = dist.get_rank()
+        tmp = os.path.join(control_dir, f".groups-rank{rank}.json.{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(groups_config(), f)
+        os.replace(tmp, os.path.join(control_dir, GROUPS_FILE.format(rank)))
+    except Exception as exc:  # the user's program must never see our failure
+        _note(control_dir, rank, f"process groups not written: {type(exc).__name__}: {exc}")
 
 
 def use_debug_server(control_dir: str) -> None:
@@ -182,8 +213,8 @@ def use_debug_server(control_dir: str) -> None:
 
 
 def _after(module: ModuleType, name: str, then: Any, interruptible: bool = False) -> tuple[Any, Any] | None:
-    """Wrap ``module.<name>`` so that ``then()`` runs after each call: (the original, the wrapper), or None when it is
-    wrapped already. ``interruptible``: ^C ends the process while the call waits (``_interruptible``)."""
+    """Wrap ``module.<name>`` so that ``then(result)`` runs after each call: (the original, the wrapper), or None when
+    it is wrapped already. ``interruptible``: ^C ends the process while the call waits (``_interruptible``)."""
     import functools
 
     original = getattr(module, name)
@@ -193,7 +224,7 @@ def _after(module: ModuleType, name: str, then: Any, interruptible: bool = False
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         out = _interruptible(lambda: original(*args, **kwargs)) if interruptible else original(*args, **kwargs)
-        then()
+        then(out)
         return out
 
     wrapper.__ncclcheck__ = True  # type: ignore[attr-defined]
@@ -203,16 +234,28 @@ def _after(module: ModuleType, name: str, then: Any, interruptible: bool = False
 
 def wrap_debug(module: ModuleType, control_dir: str) -> None:
     """Wrap ``start_debug_server``: once the job's own debug server serves, it is the one asked."""
-    _after(module, "start_debug_server", lambda: use_debug_server(control_dir))
+    _after(module, "start_debug_server", lambda _: use_debug_server(control_dir))
 
 
 def wrap(module: ModuleType, control_dir: str) -> None:
-    """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server, and
-    the point-to-point calls to record what each rank has in flight (``ncclcheck_hook_p2p``)."""
-    wrapped = _after(module, "init_process_group", lambda: start_server(control_dir), interruptible=True)
+    """Wrap ``module.init_process_group`` (and torch.distributed's copy, if bound already) to start the server, it
+    and the calls that make a group to publish this rank's groups (``publish_groups``), and the point-to-point calls to record what each rank has in flight (``ncclcheck_hook_p2p``)."""
     parent = sys.modules.get("torch.distributed")
-    if wrapped is not None and parent is not None and getattr(parent, "init_process_group", None) is wrapped[0]:
-        parent.init_process_group = wrapped[1]  # type: ignore[attr-defined]
+
+    def started(_: Any) -> None:
+        start_server(control_dir)
+        publish_groups(control_dir)
+
+    def made(group: Any) -> None:  # every rank makes every group: only a rank that is a member has new groups
+        if group is not None and group is not getattr(getattr(module, "GroupMember", None), "NON_GROUP_MEMBER", None):
+            publish_groups(control_dir)
+
+    calls: list[tuple[str, Any, bool]] = [("init_process_group", started, True)]
+    calls += [(name, made, False) for name in MADE if hasattr(module, name)]
+    for name, then, interruptible in calls:
+        wrapped = _after(module, name, then, interruptible)
+        if wrapped is not None and parent is not None and getattr(parent, name, None) is wrapped[0]:
+            setattr(parent, name, wrapped[1])
     try:
         try:
             import ncclcheck_hook_p2p as p2p  # type: ignore[import-not-found]  # run's copy, beside this file

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ncclcheck.collectors.control_hook import CONTROL_DIR, GROUPS, THEIR_SOCKET, socket_path
+from ncclcheck.collectors.control_hook import CONTROL_DIR, GROUPS, GROUPS_FILE, THEIR_SOCKET, socket_path
 from ncclcheck.collectors.control_hook_p2p import HANDLER as P2P_HANDLER
 from ncclcheck.collectors.flight import parse, pg_ranks
 from ncclcheck.model.args import PostedOps, posted_from_json
@@ -158,6 +158,27 @@ def environ(pid: int) -> dict[str, str]:
         if sep:
             out[name.decode(errors="replace")] = value.decode(errors="replace")
     return out
+
+
+def live_groups(pids: Mapping[int, int]) -> tuple[frozenset[int], ...]:
+    """The job's process groups, each its members' global ranks, as the ranks (rank -> pid) wrote them to their
+    control dir (``ncclcheck run``'s hook: ``groups-rank<N>.json``, each time a group is made); () when none did.
+    Read from files, never asked of the ranks."""
+    found: set[frozenset[int]] = set()
+    for rank, pid in pids.items():
+        control_dir = environ(pid).get(CONTROL_DIR)
+        if not control_dir:
+            continue
+        try:
+            with open(os.path.join(control_dir, GROUPS_FILE.format(rank)), encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            continue
+        try:
+            found |= {frozenset(members) for _, members in pg_ranks(config)}
+        except (TypeError, ValueError):
+            continue
+    return tuple(sorted(found, key=sorted))
 
 
 def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:

@@ -49,13 +49,15 @@ def agent_line(
     rounds_sent: dict[int, float] | None = None,
     deep_sent: dict[int, Deep | None] | None = None,
     places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] | None = None,
+    groups: Sequence[frozenset[int]] | None = None,
 ) -> dict[str, Any]:
     """The line for this sample; ``sent`` (each rank's stack as last sent) is brought up to date. ``flight``: this
     node's ranks' live Flight Recorders, given when they changed (an empty one: the stall they were asked in is over).
     ``rounds_sent``: the end of each rank's last round sent, brought up to date (None: send every round held);
     ``deep_sent``: each rank's closer look as last sent, brought up to date: a look is sent when it changed (``null``
     once the rank moved on), not at every line (None: with every line that has one). ``places_sent``: each rank's
-    place table as last sent, and the line it went with (None: the table goes with every line that has rounds)."""
+    place table as last sent, and the line it went with (None: the table goes with every line that has rounds).
+    ``groups``: the job's process groups as this node's ranks wrote them, given when they changed."""
     line: dict[str, Any] = {"schema": AGENT_SCHEMA, "host": host, "time": round(now, 3), "seq": seq}
     if interval_s is not None:
         line["interval_s"] = interval_s  # how often this agent writes: the viewer calls it silent after 4 of them
@@ -67,9 +69,9 @@ def agent_line(
             line["done"] = done
         return line
     job = state.job
-    groups = {p.group_rank for p in job.ranks if p.group_rank is not None}
+    node_ranks = {p.group_rank for p in job.ranks if p.group_rank is not None}  # torchrun's GROUP_RANK: the node's
     line.update(
-        node_rank=groups.pop() if len(groups) == 1 else None,
+        node_rank=node_ranks.pop() if len(node_ranks) == 1 else None,
         job={
             "id": job.id,
             "world_size": job.world_size,
@@ -139,9 +141,59 @@ def agent_line(
         line["ranks"].append(rank)
     if flight is not None:
         line["flight"] = [dump_to_json(d) for d in flight]
+    if groups is not None:
+        line["groups"] = [sorted(g) for g in groups]
     if done:
         line["done"] = done
     return line
+
+
+class AgentLines:
+    """A node's agent lines, one after another: what each carries from the one before (each rank's stack, rounds,
+    closer look and place table as last written, the Flight Recorders and groups last written, the line's number),
+    so that a line carries only what changed. Used by ``watch --agent`` and ``run``'s sampler alike."""
+
+    def __init__(self, host: str, rendezvous: RendezvousEndpoint | None = None) -> None:
+        self.host, self.seq, self.rendezvous = host, 0, rendezvous
+        self.sent: dict[int, tuple[Frame, ...]] = {}
+        self.flight: object = ()
+        self.groups: tuple[frozenset[int], ...] = ()
+        self.rounds_sent: dict[int, float] = {}
+        self.deep_sent: dict[int, Deep | None] = {}
+        self.places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
+
+    def line(
+        self,
+        state: WatchState | None,
+        now: float,
+        interval_s: float | None = None,
+        flight: tuple[FrDump, ...] = (),
+        groups: tuple[frozenset[int], ...] = (),
+        done: str | None = None,
+        error: str | None = None,
+    ) -> dict[str, Any]:
+        """The next line; ``flight`` is sent when it is not the one last sent (identity: the source keeps one until
+        it asks again), ``groups`` when they differ from those last sent."""
+        fresh, self.flight = (flight if flight is not self.flight else None), flight
+        new_groups, self.groups = (groups if groups != self.groups else None), groups
+        line = agent_line(
+            state,
+            self.host,
+            self.sent,
+            now,
+            self.seq,
+            error=error,
+            done=done,
+            rendezvous=self.rendezvous,
+            interval_s=interval_s,
+            flight=fresh,
+            rounds_sent=self.rounds_sent,
+            deep_sent=self.deep_sent,
+            places_sent=self.places_sent,
+            groups=new_groups,
+        )
+        self.seq += 1
+        return line
 
 
 def _counts(
@@ -290,6 +342,22 @@ def _rounds(
     if isinstance(r.get("rounds"), list):
         return [tally_from_json(t) for t in r["rounds"]]
     return None
+
+
+def groups_from_json(data: dict[str, Any]) -> tuple[frozenset[int], ...] | None:
+    """The job's process groups an agent line carries (each its members' global ranks); None where the line has
+    none (unchanged since the last) or they cannot be read."""
+    raw = data.get("groups")
+    if not isinstance(raw, list):
+        return None
+    out: set[frozenset[int]] = set()
+    for members in raw:
+        if not isinstance(members, list) or not members:
+            return None
+        if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in members):
+            return None
+        out.add(frozenset(members))
+    return tuple(sorted(out, key=sorted))
 
 
 def flight_from_json(data: dict[str, Any]) -> tuple[FrDump, ...] | None:

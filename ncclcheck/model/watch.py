@@ -180,6 +180,7 @@ class AgentReport:
     interval_s: float | None = None  # how often the agent writes a line
     flight: tuple[FrDump, ...] = ()  # its ranks' live Flight Recorders, asked through their control plane on a stall
     recording: bool = False  # its ranks' stacks are sampled in rounds, which its lines carry
+    groups: tuple[frozenset[int], ...] = ()  # the job's process groups as its ranks wrote them (run's hook)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ncclcheck.analysis.ras import ours
 from ncclcheck.analysis.watch.flight import asked_for, exact, with_exact, with_outside
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.notes import watch_notes
-from ncclcheck.collectors.control_plane import environ, live_flight
+from ncclcheck.collectors.control_plane import environ, live_flight, live_groups
 from ncclcheck.collectors.gpu import look as look_at_gpus
 from ncclcheck.collectors.jobs import discover
 from ncclcheck.collectors.processes import process_state
@@ -31,6 +31,7 @@ REDISCOVER_S = 3.0
 RAS_EVERY_S = 2.0  # how often NCCL RAS is asked while ranks stand still
 RAS_AGAIN_S = 30.0  # how long after "nothing listens" it is tried again (a job whose NCCL starts later)
 RAS_GATHER_S = 3  # what RAS may take to gather the job's counts (the look waits that long at most)
+GROUPS_EVERY_S = 5.0  # how often the ranks' process groups are read again (groups are made as a job goes)
 
 
 class RasPolls:
@@ -89,6 +90,23 @@ class GpuLooks:
         return judge_gpus(look, self.pids, waiting)
 
 
+class GroupFiles:
+    """The job's process groups as its ranks wrote them (``ncclcheck run``'s hook, ``groups-rank<N>.json``): read at
+    the first look and every ``GROUPS_EVERY_S`` after; the last read is kept while no file is there."""
+
+    def __init__(self, job: Job) -> None:
+        self.pids = {r.rank: r.pid for r in job.ranks}
+        self.at: float | None = None
+        self.groups: tuple[frozenset[int], ...] = ()
+
+    def known(self) -> tuple[frozenset[int], ...]:
+        now = time.monotonic()
+        if self.at is None or now - self.at >= GROUPS_EVERY_S:
+            self.at = now
+            self.groups = live_groups(self.pids) or self.groups
+        return self.groups
+
+
 class LiveSource:
     """Each ``poll`` takes one sample of every local rank and returns the tracked state."""
 
@@ -108,6 +126,7 @@ class LiveSource:
         self.flight: tuple[FrDump, ...] = ()  # what they answered then (a node agent sends them on to the viewer)
         self.ras = RasPolls(job)
         self.gpus = GpuLooks(job)
+        self.groups = GroupFiles(job)
 
     def poll(self, final: bool = False) -> WatchState:
         """One sample; ``final``: the last look of ``--once``, where standing still through the window counts."""
@@ -121,9 +140,9 @@ class LiveSource:
         return with_outside(state, self.gpus.findings(waiting))
 
     def judged(self, final: bool = False, window_s: float | None = None) -> Judging:
-        """How a look is judged: ``--stall`` and whether it is ``--once``'s last. The job's groups are not asked of a
-        live job: a Python handler asked while a rank exits aborted it ("FATAL: exception not rethrown")."""
-        return Judging(self.judging.stall_s, final, window_s)
+        """How a look is judged: ``--stall``, whether it is ``--once``'s last, and the job's groups where its ranks
+        wrote them (read from files: a Python handler asked while a rank exits aborted it)."""
+        return Judging(self.judging.stall_s, final, window_s, self.groups.known())
 
     def close(self) -> None:
         """Stop sampling: the recording's py-spy processes end now."""
@@ -172,4 +191,5 @@ class LiveSource:
         self.sampler = Sampler(fresh, stacks=self.stacks, native=self.native, record=self.record)
         self.ras = RasPolls(fresh)
         self.gpus = GpuLooks(fresh)
+        self.groups = GroupFiles(fresh)  # a restarted job makes its groups again
         self.restarted = (time.strftime("%H:%M:%S"), tuple(r.pid for r in fresh.ranks))

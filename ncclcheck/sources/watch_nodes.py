@@ -3,6 +3,7 @@ fan-out tool (or lines collected before), merged into one job-wide state at each
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping
@@ -59,6 +60,8 @@ class NodesSource:
             now = max((r.received for r in reports.values()), default=0.0)
             started = True
         known = self.map.now(reports, now) if self.fanout is not None else None
+        groups = {g for r in reports.values() for g in r.groups}  # each node's ranks wrote the groups they are in
+        judging = dataclasses.replace(judging, groups=tuple(sorted(groups, key=sorted)))
         state = merge(
             reports,
             text,

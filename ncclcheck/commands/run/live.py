@@ -21,13 +21,10 @@ from ncclcheck.collectors.rendezvous import launcher_endpoint
 from ncclcheck.collectors.run_job import Launched
 from ncclcheck.commands.run.control import keep_incident, on_hang
 from ncclcheck.commands.run.slow import SlowLog
-from ncclcheck.model.agent_line import agent_line
+from ncclcheck.model.agent_line import AgentLines
 from ncclcheck.model.live import Look
 from ncclcheck.model.run import HangRecord, RunDir, hang_json
-from ncclcheck.model.shares import PlaceKey
-from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import Deep
-from ncclcheck.model.watch import RendezvousEndpoint, WatchState
+from ncclcheck.model.watch import WatchState
 from ncclcheck.report_files import replace_json
 from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
@@ -85,7 +82,7 @@ class LiveSampler:
         self.said: set[str] = set()  # the sampler's notes (no ptrace, ...), each said once
         self.last: tuple[Any, ...] | None = None  # the hang last recorded, while it lasts
         self.early = EarlyDumps(run_dir.fr)
-        self.lines = _AgentLines(self.host)
+        self.lines = AgentLines(self.host)
 
     def run(self) -> None:
         """Find the job's ranks, then one look per sample until the job is over (the thread's target)."""
@@ -114,7 +111,10 @@ class LiveSampler:
             self.ends.add(r.rank, r.pid)
         # This node's agent lines (ncclcheck.watch-agent/2), as `watch --agent` writes them: a viewer reads
         # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
-        out.write(json.dumps(self.lines.line(state, source, self.watching.interval_s)) + "\n")
+        line = self.lines.line(
+            state, time.time(), self.watching.interval_s, flight=source.flight, groups=source.groups.groups
+        )
+        out.write(json.dumps(line) + "\n")
         out.flush()
         if look.final:
             return
@@ -194,35 +194,3 @@ class LiveSampler:
             if ended.wait(min(0.5, left)):
                 ended.clear()
                 return
-
-
-class _AgentLines:
-    """What this node's agent lines carry from one to the next: each rank's stack, rounds and closer look as last
-    written (a line carries only what changed), the Flight Recorders last written, and the line's number."""
-
-    def __init__(self, host: str) -> None:
-        self.host, self.seq = host, 0
-        self.rendezvous: RendezvousEndpoint | None = None
-        self.sent: dict[int, tuple[Frame, ...]] = {}
-        self.flight: object = ()
-        self.rounds_sent: dict[int, float] = {}
-        self.deep_sent: dict[int, Deep | None] = {}
-        self.places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
-
-    def line(self, state: WatchState, source: LiveSource, interval_s: float) -> dict[str, Any]:
-        fresh, self.flight = (source.flight if source.flight is not self.flight else None), source.flight
-        line = agent_line(
-            state,
-            self.host,
-            self.sent,
-            time.time(),
-            self.seq,
-            rendezvous=self.rendezvous,
-            interval_s=interval_s,
-            flight=fresh,
-            rounds_sent=self.rounds_sent,
-            deep_sent=self.deep_sent,
-            places_sent=self.places_sent,
-        )
-        self.seq += 1
-        return line

@@ -24,11 +24,7 @@ from typing import Any
 from ncclcheck import exits
 from ncclcheck.collectors.jobs import discover, pick
 from ncclcheck.collectors.rendezvous import launcher_endpoint
-from ncclcheck.model.agent_line import agent_line
-from ncclcheck.model.shares import PlaceKey
-from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import Deep
-from ncclcheck.model.watch import RendezvousEndpoint
+from ncclcheck.model.agent_line import AgentLines
 from ncclcheck.signals import handling
 from ncclcheck.sources.live import samples
 from ncclcheck.sources.watch import LiveSource
@@ -44,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
-    host, sent, seq = socket.gethostname(), dict[int, tuple[Frame, ...]](), 0
+    lines = AgentLines(socket.gethostname())
     jobs = discover(args.pid)
     if args.slurm_job:  # started by the viewer's --slurm: this SLURM job's ranks, whatever else runs here
         jobs = tuple(j for j in jobs if j.slurm_job == args.slurm_job)
@@ -58,53 +54,32 @@ def _sample(args: argparse.Namespace, stop: threading.Event) -> int:
             if not jobs
             else f"{len(jobs)} jobs on this node ({', '.join(j.id for j in jobs)}): give the viewer --job ID"
         )
-        _emit(agent_line(None, host, sent, time.time(), seq, error=error))
+        _emit(lines.line(None, time.time(), error=error))
         return exits.NO_JOB if not jobs else exits.USAGE
     source = LiveSource(jobs[0], args.stall, stacks=not args.no_stacks, native=args.native)
-    rendezvous = launcher_endpoint(jobs[0].launcher_pid)  # the viewer reads the job's map there; never this agent
+    lines.rendezvous = launcher_endpoint(jobs[0].launcher_pid)  # the viewer reads the job's map there; never us
     try:
-        return _report(source, stop, args, host, sent, seq, rendezvous)
+        return _report(source, stop, args, lines)
     finally:
         source.close()
 
 
-def _report(
-    source: LiveSource,
-    stop: threading.Event,
-    args: argparse.Namespace,
-    host: str,
-    sent: dict[int, tuple[Frame, ...]],
-    seq: int,
-    rendezvous: RendezvousEndpoint | None,
-) -> int:
+def _report(source: LiveSource, stop: threading.Event, args: argparse.Namespace, lines: AgentLines) -> int:
     """One agent line per sample until the job on this node is over, the reader went away or a stop came."""
-    flight: object = ()
-    rounds_sent: dict[int, float] = {}  # each rank's last round sent: a line carries only the new ones
-    deep_sent: dict[int, Deep | None] = {}  # each rank's closer look as last sent: sent again when it changes
-    places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}  # each rank's place table, as last sent
     for look in samples(source, args.interval, stop):
         state = look.state
         assert state is not None  # the loop raises what a poll raised
-        fresh = source.flight if source.flight is not flight else None
-        flight = source.flight
         over = state.verdict.status == "finished" and not state.launcher_running
-        line = agent_line(
+        line = lines.line(
             state,
-            host,
-            sent,
             time.time(),
-            seq,
-            done=DONE if over else None,
-            rendezvous=rendezvous,
             interval_s=args.interval,
-            flight=fresh,
-            rounds_sent=rounds_sent,
-            deep_sent=deep_sent,
-            places_sent=places_sent,
+            flight=source.flight,
+            groups=source.groups.groups,
+            done=DONE if over else None,
         )
         if not _emit(line):
             return exits.OK  # nobody reads any more
-        seq += 1
         if over or args.once:
             return exits.OK
     return exits.OK

@@ -4,6 +4,8 @@ pipeline, and nobody in a balanced tp x dp job, a balanced pipeline, or one whos
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,9 @@ from typing import Any
 import pytest
 from test_watch_real import RealJob, kinds, the
 from test_watch_slow_real import SCRIPT, job, watch
+
+from ncclcheck.commands.run import control
+from ncclcheck.model.run import RunDir
 
 pytestmark = pytest.mark.integration
 __all__ = ["job"]  # the fixture
@@ -59,9 +64,21 @@ def test_a_balanced_job_of_groups_or_stages_names_nobody(
     assert code == (4 if verdict["status"] == "pending" else 0)
 
 
-# Two tensor-parallel groups that never synchronise with each other (0+1, 2+3; slow_job.py MODE=tp), rank 1 three
-# times slower: the job-wide comparison cannot name rank 1 (ranks 2-3 wait for nobody), and the groups' members are
-# not read from a live job, so nobody is named; but the verdict never says all is well (pending, exit 4).
+# Two tensor-parallel groups that never synchronise with each other (0+1, 2+3; slow_job.py MODE=tp): the job-wide
+# comparison cannot name rank 1 (ranks 2-3 wait for nobody), only its group can; the groups come from the files the
+# ranks write under `ncclcheck run`'s hook (groups-rank<N>.json in the control dir, each time a group is made).
+def hooked_job(tmp: Path, *, hook: bool, slow: str) -> RealJob:
+    env = {"SLOW_RANKS": slow}
+    if hook:
+        run_dir = RunDir(str(tmp / "run"))
+        os.makedirs(run_dir.root, exist_ok=True)
+        setting, hook_dir, _ = control.prepare(run_dir, True)
+        assert setting is not None and hook_dir is not None
+        env = control.with_hook({**os.environ, **env, setting.names[0]: setting.value}, hook_dir)
+        env = {k: v for k, v in env.items() if os.environ.get(k) != v}  # RealJob adds the rest of os.environ
+    return RealJob("tp", tmp / "tp.log", nproc=4, env=env, script=SCRIPT)
+
+
 @pytest.fixture
 def jobs() -> Iterator[list[RealJob]]:
     started: list[RealJob] = []
@@ -70,10 +87,28 @@ def jobs() -> Iterator[list[RealJob]]:
         j.stop()
 
 
-def test_must_not_unsynchronised_groups_name_anyone_without_their_members_nor_say_all_is_well(
+def test_the_slow_rank_of_a_group_that_no_other_group_waits_for_is_named_from_the_groups_its_ranks_wrote(
     tmp_path: Path, jobs: list[RealJob], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    jobs.append(RealJob("tp", tmp_path / "tp.log", nproc=4, env={"SLOW_RANKS": "1"}, script=SCRIPT))
+    jobs.append(hooked_job(tmp_path, hook=True, slow="1"))
+    code, report = watch(jobs[-1], capsys)
+    assert code == 1 and kinds(report) == {"slow-rank": [1]}, (report["verdict"], report["findings"])
+    f = the(report, "slow-rank")
+    assert "rank 1 holds" in f["message"] and "rank 0 wait" in f["message"], f["message"]
+    written = json.loads((tmp_path / "run" / "control" / "groups-rank1.json").read_text())
+    assert sorted(g["ranks"] for g in written.values()) == [[0, 1], [0, 1, 2, 3]], written  # the world, and its tp
+
+
+# Rank 1 three times slower, the groups not known (plain torchrun): nobody can be named, but the verdict never says
+# all is well (pending, exit 4). The groups known and every rank alike: nobody named.
+@pytest.mark.parametrize(("hook", "slow"), [(False, "1"), (True, "")], ids=["groups-not-known", "balanced-groups"])
+def test_must_not_unsynchronised_groups_name_anyone_without_their_members_or_when_balanced(
+    tmp_path: Path, jobs: list[RealJob], capsys: pytest.CaptureFixture[str], hook: bool, slow: str
+) -> None:
+    jobs.append(hooked_job(tmp_path, hook=hook, slow=slow))
     code, report = watch(jobs[-1], capsys, "--settle", "14")
     assert "slow-rank" not in kinds(report) and "slow-node" not in kinds(report), report["findings"]
-    assert code == 4 and report["verdict"]["status"] == "pending", report["verdict"]  # never a tick over it
+    if not hook:  # rank 0 waits for rank 1, which nobody can name here: never a tick
+        assert code == 4 and report["verdict"]["status"] == "pending", report["verdict"]
+    else:
+        assert code in (0, 4), (report["verdict"], report["findings"])  # nobody blamed: ok, or pending (not proven)

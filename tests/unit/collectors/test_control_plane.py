@@ -292,3 +292,57 @@ def test_an_agent_s_recorder_keeps_each_group_s_last_entries_and_reads_back_whol
     kept = dump_from_json(dump_to_json(dump, tail=1))
     assert kept is not None and len(kept.entries) == len({(e.pg, e.is_p2p) for e in dump.entries})
     assert dump_from_json({"rank": "x"}) is None and dump_from_json([1]) is None
+
+
+def test_the_groups_each_rank_wrote_are_read_from_its_control_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``groups-rank<N>.json`` (the hook's, in pg_config's layout) of each rank, found through its environment;
+    a file that is not there, half written or garbled adds nothing and raises nothing."""
+    from ncclcheck.collectors import control_plane
+
+    config = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": [0, 1, 2, 3]},
+        "1": {"name": "1", "desc": "undefined", "ranks": [0, 1]},
+    }
+    (tmp_path / "groups-rank0.json").write_text(json.dumps(config))
+    (tmp_path / "groups-rank2.json").write_text(json.dumps({"2": {"name": "2", "ranks": [2, 3]}}))
+    (tmp_path / "groups-rank1.json").write_text('{"1": {"name": "1", "ranks": [0,')  # half written
+    (tmp_path / "groups-rank3.json").write_text(json.dumps({"3": {"ranks": ["x"]}}))
+    env = {control_hook.CONTROL_DIR: str(tmp_path)}
+    monkeypatch.setattr(control_plane, "environ", lambda pid: env if pid != 105 else {})
+    got = control_plane.live_groups({0: 100, 1: 101, 2: 102, 3: 103, 4: 104, 5: 105})
+    assert got == (frozenset({0, 1}), frozenset({0, 1, 2, 3}), frozenset({2, 3}))
+    assert control_plane.live_groups({5: 105}) == ()
+
+
+def test_the_hook_writes_a_rank_s_groups_after_each_group_it_is_a_member_of_and_only_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every rank calls new_group for every group (a DeviceMesh of 1,024 tp groups: 1,024 calls per rank); the file is
+    written only after a call that gave this rank a group, and torch.distributed's own binding is wrapped too."""
+    import types
+
+    outside = object()
+    c10d = types.ModuleType("fake_c10d")
+    parent = types.ModuleType("torch.distributed")
+    c10d.GroupMember = types.SimpleNamespace(NON_GROUP_MEMBER=outside)  # type: ignore[attr-defined]
+    c10d.init_process_group = lambda *a, **k: None  # type: ignore[attr-defined]
+    c10d.new_group = lambda ranks: object() if 1 in ranks else outside  # type: ignore[attr-defined]
+    c10d.split_group = lambda ranks: object() if 1 in ranks else None  # type: ignore[attr-defined]
+    parent.new_group = c10d.new_group  # type: ignore[attr-defined]  # bound before the hook came
+    written: list[str] = []
+    monkeypatch.setitem(sys.modules, "torch.distributed", parent)
+    monkeypatch.setattr(control_hook, "publish_groups", written.append)
+    monkeypatch.setattr(control_hook, "start_server", lambda control_dir: None)
+    monkeypatch.setattr("ncclcheck.collectors.control_hook_p2p.install", lambda module: None)
+    control_hook.wrap(c10d, "/ctl")
+    c10d.init_process_group()  # type: ignore[attr-defined]
+    assert written == ["/ctl"]
+    for ranks in ([0, 1], [2, 3], [4, 5], [1, 3]):
+        c10d.new_group(ranks)  # type: ignore[attr-defined]
+    parent.new_group([2, 3])  # type: ignore[attr-defined]
+    c10d.split_group([0, 2])  # type: ignore[attr-defined]
+    c10d.split_group([1, 2])  # type: ignore[attr-defined]
+    assert written == ["/ctl"] * 4  # init, the two groups of rank 1 by new_group, one by split_group
+    assert parent.new_group is c10d.new_group  # type: ignore[attr-defined]

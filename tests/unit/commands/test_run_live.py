@@ -21,6 +21,7 @@ from ncclcheck.commands.run.slow import SlowLog
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import HangRecord, RunDir
 from ncclcheck.model.watch import WatchState
+from ncclcheck.sources.watch import GroupFiles
 from ncclcheck.views.watch import SCHEMA as WATCH_SCHEMA
 
 
@@ -58,6 +59,7 @@ def sample_twice(
     class Scripted:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.job, self.flight = job(2), ()
+            self.groups = GroupFiles(self.job)  # no control dir in these pids: no groups
 
         def poll(self) -> WatchState:
             polls.append(1)
@@ -136,6 +138,7 @@ def sample_looks(
     class Scripted:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.job, self.flight = job(3), ()
+            self.groups = GroupFiles(self.job)  # no control dir in these pids: no groups
 
         def poll(self) -> WatchState:
             polls.append(1)

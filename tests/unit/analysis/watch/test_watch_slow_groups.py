@@ -6,6 +6,7 @@ pipeline whose first stage loads data by design."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from test_watch_slow import DATA, N
 from watch_states import all_in, job, sample, stack
@@ -13,9 +14,12 @@ from watch_states import all_in, job, sample, stack
 from ncclcheck.analysis.watch.judge import Judging, track
 from ncclcheck.analysis.watch.shares import tally
 from ncclcheck.analysis.watch.slow import slowness, suspects
+from ncclcheck.collectors.agent_streams import Streams
+from ncclcheck.model.agent_line import AgentLines, groups_from_json
 from ncclcheck.model.shares import Round
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import RankView, Snapshot, WatchState
+from ncclcheck.sources.watch_nodes import NodesSource
 
 TP, DP, RECV, SEND = 40, 50, 60, 61  # the lines of train.py: the tp and dp all_reduce, the stage's recv and send
 Part = tuple[tuple[Frame, ...], float]  # a stack and its share of a round
@@ -241,3 +245,56 @@ def test_must_not_balanced_ranks_or_a_majority_that_waits_for_one_say_anyone_wai
     assert "waits more" not in state.verdict.message and "wait more" not in state.verdict.message, state.verdict
     two = {r: rounds_of(r, [(at("all_reduce", TP), 0.55 if r == 0 else 0.02)]) for r in range(2)}
     assert "more than the others" not in watched(two).verdict.message  # of two ranks, the other one is named
+
+
+# --- process groups across nodes: the agents' lines carry them to the viewer ---
+
+
+def _node_lines(state: WatchState, node: int, groups: tuple[frozenset[int], ...]) -> list[str]:
+    """Node ``node``'s agent lines (ranks 2N, 2N+1 of the four) for the looks of ``state``, the groups it read."""
+    mine = tuple(v for v in state.ranks if v.rank // 2 == node)
+    part = dataclasses.replace(state, job=job(4, 2, node), ranks=mine)
+    lines = AgentLines(f"node{node}")
+    return [json.dumps(lines.line(part, 1.8e9 + i, 1.0, groups=groups)) for i in range(2)]
+
+
+def _viewed(per_rank: dict[int, list[Round]], groups: tuple[frozenset[int], ...]) -> WatchState:
+    state = watched(per_rank)
+    streams = Streams()
+    for node in (0, 1):
+        for line in _node_lines(state, node, groups):
+            streams.add_line(line, 1.8e9 + 1)
+    return NodesSource(10.0, 1.0, recorded=streams).poll()
+
+
+def test_the_slow_rank_of_a_group_across_nodes_is_named_from_the_groups_the_agents_carry() -> None:
+    """Groups 0+2 and 1+3, each across both nodes, never synchronised with each other: rank 2 (node1) holds rank 0
+    (node0) back. The viewer gets the groups only from the agents' lines: named with them, not without."""
+    across = (frozenset({0, 2}), frozenset({1, 3}))
+    per_rank = {r: rounds_of(r, [(at("all_reduce", TP), {0: 0.55, 2: 0.02}.get(r, 0.05))]) for r in range(4)}
+    state = _viewed(per_rank, across)
+    assert [(f.id, f.culprits) for f in state.findings] == [("slow-rank", (2,))], state.findings
+    assert state.findings[0].message.startswith("In process group ranks 0,2: rank 2 holds the other back")
+    unknown = _viewed(per_rank, ())
+    assert all(f.id != "slow-rank" for f in unknown.findings) and unknown.verdict.status == "pending"
+
+
+def test_must_not_balanced_groups_across_nodes_name_anyone_from_the_groups_the_agents_carry() -> None:
+    across = (frozenset({0, 2}), frozenset({1, 3}))
+    per_rank = {r: rounds_of(r, [(at("all_reduce", TP), 0.05)], jitter=0.01) for r in range(4)}
+    state = _viewed(per_rank, across)
+    assert state.findings == () and state.verdict.status == "ok", (state.findings, state.verdict)
+
+
+def test_an_agent_sends_the_groups_when_they_change_and_the_viewer_keeps_them() -> None:
+    lines = AgentLines("node0")
+    state = watched({r: rounds_of(r, [(at("all_reduce", TP), 0.05)]) for r in range(4)})
+    tp, both = TP_GROUPS, TP_GROUPS + DP_GROUPS
+    sent = [lines.line(state, 1.8e9 + i, 1.0, groups=g) for i, g in enumerate([(), tp, tp, both])]
+    assert ["groups" in s for s in sent] == [False, True, False, True]
+    streams = Streams()
+    for s in sent[:3]:
+        streams.add_line(json.dumps(s), 1.8e9)
+    assert streams.reports["node0"].groups == tuple(sorted(tp, key=sorted))  # kept while unchanged
+    for bad in ([[0, -1]], [[]], [["0"]], [[True]], "0,1", [[0.5]]):
+        assert groups_from_json({"groups": bad}) is None, bad
