@@ -27,8 +27,8 @@ CONF = """ClusterName=ncclcheck
 SlurmctldHost={host}
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
 AuthType=auth/munge
 AuthInfo=socket={dir}/munge.sock
 CredType=cred/munge
@@ -73,6 +73,18 @@ def ensure(tools: tuple[str, ...], packages: tuple[str, ...]) -> str | None:
     return f"{', '.join(missing)} still missing after apt-get install" if missing else None
 
 
+def _free_ports(n: int) -> list[int]:
+    """``n`` TCP ports nothing listens on now, distinct."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
 def _stop(pidfile: Path) -> None:
     with suppress(OSError, ValueError):
         os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
@@ -88,7 +100,12 @@ def slurm_cluster() -> Iterator[dict[str, str]]:
     (base / "state").mkdir()
     (base / "spool").mkdir()
     conf = base / "slurm.conf"
-    conf.write_text(CONF.format(host=host, dir=base, cpus=os.cpu_count() or 1))
+    # ports of its own: two tests of two xdist workers may each run a cluster at once (fixed ones: one of them
+    # skipped with "Address already in use")
+    ctld_port, slurmd_port = _free_ports(2)
+    conf.write_text(
+        CONF.format(host=host, dir=base, cpus=os.cpu_count() or 1, ctld_port=ctld_port, slurmd_port=slurmd_port)
+    )
     key = base / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
