@@ -12,11 +12,6 @@ STAMP := $(VENV)/.ncclcheck-installed
 # Three workers on two cores: most of the integration tier waits on real jobs (a hung job costs no CPU).
 TEST_JOBS ?= 3
 
-# Bytecode is kept (__pycache__, ignored by git) even where the environment says not to write it
-# (PYTHONDONTWRITEBYTECODE=1, as on the CI machines): the suite starts about a thousand Python processes that import
-# ncclcheck, each of which would compile its modules again (~0.2 s of CPU a process, measured on 2 cores here).
-unexport PYTHONDONTWRITEBYTECODE
-
 # torch is installed only when none is importable, and then exactly 2.13.0 (a CPU wheel);
 # pip must never resolve the open `torch>=2.2` range into a fresh multi-GB CUDA install.
 $(STAMP): pyproject.toml
