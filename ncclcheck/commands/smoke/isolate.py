@@ -135,7 +135,8 @@ def _until_done(store: Any, index: int, proc: subprocess.Popen[bytes], peers: li
             return proc.wait(timeout=PEER_POLL_S), None
         except subprocess.TimeoutExpired:
             pass
-        failed = [n for n in peers if (o := meet.posted(store, f"result/{index}/{n}")) and o.get("code") != 0]
+        posted = {n: o for n in peers if (o := meet.posted(store, f"result/{index}/{n}")) and o.get("code") != 0}
+        failed = sorted(posted, key=lambda n: bool(posted[n].get("after_peer")))  # a member its peer took down: later
         if failed:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -172,7 +173,28 @@ def _outcome(code: int, report: dict[str, Any] | None) -> dict[str, Any]:
     problems = [f["message"] for f in report.get("findings", []) if f.get("severity") == "error"]
     reason = "" if code == 0 else (problems[0] if problems else f"smoke exited {code}")
     busbw = {op: bw for op, (_, bw) in largest.items()} if report.get("scope") == "job" else {}
-    return {"code": code, "busbw": busbw, "reason": _shortened(reason)}
+    after_peer = any(said in reason for said in PEER_GONE)
+    return {"code": code, "busbw": busbw, "reason": _shortened(reason), "after_peer": after_peer}
+
+
+# What a rank's own backend says when the peer at the other end went away: the failure is that peer's, not its own.
+# gloo's transport (tcp/pair.cc: "Connection closed by peer [ADDR]:PORT"; a read's ECONNRESET), NCCL's socket
+# transport ("Connection closed by remote peer") and its ncclRemoteError ("remote process exited or there was a
+# network error").
+PEER_GONE = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Connection closed by remote peer",
+    "remote process exited",
+)
+
+
+def _later(outcome: dict[str, Any] | None) -> tuple[bool, bool]:
+    """How a member's failure is ordered in its group's reason: by itself first, then one whose peer went away (its
+    backend says so), then one ended early because another member failed."""
+    if outcome is None:
+        return False, False
+    return "ended_by" in outcome, bool(outcome.get("after_peer"))
 
 
 def _fastest_busbw(row: dict[str, Any]) -> float:
@@ -193,9 +215,9 @@ def _gather(store: Any, index: int, posted: dict[str, Any], wait_s: float) -> St
         outcomes = {n: meet.wait(store, f"result/{index}/{n}", wait_s) for n in group}
         failed = [
             f"node {n}: {o['reason'] if o else 'posted no result'}"
-            for n, o in sorted(outcomes.items(), key=lambda no: no[1] is not None and "ended_by" in no[1])
+            for n, o in sorted(outcomes.items(), key=lambda no: _later(no[1]))
             if not o or o["code"] != 0
-        ]  # the members that failed by themselves first, then those ended early because of them
+        ]  # the members that failed by themselves first, then those their peer took down, then those ended early
         first = outcomes[group[0]] or {}
         busbw = tuple(sorted((op, float(bw)) for op, bw in first.get("busbw", {}).items()))
         runs.append(GroupRun(tuple(group), not failed, busbw if len(group) > 1 else (), "; ".join(failed)))

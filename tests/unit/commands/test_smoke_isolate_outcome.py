@@ -55,3 +55,25 @@ def test_gloo_send_recv_is_verified_but_its_busbw_not_judged_and_nccl_s_is() -> 
     gloo = _outcome(0, {"scope": "job", "backend": "gloo", "results": rows, "findings": []})["busbw"]
     nccl = _outcome(0, {"scope": "job", "backend": "nccl", "results": rows, "findings": []})["busbw"]
     assert set(gloo) == {"all_gather"} and set(nccl) == {"send_recv", "all_gather"}
+
+
+# A dropped link on the test hosts (CI's run): node 3's rank died connecting (its own fault, as far as it can
+# tell), and node 0's rank died because node 3 (10.79.0.4) closed the connection, which gloo says in those words.
+CONNECT = (
+    "rank 3 died (exit code 1) during init; last output: RuntimeError:  rv != -1. -1 vs -1. connect: Invalid argument"
+)
+CLOSED = (
+    "rank 0 died (exit code 1) during init; last output: [enforce fail at /third_party/gloo/gloo/transport/tcp/"
+    "pair.cc:553] Connection closed by peer [10.79.0.4]:24766. This is typically caused by a remote worker crashing."
+)
+
+
+def test_a_member_its_peer_took_down_is_listed_after_the_one_that_failed_by_itself() -> None:
+    from ncclcheck.commands.smoke.isolate import _later
+
+    by_peer, itself = _outcome(1, report(CLOSED)), _outcome(1, report(CONNECT))
+    assert by_peer["after_peer"] and not itself["after_peer"]
+    ended = {**_outcome(143, report("ended")), "ended_by": 0}
+    outcomes = {0: by_peer, 1: ended, 3: itself, 2: None}
+    assert sorted(outcomes, key=lambda n: _later(outcomes[n])) == [3, 2, 0, 1]
+    assert not _outcome(1, report(DIED))["after_peer"] and not _outcome(0, report(CLOSED))["after_peer"]
