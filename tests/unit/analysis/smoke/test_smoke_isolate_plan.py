@@ -8,6 +8,7 @@ groups complete, slowly), a dropped or slow link between two nodes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -310,19 +311,23 @@ RATE_LIMITED_3 = {  # (CI run, quiet run)
 }
 
 
-def replay_measured(table: dict[tuple[int, ...], tuple[float, ...] | None]) -> tuple[IsolateVerdict, list[Stage]]:
+def replayed(answer: Callable[[Stage, tuple[int, ...]], GroupRun]) -> tuple[IsolateVerdict, list[Stage]]:
+    """The plan over four nodes, each group of each stage answered by ``answer`` (as measured on the test hosts)."""
     done: list[StageResult] = []
     while not isinstance(step := next_step(4, done), IsolateVerdict):
-        runs = []
-        for g in step.groups:
-            bw = table.get(g, (0.09, 0.03, 0.3))  # the other groups: as 0+1 measured; None: never completed
-            if bw is None:
-                runs.append(GroupRun(g, False, (), "node 2: init hung"))
-            else:
-                runs.append(GroupRun(g, True, tuple(zip(OPS, bw)) if len(g) > 1 else ()))
-        done.append(StageResult(step, tuple(runs)))
+        done.append(StageResult(step, tuple(answer(step, g) for g in step.groups)))
         assert len(done) < 12, [d.stage for d in done]
     return step, [d.stage for d in done]
+
+
+def replay_measured(table: dict[tuple[int, ...], tuple[float, ...] | None]) -> tuple[IsolateVerdict, list[Stage]]:
+    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
+        bw = table.get(g, (0.09, 0.03, 0.3))  # the other groups: as 0+1 measured; None: never completed
+        if bw is None:
+            return GroupRun(g, False, (), "node 2: init hung")
+        return GroupRun(g, True, tuple(zip(OPS, bw)) if len(g) > 1 else ())
+
+    return replayed(answer)
 
 
 @pytest.mark.parametrize("run", [0, 1], ids=["ci", "quiet"])
@@ -352,20 +357,16 @@ def test_must_fire_a_swap_that_did_not_reproduce_is_still_caught_by_the_confirm_
 # said "node 1's network".
 @pytest.mark.parametrize("again", [0.3, 0.03], ids=["fast-again", "slow-again"])
 def test_must_not_a_slow_pair_and_a_swap_that_never_starts_blame_the_node_they_share(again: float) -> None:
-    done: list[StageResult] = []
-    while not isinstance(step := next_step(4, done), IsolateVerdict):
-        runs = []
-        for g in step.groups:
-            if len(g) == 1:
-                runs.append(GroupRun(g, True))
-            elif {1, 3} <= set(g):
-                runs.append(GroupRun(g, False, (), "node 1: the ranks never started"))
-            else:
-                bw = 0.03 if g == (0, 1) and step.kind == "pairs" else again if g == (0, 1) else 0.3
-                runs.append(GroupRun(g, True, (("all_gather", bw),)))
-        done.append(StageResult(step, tuple(runs)))
-        assert len(done) < 12, [d.stage for d in done]
-    assert (step.kind, step.nodes) == (LINK, (1, 3)), step
+    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
+        if len(g) == 1:
+            return GroupRun(g, True)
+        if {1, 3} <= set(g):
+            return GroupRun(g, False, (), "node 1: the ranks never started")
+        bw = 0.03 if g == (0, 1) and step.kind == "pairs" else again if g == (0, 1) else 0.3
+        return GroupRun(g, True, (("all_gather", bw),))
+
+    verdict, _ = replayed(answer)
+    assert (verdict.kind, verdict.nodes) == (LINK, (1, 3)), verdict
 
 
 def test_must_fire_a_pair_that_fails_outright_and_its_swap_too_names_the_node() -> None:
@@ -377,15 +378,11 @@ def test_must_fire_a_pair_that_fails_outright_and_its_swap_too_names_the_node() 
 # against 0.0209) and several times slower than 0+2 and 1+3 in the swaps. The plan said "link 2+3" from that one
 # measurement; a pair that was only slow is run again, and named only when it is slow again.
 def replay_again(again: float) -> tuple[IsolateVerdict, list[Stage]]:
-    done: list[StageResult] = []
-    while not isinstance(step := next_step(4, done), IsolateVerdict):
-        runs = []
-        for g in step.groups:
-            bw = 0.0199 if g == (2, 3) and step.kind == "pairs" else again if g == (2, 3) else 0.147
-            runs.append(GroupRun(g, True, (("all_gather", bw),) if len(g) > 1 else ()))
-        done.append(StageResult(step, tuple(runs)))
-        assert len(done) < 12, [d.stage for d in done]
-    return step, [d.stage for d in done]
+    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
+        bw = 0.0199 if g == (2, 3) and step.kind == "pairs" else again if g == (2, 3) else 0.147
+        return GroupRun(g, True, (("all_gather", bw),) if len(g) > 1 else ())
+
+    return replayed(answer)
 
 
 def test_must_not_a_pair_slow_once_is_a_link() -> None:
@@ -404,22 +401,16 @@ def test_must_fire_a_pair_slow_again_is_the_link() -> None:
 # 0+1+2+3 never starts (connect: Invalid argument); across, 1+3 never starts and 0+2, healthy, runs its all_reduce
 # under the floor (0.0722 GB/s against 0.0875). The plan said "not single: fail across in more than one part".
 def replay_cross(cross_02: float | None, confirm_ok: bool = True) -> tuple[IsolateVerdict, list[Stage]]:
-    done: list[StageResult] = []
-    while not isinstance(step := next_step(4, done), IsolateVerdict):
-        runs = []
-        for g in step.groups:
-            if len(g) == 1:
-                runs.append(GroupRun(g, True))
-            elif {1, 3} <= set(g) or (step.kind == "confirm" and not confirm_ok):
-                runs.append(GroupRun(g, False, (), "the ranks never started"))
-            elif g == (0, 2) and step.kind == "cross":
-                bw = cross_02
-                runs.append(GroupRun(g, bw is not None, (("all_reduce", bw),) if bw is not None else ()))
-            else:
-                runs.append(GroupRun(g, True, (("all_reduce", 0.35),)))
-        done.append(StageResult(step, tuple(runs)))
-        assert len(done) < 12, [d.stage for d in done]
-    return step, [d.stage for d in done]
+    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
+        if len(g) == 1:
+            return GroupRun(g, True)
+        if {1, 3} <= set(g) or (step.kind == "confirm" and not confirm_ok):
+            return GroupRun(g, False, (), "the ranks never started")
+        if g == (0, 2) and step.kind == "cross":
+            return GroupRun(g, cross_02 is not None, (("all_reduce", cross_02),) if cross_02 is not None else ())
+        return GroupRun(g, True, (("all_reduce", 0.35),))
+
+    return replayed(answer)
 
 
 def test_must_not_a_healthy_group_slow_beside_a_dropped_link_make_it_not_single() -> None:
