@@ -79,7 +79,10 @@ def tpdp(rank: int, slow: set[int]) -> None:
 def tp(rank: int, slow: set[int]) -> None:
     """Steps of two tensor-parallel groups of two (0+1, 2+3) that never synchronise with each other: each group's
     first rank says stop for its group when the time is up."""
-    group = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
+    if os.environ.get("SUBGROUPS"):  # the same groups as torch's new_subgroups makes them (through new_group)
+        group, _ = dist.new_subgroups(2)
+    else:
+        group = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
     t, start = torch.ones(1 << 10), time.monotonic()
     dist.barrier()
     print(f"ready {rank}", flush=True)

@@ -67,8 +67,8 @@ def test_a_balanced_job_of_groups_or_stages_names_nobody(
 # Two tensor-parallel groups that never synchronise with each other (0+1, 2+3; slow_job.py MODE=tp): the job-wide
 # comparison cannot name rank 1 (ranks 2-3 wait for nobody), only its group can; the groups come from the files the
 # ranks write under `ncclcheck run`'s hook (groups-rank<N>.json in the control dir, each time a group is made).
-def hooked_job(tmp: Path, *, hook: bool, slow: str) -> RealJob:
-    env = {"SLOW_RANKS": slow}
+def hooked_job(tmp: Path, *, hook: bool, slow: str, subgroups: bool = False) -> RealJob:
+    env = {"SLOW_RANKS": slow, **({"SUBGROUPS": "1"} if subgroups else {})}
     if hook:
         run_dir = RunDir(str(tmp / "run"))
         os.makedirs(run_dir.root, exist_ok=True)
@@ -90,7 +90,7 @@ def jobs() -> Iterator[list[RealJob]]:
 def test_the_slow_rank_of_a_group_that_no_other_group_waits_for_is_named_from_the_groups_its_ranks_wrote(
     tmp_path: Path, jobs: list[RealJob], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    jobs.append(hooked_job(tmp_path, hook=True, slow="1"))
+    jobs.append(hooked_job(tmp_path, hook=True, slow="1", subgroups=True))  # new_subgroups: new_group, per group
     code, report = watch(jobs[-1], capsys)
     assert code == 1 and kinds(report) == {"slow-rank": [1]}, (report["verdict"], report["findings"])
     f = the(report, "slow-rank")
