@@ -21,6 +21,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import sys
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             "ncclcheck logs: --severity lists events: give --events with it (the report lists every finding)"
         )
     reading = Reading()
+    gc.freeze()  # what is loaded so far outlives the reading: no full collection walks it again while logs are read
     try:
         with handling():
             found = sources(args.paths, reading)
@@ -79,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     except Ended as stop:  # the workers reading big logs were ended on the way out
         print(f"ncclcheck logs: ended by {signal.Signals(stop.signum).name}", file=sys.stderr)
         return exits.by_signal(stop.signum)
+    finally:
+        gc.unfreeze()
     report = with_hangs(report, hang_records.find(args.paths))  # run dirs: the hangs `ncclcheck run` saw live
     names = [s.name for s in found]
     if args.json:

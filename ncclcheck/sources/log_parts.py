@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -222,3 +223,6 @@ def _worker_start(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the parent was already gone
         os._exit(1)
+    # What the parent had before the fork (modules, its caches) lives as long as the worker: out of the collector's
+    # sight, a full collection walks only what reading made, and leaves the pages shared with the parent alone
+    gc.freeze()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rich.console import Console
@@ -11,6 +10,7 @@ from rich.text import Text
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.ranks import span
 from ncclcheck.views.logs_flight import flight_json, render_flight
+from ncclcheck.views.plain import plain
 from ncclcheck.views.transports import render_transports, transports_json
 
 SCHEMA = "ncclcheck.logs/2"
@@ -32,8 +32,8 @@ def to_json(report: LogReport, files: list[str]) -> dict[str, Any]:
         },
         "findings": [f.to_json() for f in report.findings],
         "ranks": transports_json(report.ranks),
-        "timeouts": [dataclasses.asdict(t) for t in report.timeouts],
-        "failures": [dataclasses.asdict(f) for f in report.failures],
+        "timeouts": [plain(t) for t in report.timeouts],
+        "failures": [plain(f) for f in report.failures],
         "flight_recorder": flight_json(report.flight) if report.flight else None,
         "notes": list(report.notes),
         "stacks": [

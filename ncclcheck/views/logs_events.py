@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from ncclcheck.model.logs import Event
+from ncclcheck.views.plain import plain
 
 SCHEMA = "ncclcheck.events/1"
 STYLE = {"error": "bold red", "warning": "yellow", "info": ""}
@@ -20,7 +20,7 @@ def header_json(files: list[str], least: str) -> dict[str, Any]:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    return dataclasses.asdict(event)
+    return plain(event)
 
 
 def render_event(event: Event, console: Console) -> None:

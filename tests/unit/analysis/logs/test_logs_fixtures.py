@@ -266,6 +266,10 @@ TRICKY = [
     "[1,2]<stdout>:node5:53:54 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
     "[rank0]:" + "y" * 70_000,
     "plain training output with nothing in it",
+    # letters and digits beyond ASCII (the fast lane's header spells out ASCII's): framed as any other line
+    "nöde7:71:72 [0] misc/socket.cc:484 NCCL WARN socketProgress: Connection closed by remote peer",
+    "[rank٣]:node7:73:74 [1] NCCL WARN Call to connect returned Connection refused, retrying",
+    "node7:７５:76 [２] NCCL INFO NCCL version 2.21.5+cuda12.4",
     "",
 ]
 
