@@ -68,11 +68,48 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def gzipped(path: str) -> bool:
     """Whether a file starts as gzip does (read as text once decompressed)."""
+    return _head(path, 2) == GZIP_MAGIC
+
+
+# A byte-order mark names a text's encoding: Windows PowerShell 5 writes UTF-16 with `>` and Tee-Object. The longest
+# first (UTF-32's little-endian mark starts as UTF-16's does).
+MARKS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+)
+
+
+def encoding_of(head: bytes) -> str:
+    """The encoding a text's first bytes name by their byte-order mark; without one, UTF-16 when every other byte of
+    them is NUL and none between (ASCII text written as UTF-16, little- or big-endian); else UTF-8."""
+    marked = next((name for mark, name in MARKS if head.startswith(mark)), None)
+    if marked is not None:
+        return marked
+    even, odd = head[0 : len(head) & ~1 : 2], head[1 : len(head) & ~1 : 2]
+    if len(odd) >= 2 and not odd.strip(b"\0") and b"\0" not in even:
+        return "utf-16-le"
+    if len(even) >= 2 and not even.strip(b"\0") and b"\0" not in odd:
+        return "utf-16-be"
+    return "utf-8"
+
+
+HEAD = 64  # the first bytes an encoding is told from
+
+
+def wide(path: str) -> bool:
+    """Whether a file is UTF-16 or UTF-32 text: read whole, never cut at its byte line ends."""
+    return encoding_of(_head(path, HEAD)).startswith(("utf-16", "utf-32"))
+
+
+def _head(path: str, count: int) -> bytes:
     try:
         with open(path, "rb") as handle:
-            return handle.read(2) == GZIP_MAGIC
+            return handle.read(count)
     except OSError:
-        return False
+        return b""
 
 
 MAGIC = {b"\x7fELF": "an ELF binary or core dump", b"PK\x03\x04": "a zip archive (a torch checkpoint?)"}
@@ -254,13 +291,19 @@ def _text(source: LogSource) -> io.TextIOWrapper:
         stdin = sys.stdin.buffer
         peek = getattr(stdin, "peek", lambda _n: b"")
         stream = gzip.GzipFile(fileobj=stdin) if peek(2)[:2] == GZIP_MAGIC else stdin
-        return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
+        return io.TextIOWrapper(stream, encoding=_marked(stream), errors="replace", newline="")
     try:
         raw = open(source.path, "rb")  # noqa: SIM115 - opened once: a pipe's bytes can be read only once
     except OSError as exc:
         raise InputError(f"{source.path}: {exc.strerror or exc}") from exc
     body = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == GZIP_MAGIC else raw
-    return io.TextIOWrapper(body, encoding="utf-8", errors="replace", newline="")
+    return io.TextIOWrapper(body, encoding=_marked(body), errors="replace", newline="")
+
+
+def _marked(stream: object) -> str:
+    """The encoding a stream's byte-order mark names (``encoding_of``), peeked at, nothing consumed."""
+    peek = getattr(stream, "peek", None)
+    return encoding_of(peek(HEAD)[:HEAD]) if peek is not None else "utf-8"
 
 
 def spans(path: str, size: int, cut_after: Callable[[str], bool]) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection, wait
 from ncclcheck.analysis.logs.diagnose import quiet
 from ncclcheck.analysis.logs.frame import cut_after, fold_chunks
 from ncclcheck.analysis.logs.recording import Recorder, Recording
-from ncclcheck.collectors.logfiles import LogSource, Reading, chunks, gzipped, span_chunks, spans
+from ncclcheck.collectors.logfiles import LogSource, Reading, chunks, gzipped, span_chunks, spans, wide
 
 PART = 16 << 20  # a big file is cut into ranges of about this many bytes
 MIN_PART = 1 << 20  # a smaller file is read here unless there are many of them
@@ -59,7 +59,7 @@ def plan(found: Sequence[LogSource], cores: int | None = None) -> dict[int, list
         if size < MIN_PART:
             continue
         source = found[i]
-        if size > PART + PART // 2 and not gzipped(source.path):
+        if size > PART + PART // 2 and not gzipped(source.path) and not wide(source.path):
             try:
                 parts[i] = [Part(source, span) for span in spans(source.path, PART, cut_after)]
             except OSError:  # unreadable, or gone since: read here, where the reason becomes a note

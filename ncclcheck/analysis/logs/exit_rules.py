@@ -42,6 +42,11 @@ K8S_MEMORY_FIX = (
     "raise the container's resources.limits.memory or use less host memory (fewer DataLoader workers, smaller"
     " prefetch); a Memory emptyDir for /dev/shm counts against the same limit"
 )
+KILLED_FIX = (
+    "SIGKILL is no crash: `dmesg` on that node names the OOM killer's victims (host memory ran out: fewer DataLoader"
+    " workers, a smaller prefetch or batch); with none there, something outside killed it (kill -9, scancel, a time"
+    " limit, the orchestrator); the other ranks' connection errors are echoes of it"
+)
 RESTART_FIX = (
     "a consequence: the worker's own first error (its traceback, a signal) is the cause; restarts only repeat it"
     " unless it was transient"
@@ -130,6 +135,23 @@ CRASH_RULES: tuple[Rule, ...] = (
         SIGNAL_FIX,
     ),
     _shell("Aborted", "process-aborted", "a process aborted (SIGABRT; the shell's report)", ABORT_FIX, True),
+    _shell(  # bash's job status line for SIGKILL (strsignal: "Killed"): no crash, something killed it
+        "Killed", "process-killed", "a process was killed (SIGKILL; the shell's report)", KILLED_FIX,
+    ),
+    make_rule(  # docker compose's "<service> exited with code <n>" (128 + 9: SIGKILL; 139, 135: a crash signal)
+        "container-killed", "error", "exited with code 13",
+        r"^\s*(?P<service>[\w.-]+) exited with code (?P<code>137)\s*$",
+        "the container {service} ended with exit code {code} (128 + 9, SIGKILL): the OOM killer, or docker killing it",
+        "`docker inspect` on it (State.OOMKilled) and the host's `dmesg` (OOM killer) say which: raise its memory"
+        " limit or use less host memory; else something outside stopped it (docker kill, a stop timeout)",
+    ),
+    make_rule(
+        "container-killed", "error", "exited with code 13",
+        r"^\s*(?P<service>[\w.-]+) exited with code (?P<code>139|135)\s*$",
+        "the container {service} ended with exit code {code} (128 + a crash signal: 139 SIGSEGV, 135 SIGBUS)",
+        "a crash in native code (139) or a bus error (135: /dev/shm too small, a truncated mapped file): the"
+        " container's own log has the banner and the backtrace",
+    ),
 )  # fmt: skip
 # slurmstepd (src/slurmd/slurmstepd/req.c): "*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***", "... DUE TO
 # PREEMPTION ***", "... DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"; before "ON %s" was added, none

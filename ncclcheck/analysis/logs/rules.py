@@ -21,6 +21,12 @@ TRAIL_FIX = (
     "a consequence: NCCL prints this at each call on the way up from an error; the WARN line before the trail (or"
     " the first error of the rank at the bottom of it) says what failed; rerun with NCCL_DEBUG=WARN if it is missing"
 )
+STORE_RETRY_FIX = (
+    "nothing if the job went on (the store starts with rank 0 or the first agent, the others retry until it is up);"
+    " if torch gave up ('timed out after', 'failed to connect to any network address'): MASTER_ADDR /"
+    " --rdzv-endpoint must be an address every node routes to; `ncclcheck env --master-addr HOST --master-port PORT`"
+    " checks it"
+)
 STORE_LOST_FIX = (
     "a consequence: the store lives in rank 0 (env:// launches) or in node 0's torchrun agent; read that"
     " process's log and its node's dmesg (OOM killer) for why it died, then restart the job"
@@ -403,19 +409,33 @@ RULES: tuple[Rule, ...] = (
         "another job, a second \"rank 0\" or a process left from an earlier run holds the port: find it with"
         " `ss -ltnp 'sport = :PORT'` (the port above); end it, or give this job another --master-port / --rdzv-endpoint port",
     ),
-    _rule(
+    _rule(  # socket.cpp: what torch says when it gives up (thrown, or logged at E before the throw)
         "store-connect-failed", "error", "The client socket has",
         r"The client socket has (?:timed out after (?P<t>\d+)(?:ms|s) while trying to connect to|failed to connect to"
-        r"(?: any network address of)?) \(?(?P<host>[^,\s)]+),? ?(?P<port>\d+)?",
+        r" any network address of) \(?(?P<host>[^,\s)]+),? ?(?P<port>\d+)?",
         "could not reach the c10d store (rendezvous) at {host}:{port}",
         "MASTER_ADDR / --rdzv-endpoint must be an address every node routes to (not docker's 172.17.x, not a"
         " container-id hostname); open the port; `ncclcheck env --master-addr HOST --master-port PORT` checks it",
     ),
     _rule(
         "store-connect-failed", "error", "TCP client failed",
-        r"TCP client failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)",
+        r"TCP client failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+)(?!\d| - retrying)",
         "could not reach the c10d store (rendezvous) at {host}:{port}",
         "check MASTER_ADDR/MASTER_PORT routing and the firewall; `ncclcheck env --master-addr HOST` checks it",
+    ),
+    # socket.cpp's and TCPStore.cpp's warnings at each attempt while torch retries (printed by healthy jobs whose
+    # store was not up yet); torch gives up with the errors above, which a failed connection always prints
+    _rule(
+        "store-connect-retried", "warning", "The client socket has failed to connect to [",
+        r"The client socket has failed to connect to \[(?P<host>[^\]\s]+)\]:(?P<port>\d+)",
+        "torch retried connecting to the c10d store (rendezvous) at {host}:{port}: it was not up yet, or not reachable",
+        STORE_RETRY_FIX,
+    ),
+    _rule(
+        "store-connect-retried", "warning", "TCP client failed",
+        r"TCP client failed to connect/validate to host (?P<host>\S+?):(?P<port>\d+) - retrying",
+        "torch retried connecting to the c10d store (rendezvous) at {host}:{port}: it was not up yet, or not reachable",
+        STORE_RETRY_FIX,
     ),
     _rule(
         "store-connection-lost", "error", "store->get(",

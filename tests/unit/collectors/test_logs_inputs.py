@@ -170,3 +170,37 @@ def test_a_log_with_blank_lines_and_one_of_text_is_read(tmp_path: Path, capsys: 
     log.write_text("\n\n   \n" + TRAIN.format(i=1))
     code, report = logs(capsys, str(log))
     assert (code, report["verdict"]["status"], report["notes"]) == (0, "pass", []), report
+
+
+TRACEBACK = (
+    "Traceback (most recent call last):\r\n"
+    '  File "/work/train.py", line 41, in <module>\r\n'
+    "    batch = torch.stack(samples)\r\n"
+    "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [3, 224, 225]"
+    " at entry 5\r\n"
+)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_a_log_written_as_utf16_or_32_is_read_as_the_same_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], encoding: str
+) -> None:
+    """Windows PowerShell 5 writes UTF-16 with `>` and Tee-Object (with a byte-order mark; "utf-16-le" and "-be" are
+    without one): read as the text it is, the same report as UTF-8's, never "no problem found" over an error."""
+    plain, wide = tmp_path / "plain.log", tmp_path / f"wide-{encoding}.log"
+    text = TRAIN.format(i=1).replace("\n", "\r\n") + TRACEBACK
+    plain.write_bytes(text.encode("utf-8"))
+    wide.write_bytes(text.encode(encoding))
+    code, report = logs(capsys, str(wide))
+    expected_code, expected = logs(capsys, str(plain))
+    assert (code, report["verdict"]) == (expected_code, expected["verdict"]) == (1, expected["verdict"])
+    assert report["verdict"]["root_cause"] == "python-exception" and report["lines"] == expected["lines"] == 5
+
+
+def test_must_not_a_utf8_log_with_nul_padding_or_a_nul_is_read_as_utf16(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    padded = tmp_path / "padded.log"  # a crash's NUL padding before the text, and a NUL within it
+    padded.write_bytes(b"\0" * 64 + (TRAIN.format(i=1) + ERROR + "\0\n").encode())
+    code, report = logs(capsys, str(padded))
+    assert code == 1 and report["verdict"]["root_cause"] == "peer-closed", report["verdict"]

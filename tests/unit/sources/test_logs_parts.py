@@ -82,6 +82,22 @@ def test_one_core_or_little_to_read_starts_no_worker(tmp_path: Path) -> None:
     assert log_parts.plan((LogSource("<stdin>", "-"),), cores=8) == {}
 
 
+def test_a_big_utf16_file_is_read_whole_and_a_big_utf8_one_in_ranges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A UTF-16 file's bytes cannot be cut at its newlines as UTF-8's are (each is two bytes): one part, whole."""
+    monkeypatch.setattr(log_parts, "PART", 4096)
+    monkeypatch.setattr(log_parts, "MIN_PART", 1024)
+    monkeypatch.setattr(log_parts, "WORTH_IT", 1024)
+    text = "".join(f"step {i} | loss 2.31\n" for i in range(2000))
+    (tmp_path / "a.log").write_bytes(text.encode("utf-8"))
+    (tmp_path / "b.log").write_bytes(text.encode("utf-16"))
+    found = sources([str(tmp_path / "a.log"), str(tmp_path / "b.log")])
+    parts = log_parts.plan(found, cores=2)
+    assert len(parts[0]) > 2 and all(p.span is not None for p in parts[0])
+    assert [p.span for p in parts[1]] == [None]
+
+
 def test_without_an_affinity_call_every_core_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     """macOS has no sched_getaffinity: reading logs there must not fail for want of it."""
     monkeypatch.delattr(os, "sched_getaffinity")

@@ -147,6 +147,17 @@ FIRES = [
     ("Fatal Python error: Segmentation fault", "native-crash", "Segmentation fault"),
     ("Segmentation fault (core dumped)", "native-crash", "Segmentation fault (the shell's report)"),
     ("Bus error (core dumped)", "native-crash", "SIGBUS"),
+    # SIGKILL as the shell reports it (bash jobs.c: strsignal's "Killed", bare or a script's job line), and docker
+    # compose's exit of an attached container: no crash, but the process is gone (the OOM killer, kill -9)
+    ("Killed", "process-killed", "SIGKILL"),
+    (
+        "/var/spool/slurmd/job01234/slurm_script: line 5: 12345 Killed                  torchrun --nproc-per-node 2"
+        " train.py",
+        "process-killed",
+        "SIGKILL",
+    ),
+    ("trainer-1 exited with code 137", "container-killed", "the container trainer-1 ended with exit code 137"),
+    ("trainer-1 exited with code 139", "container-killed", "139 SIGSEGV"),
     ("==== backtrace (tid:  25645) ====", "native-backtrace", "thread 25645"),
     ("(RayWorkerVllm pid=7046) Fatal Python error: Aborted", "process-aborted", "SIGABRT"),
     # SLURM: public job logs (find_string), and the formats of src/slurmd/slurmstepd/req.c
@@ -354,6 +365,23 @@ QUIET = [
     ("      Reason:       Completed", "k8s-oom-killed"),  # kubectl describe of a container that ended well
     ("      Exit Code:    0", "container-killed"),
     ("      Exit Code:    1", "container-killed"),
+    # a container that ended well, the kernel's own OOM line (host-oom-killed reads it), words that only mention a kill
+    ("trainer-1 exited with code 0", "container-killed"),
+    ("trainer-1 exited with code 1370", "container-killed"),
+    ("Killed process 4242 (python) total-vm:1024kB", "process-killed"),
+    ("Killed 3 stale workers from the previous run", "process-killed"),
+    # torch's warning at each attempt to reach the c10d store: a healthy job's start prints it (the store not up yet;
+    # a real fairseq log, find_string); torch gives up with an error of its own (store-connect-failed)
+    (
+        "[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:18630 (errno: 99 - Cannot"
+        " assign requested address).",
+        "store-connect-failed",
+    ),
+    (
+        "[W1121 10:00:00.000000000 TCPStore.cpp:343] [c10d] TCP client failed to connect/validate to host"
+        " 172.17.0.9:50437 - retrying (try=0, timeout=600000ms, delay=1066ms): Connection reset by peer",
+        "store-connect-failed",
+    ),
 ]
 
 
@@ -435,3 +463,24 @@ def test_an_abort_is_an_echo_of_the_illegal_access() -> None:
     report = read(*excerpt_lines("M35"))
     assert report.root_cause is not None and report.root_cause.id == "cuda-illegal-address"
     assert report.root_cause.ranks == (0,)
+
+
+def test_torchs_retries_to_reach_the_store_are_a_warning_and_its_giving_up_the_error() -> None:
+    """Must-fire and must-not together: the attempt's warning alone is listed as a warning (the job went on), the
+    error torch prints when it gives up is the root cause, with the attempts before it."""
+    attempt = (
+        "[W502 09:00:01.223456789 socket.cpp:697] [c10d] The client socket has failed to connect to [node0]:29500"
+        " (errno: 111 - Connection refused)."
+    )
+    alone = found(attempt)
+    assert (
+        alone["store-connect-retried"].severity == "warning" and "node0:29500" in alone["store-connect-retried"].message
+    )
+    assert not [f for f in alone.values() if f.severity == "error"], sorted(alone)
+    gave_up = (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms while trying to connect"
+        " to (node0, 29500)."
+    )
+    report = analyse(frame_all([attempt + "\n", attempt + "\n", gave_up + "\n"], "rank1.log"))
+    assert report.root_cause is not None and report.root_cause.id == "store-connect-failed", report.root_cause
+    assert "node0:29500" in report.root_cause.message
