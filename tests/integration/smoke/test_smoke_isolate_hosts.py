@@ -105,12 +105,14 @@ def test_a_dropped_link_is_named(tmp_path: Path) -> None:
     failed = [g for s in report["stages"] for g in s["groups"] if not g["completed"]]
     assert failed and all({1, 3} <= set(g["nodes"]) for g in failed), out
     assert report["runs"] == len(report["stages"]) <= 7  # alone, pairs, boundary, cross (+ a swap), a confirm per end
-    boundary = next(g for s in report["stages"] if s["kind"] == "boundary" for g in s["groups"])
-    if "ended early" in boundary["reason"]:  # one end died at once (connect: Invalid argument): the rest were ended
-        # the one seen first may be a member whose peer at an end died ("Connection closed by peer"): seen, in order
-        # of the polls, not of the deaths; an end's own failure is in the reason either way
-        assert re.search(r"node [13]: rank \d+ died", boundary["reason"]), out
-        assert "failed first" in boundary["reason"], out
+    # which stages the plan runs depends on which groups failed hard first (CI: pairs and cross named the link with
+    # no boundary stage); in whichever stage a group across the link failed:
+    for group in failed:
+        if "ended early" in group["reason"]:  # one end died at once (connect: Invalid argument): the rest were ended
+            # the one seen first may be a member whose peer at an end died ("Connection closed by peer"): seen, in
+            # order of the polls, not of the deaths; an end's own failure is in the reason either way
+            assert re.search(r"node [13]: rank \d+ died", group["reason"]), out
+            assert "failed first" in group["reason"], out
 
 
 def test_a_host_with_a_wrong_gloo_interface_is_named(tmp_path: Path) -> None:
