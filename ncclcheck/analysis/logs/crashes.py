@@ -38,6 +38,9 @@ AGENT_EXIT = re.compile(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\) of binary"
 )
 THREAD_DIED = re.compile(r"^Exception in thread (?P<name>.{1,120}?):$")
+# Python's unraisable hook (Python/errors.c: "Exception ignored in: %R", "Exception ignored in atexit callback",
+# 3.13's "Exception ignored while ..."): the traceback and exception after it were ignored, the process went on
+IGNORED = re.compile(r"^Exception ignored (?:in|on|while)\b")
 # bash's report of a job it ran that a signal ended: "./run.sh: line 4:  8801 Segmentation fault      python3 x.py"
 SHELL = re.compile(
     r"^(?P<script>\S+): line (?P<n>\d+): +(?P<pid>\d+) (?P<what>Segmentation fault|Bus error|Aborted|Floating point"
@@ -71,6 +74,7 @@ LITERALS = (
     "backtrace (tid",
 )
 MAX = 64  # blocks, exits and threads kept
+IGNORED_SPAN = 400  # lines an ignored exception's traceback may take (Python folds repeated frames into one line)
 MAX_TIMES = 10_000  # agents' failure times kept (one a node: a job's tables are ordered by them)
 
 KINDS = (
@@ -80,6 +84,7 @@ KINDS = (
     (TERMINATE, "terminate"),
     (WHAT, "what"),
     (THREAD_DIED, "thread-died"),
+    (IGNORED, "ignored"),
     (LONE_CHILD, "child-error"),
     (SHELL, "shell"),
     (BACKTRACE, "backtrace"),
@@ -192,6 +197,9 @@ class CrashFold:
     threads: list[ThreadDeath] = field(default_factory=list)
     child_error: Evidence | None = None
     pending: dict[int | None, ThreadDeath] = field(default_factory=dict)  # per rank, a death whose error is to come
+    # per rank, where Python's unraisable hook began a report: the exception that ends it (its traceback's last line)
+    # was ignored; one more than IGNORED_SPAN lines on, or in another file, is not that report's
+    ignoring: dict[int | None, tuple[str, int]] = field(default_factory=dict)
     # worker pid -> when its agent logged its failure (the header's time; None: two agents name the pid, as
     # containers on several nodes do: it orders nothing)
     agent_times: dict[int, str | None] = field(default_factory=dict)
@@ -229,6 +237,9 @@ class CrashFold:
             )
             self.blocks.append(Block(WHAT_SIGNAL[m["what"]], how, rank, file, number, number, shell=how, pid=m["pid"]))
             return True
+        if kind == "ignored":
+            self.ignoring[rank] = (file, number)
+            return True
         if kind == "child-error":
             self.child_error = self.child_error or Evidence(file, number, text[:500])
             return False
@@ -263,6 +274,12 @@ class CrashFold:
         elif (m := NATIVE_FRAME.match(stripped)) is not None and len(self.native.frames) < 32:
             self.native.frames.append((m["fn"] or m["fn2"] or "", m["where"] or m["lib"] or ""))
         return True
+
+    def ignored(self, rank: int | None, file: str, number: int) -> bool:
+        """Whether an exception's line at ``file:number`` ends a report of Python's unraisable hook for this rank (the
+        exception was ignored): the report ends here either way."""
+        began = self.ignoring.pop(rank, None)
+        return began is not None and began[0] == file and 0 < number - began[1] <= IGNORED_SPAN
 
     def other(self, rank: int | None) -> None:
         """A line of this rank's that is none of a block's: the block it had open has ended."""

@@ -7,6 +7,7 @@ A single pass with bounded state (evidence and timeouts are capped). Cross-line 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,10 +27,10 @@ from ncclcheck.analysis.logs.line_facts import (
     facts,
     format_message,
 )
-from ncclcheck.analysis.logs.nccl import Key, RankFold, key_of
+from ncclcheck.analysis.logs.nccl import RETRIED, Key, RankFold, key_of
 from ncclcheck.analysis.logs.prefixes import rest_parts
-from ncclcheck.analysis.logs.rules import RULES, TRAIL_RULES, Rule
-from ncclcheck.analysis.logs.verdict import root_cause
+from ncclcheck.analysis.logs.rules import RETRY_FIX, RULES, TRAIL_RULES, Rule
+from ncclcheck.analysis.logs.verdict import PEER_LOST, root_cause
 from ncclcheck.analysis.rank_exits import signal_of
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.ids import logs as logs_ids
@@ -46,6 +47,17 @@ _TRIGGERS |= set(events.ALARM_WORDS) | set(events.LITERALS)  # the safety net re
 _TRIGGERS |= {"time      : ", "host      : ", "rank      : ", "error_file: ", "traceback : "}
 _TRIGGERS |= set(crashes.LITERALS)  # a crash's block: its frames, thread headers and end (crashes.py)
 GATE = Gate.of(_TRIGGERS)
+# An exception Python's unraisable hook printed and ignored (a destructor's, an atexit callback's): the process went on
+IGNORED = Rule(
+    logs_ids.EXCEPTION_IGNORED,
+    "warning",
+    "Exception ignored ",
+    re.compile(r"^Exception ignored "),
+    "Python ignored an exception and went on (a destructor's or an atexit callback's, printed by its unraisable"
+    " hook): {error}",
+    "harmless by itself when the job went on or ended well (a DataLoader's workers torn down at exit print one);"
+    " if it repeats every step, fix the object whose __del__ raises",
+)
 MAX_TIMEOUTS = 10_000  # also the most torchrun failure entries kept
 At = tuple[str, int, str, str | None, str | None, int | None, str | None, int | None]
 """A line as its parts, a LogLine's fields in order: file, number, text, host, pid, dev, level, prefix rank."""
@@ -146,13 +158,16 @@ class LogFold:
             return
         if said.fr_start:
             self._fr_stack.add(rank)
-        if said.thrown and self._thrown is None:
+        if said.thrown and self._thrown is None and prefix_rank not in self.crashes.ignoring:
             self._thrown = Evidence(file, number, text[:500])
         if said.pg_work is not None and len(self._pg_work) < MAX_TIMEOUTS:
             seq, pg, desc, in_group = said.pg_work
             self._pg_work[(prefix_rank, seq)] = (pg, desc, in_group)
-        for one in said.said:
-            self._hit(one, line, rank)
+        if said.said and self.crashes.ignoring and self.crashes.ignored(prefix_rank, file, number):
+            self._hit(RuleMatch(IGNORED, IGNORED.message.format(error=text.strip()[:200])), line, rank)  # went on
+        else:
+            for one in said.said:
+                self._hit(one, line, rank)
         matched = bool(said.said)
         if said.crash is not None:
             matched = self.crashes.line(said.crash, file, number, text, prefix_rank, said.time) or matched
@@ -177,6 +192,7 @@ class LogFold:
             self._fr_stack
             or self.crashes.open
             or self.crashes.pending
+            or self.crashes.ignoring
             or self._child is not None
             or self._section is not None
         )
@@ -313,6 +329,7 @@ class LogFold:
         findings = _without_lone_echoes([self._finding(f, lead) for f in found])
         failures = tuple(self.failures)
         echoes = frozenset(r for fid in PEER_LOST if fid in self.found for r in self.found[fid].ranks)
+        findings += self._stuck_retries(findings)
         findings += cross_checks(ranks, tuple(self.timeouts), failures, echoes)
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
@@ -324,6 +341,28 @@ class LogFold:
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines
         )
+
+    def _stuck_retries(self, findings: list[Finding]) -> list[Finding]:
+        """connect-failed for a process of NCCL before 2.12 whose last retry of a connect no Init COMPLETE followed:
+        its connection still failed where its lines end (a job stuck there, or a log cut there); unless NCCL's own
+        giving up ("Connect to ... failed") already says so."""
+        stuck = self.nccl.stuck()
+        if not stuck or any(f.id == logs_ids.CONNECT_FAILED for f in findings):
+            return []
+        text = stuck[0][2]
+        why = (m["why"] if (m := RETRIED.search(text)) else "").strip()
+        ranks = sorted({r for acc, _, _ in stuck if (r := acc.inferred_rank()) is not None})
+        return [
+            Finding(
+                logs_ids.CONNECT_FAILED,
+                "error",
+                f"connecting to a peer keeps failing: {why}; NCCL retried it and the process never completed its init"
+                f" after ({len(stuck)} process(es))",
+                RETRY_FIX,
+                tuple(ranks),
+                tuple(Evidence(acc.file, n, t[:500]) for acc, n, t in stuck[:MAX_EVIDENCE]),
+            )
+        ]
 
     def _cut_off(self, findings: list[Finding]) -> list[Finding]:
         """A traceback or a C++ exception's frames whose error line is not in these logs (the log was cut, or the
@@ -391,7 +430,6 @@ class LogFold:
 
 
 # A rank's own error that only says a peer went away: the rank showed the failure, it did not start it
-PEER_LOST = (logs_ids.PEER_CRASHED, logs_ids.PEER_CLOSED)
 # Echoes of an error that another line reports: the result name torch's exception adds (NCCL's error trail is said
 # by ``_trail_finding``, on the same terms)
 ECHOES_ONLY = frozenset({logs_ids.NCCL_RESULT})

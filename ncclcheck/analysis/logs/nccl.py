@@ -26,6 +26,7 @@ ITEM = re.compile(r"(?:\[\d+\])?([\w.:-]+?)(?::([0-9A-Fa-f:.%\w-]+))?<\d+>")
 DEVICE = re.compile(r"\[\d+\](\S+)")  # an HCA port as NCCL lists it, suffixes and all: "mlx5_0:1/IB/SHARP"
 GDR_OFF = re.compile(r"GPU Direct RDMA Disabled for (?:HCA (\d+) '([\w-]+)'( \(no module\))?|GPU (\S+) / HCA (\d+) .*)")
 ENV = re.compile(r"\b((?:NCCL|TORCH)_\w+) set (?:by environment )?to (\S*)")
+RETRIED = re.compile(r"Call to connect returned (?P<why>[^,]+), retrying")  # socket.h / socket.cc, NCCL 2.4-2.11
 CONNECTION = re.compile(
     r"(?:Channel|Ring) (\d+)(?:/\d+)? : (\d+)(?:\[[0-9a-f]+\])? -> (\d+)(?:\[[0-9a-f]+\])?"
     r"(?: \[(send|receive)\])? via (NET/[\w-]+(?: [\w-]+)*/\S*|\S+(?: pointer| shared memory)?)"
@@ -64,6 +65,10 @@ class Accumulator:
     connections: dict[tuple[int, int, int, str], Connection] = field(default_factory=dict)
     comm_ids: dict[str, None] = field(default_factory=dict)  # in order, at most MAX_COMMS
     trail: tuple[int, str] | None = None  # its first line of NCCL's error trail: number, text
+    # NCCL before 2.12 says a connect it retries ("Call to connect returned ..., retrying"): its last such line, and
+    # the line of its last Init COMPLETE (a retry followed by one was transient)
+    retried: tuple[int, str] | None = None
+    completed_at: int | None = None
     touched: set[str] = field(default_factory=set)  # the fields a line set outright (not only if unset)
 
     def inferred_rank(self) -> int | None:
@@ -124,6 +129,8 @@ def steps_of(text: str) -> tuple[Op, ...]:
     """The steps one NCCL message makes (``ops`` remembers them per message)."""
     if " -> " in text and TRAIL.match(text) is not None:  # NCCL's error trail (events.TRAIL)
         return (("trail", text),)
+    if "Call to connect returned" in text and RETRIED.search(text) is not None:
+        return (("retried", text),)
     if (m := INIT.search(text)) is not None:
         comm_id = (("comm_id", m.group(6)),) if m.group(6) else ()
         return (
@@ -189,6 +196,10 @@ def read_line(acc: Accumulator, text: str, steps: tuple[Op, ...] | None = None, 
                 acc.rank, acc.nranks = comm
         elif name in ("started", "complete"):
             setattr(acc, name, getattr(acc, name) or value)
+            if name == "complete" and value:
+                acc.completed_at = number
+        elif name == "retried":
+            acc.retried = (number, text)
         elif name == "comm_id":
             if len(acc.comm_ids) < MAX_COMMS:
                 acc.comm_ids[value] = None  # type: ignore[index]
@@ -228,6 +239,8 @@ def _merge(acc: Accumulator, later: Accumulator) -> None:
     for key, conn in later.connections.items():
         acc.connections.setdefault(key, conn)
     acc.trail = acc.trail or later.trail
+    acc.retried = later.retried or acc.retried  # the last of each
+    acc.completed_at = later.completed_at or acc.completed_at
 
 
 MAX_GDR_OFF = 32
@@ -267,10 +280,22 @@ class RankFold:
         for key, acc in later._accs.items():
             mine = self._accs.get(key)
             trail = (acc.trail[0] + offset, acc.trail[1]) if acc.trail else None
+            retried = (acc.retried[0] + offset, acc.retried[1]) if acc.retried else None
+            completed = acc.completed_at + offset if acc.completed_at is not None else None
+            moved = replace(acc, trail=trail, retried=retried, completed_at=completed)
             if mine is None:
-                self._accs[key] = replace(acc, first_line=acc.first_line + offset, trail=trail)
+                self._accs[key] = replace(moved, first_line=acc.first_line + offset)
             else:
-                _merge(mine, replace(acc, trail=trail))
+                _merge(mine, moved)
+
+    def stuck(self) -> list[tuple[Accumulator, int, str]]:
+        """The sources whose last connect retry (NCCL before 2.12) no Init COMPLETE followed: each, with that line's
+        number and text (a connection still failing where its lines end: a job stuck there, or a log cut there)."""
+        return [
+            (acc, *acc.retried)
+            for acc in self._accs.values()
+            if acc.retried is not None and (acc.completed_at is None or acc.completed_at < acc.retried[0])
+        ]
 
     def rank_of(self, key: Key) -> int | None:
         acc = self._accs.get(key)

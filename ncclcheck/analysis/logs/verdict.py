@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
+from ncclcheck.analysis.logs.failure_tables import ECHO_SIGNALS, first_failed
 from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS
 from ncclcheck.analysis.rank_exits import killed
-from ncclcheck.model.findings import Finding, by_severity
+from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.flight import FlightReport
 from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.log_report import LogReport
@@ -118,16 +119,59 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
     others: they are what its death caused.
     """
     errors = [f for f in findings if f.severity == "error"]
-    primary = [f for f in errors if f.id not in SECONDARY_IDS and f.id not in WRAPPERS]
+    every = [f for f in errors if f.id not in SECONDARY_IDS and f.id not in WRAPPERS]
     wrappers = [f for f in errors if f.id in WRAPPERS]
     if killed(tuple(failures)):
         wrappers.sort(key=lambda f: f.id != logs_ids.CHILD_FAILED)
+    primary, wrappers = _after_the_first(tuple(failures), every, wrappers, errors)
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
     named = [f for f in primary if f.id == logs_ids.DESYNC_REPORT and f.culprits]
     named += [f for f in primary if f.id in DEATHS and f.culprits]
     # a GPU that failed (an Xid, ECC, a sticky CUDA fault, its PCIe link) is where the failure started, wherever its
     # lines fall among the other ranks' timeouts and errors
-    faulted = [f for f in primary if f.id in GPU_FAULT_IDS]
+    faulted = [f for f in every if f.id in GPU_FAULT_IDS]
     chosen = faulted or named or primary or wrappers or errors
     return chosen[0] if chosen else None
+
+
+def _after_the_first(
+    failures: tuple[ChildFailure, ...], primary: list[Finding], wrappers: list[Finding], errors: list[Finding]
+) -> tuple[list[Finding], list[Finding]]:
+    """What torchrun's tables say of the order of the failures, where they can say it. The rank that failed first, of
+    its own (an exit code or a crash signal, not its agent's SIGTERM), started it:
+    - an error of a rank that failed strictly later (by the tables' times) is what it caused (a peer's IB retries
+      exceeded 37 s after the first rank's out-of-memory);
+    - the exception the first rank's code raised (python-exception: no rule explains it as an echo) comes before an
+      error of a rank its agent then stopped when the same log printed it after the exception (a connection refused
+      by the rank that had died), and before the wrappers of ranks whose own lines say a peer went away.
+    A rank stopped by its agent is not cleared on that alone: a rank whose thread died is stopped while the rank that
+    waited for it fails first (its timeout); its death stays the cause."""
+    first = first_failed(failures)
+    if first is None or first.signal in ECHO_SIGNALS:
+        return primary, wrappers
+    later = {f.rank for f in failures if f.rank != first.rank and f.time and first.time and f.time > first.time}
+    stopped = {f.rank for f in failures if f.rank != first.rank and f.signal in ECHO_SIGNALS}
+    kept = [f for f in primary if not (f.ranks and set(f.ranks) <= later)]
+    own = [f for f in wrappers if f.id == logs_ids.PYTHON_EXCEPTION and first.rank in f.ranks]
+    if not own:
+        return kept, wrappers
+    raised = own[0].evidence[0] if own[0].evidence else None
+    kept = [f for f in kept if not (f.ranks and set(f.ranks) <= stopped and _after(f, raised))]
+    echoes = {r for f in errors if f.id in PEER_LOST for r in f.ranks}
+    others = [f for f in wrappers if f not in own and f.id != logs_ids.CHILD_FAILED]
+    if all(f.ranks and set(f.ranks) <= echoes for f in others):
+        wrappers = own + [f for f in wrappers if f not in own]
+    return kept, wrappers
+
+
+PEER_LOST = frozenset({logs_ids.PEER_CRASHED, logs_ids.PEER_CLOSED})  # a rank's own line: its peer went away
+
+
+def _after(finding: Finding, raised: Evidence | None) -> bool:
+    """Whether every line of a finding comes after the exception's, in the same log (one console: printed later)."""
+    return (
+        raised is not None
+        and bool(finding.evidence)
+        and all(e.file == raised.file and e.line > raised.line for e in finding.evidence)
+    )

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ncclcheck.analysis.logs.diagnose import PEER_LOST
-from ncclcheck.analysis.logs.verdict import SYMPTOMS, hard_errors
+from ncclcheck.analysis.logs.verdict import PEER_LOST, SYMPTOMS, hard_errors
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.ids import run as run_ids

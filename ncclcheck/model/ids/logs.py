@@ -30,6 +30,9 @@ PYTHON_EXCEPTION: Final = "python-exception"
 LAUNCHER_TERMINATED: Final = "launcher-terminated"
 PROCESS_ABORTED: Final = "process-aborted"
 UNRECOGNISED_ERROR: Final = "unrecognised-error"
+EXCEPTION_IGNORED: Final = "exception-ignored"  # an exception Python's unraisable hook ignored
+# a connection NCCL kept retrying (analysis/logs/diagnose.py adds it for a retry no init completed after)
+CONNECT_FAILED: Final = "connect-failed"
 # a rank's own death
 NATIVE_CRASH: Final = "native-crash"
 THREAD_DIED: Final = "thread-died"

@@ -49,8 +49,8 @@ EXPECTED = [
     ("23", "no-socket-interface", {"nccl-system-error", "no-socket-interface"}),
     ("24", "address-family-mismatch", {"address-family-mismatch", "socket-ifname-not-found"}),
     ("25", "address-family-mismatch", {"address-family-mismatch"}),
-    ("26", "connect-failed", {"connect-failed", "ib-no-device", "suspicious-interface"}),
-    ("27", "connect-failed", {"connect-failed"}),
+    ("26", "connect-failed", {"connect-failed", "connect-retried", "ib-no-device", "suspicious-interface"}),
+    ("27", "connect-failed", {"connect-failed", "connect-retried"}),  # NCCL retried, then gave up
     ("28", "connect-failed", {"connect-failed", "unrecognised-error"}),  # sglang: "Scheduler hit an exception"
     ("29", "connect-failed", {"connect-failed"}),
     ("30", "nccl-system-error", {"nccl-system-error"}),
@@ -260,6 +260,14 @@ TRICKY = [
             "  rank      : 7 (local_rank: 2)",
             "  exitcode  : -6 (pid: 4242)",
             "=" * 60,
+        ]
+    ),
+    "\n".join(  # Python's unraisable hook: an exception it ignored (a warning), then the rank's next line
+        [
+            "[rank2]:Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3c2a1b0d30>",
+            "[rank2]:Traceback (most recent call last):",
+            '[rank2]:  File "/usr/lib/python3.10/multiprocessing/process.py", line 160, in is_alive',
+            "[rank2]:AssertionError: can only test a child process",
         ]
     ),
     "[rank1]:[1,4]<stdout>:node5:51:52 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
