@@ -7,7 +7,6 @@ A single pass with bounded state (evidence and timeouts are capped). Cross-line 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -29,7 +28,7 @@ from ncclcheck.analysis.logs.line_facts import (
 )
 from ncclcheck.analysis.logs.nccl import RETRIED, Key, RankFold, key_of
 from ncclcheck.analysis.logs.prefixes import rest_parts
-from ncclcheck.analysis.logs.rules import RETRY_FIX, RULES, TRAIL_RULES, Rule
+from ncclcheck.analysis.logs.rules import CONNECT_FIX, RULES, TRAIL_RULES, Rule
 from ncclcheck.analysis.logs.verdict import PEER_LOST, root_cause
 from ncclcheck.analysis.rank_exits import signal_of
 from ncclcheck.model.findings import Evidence, Finding, by_severity
@@ -52,7 +51,7 @@ IGNORED = Rule(
     logs_ids.EXCEPTION_IGNORED,
     "warning",
     "Exception ignored ",
-    re.compile(r"^Exception ignored "),
+    crashes.IGNORED,  # the line that opens the report (``CrashFold`` reads it; this rule gives the finding its words)
     "Python ignored an exception and went on (a destructor's or an atexit callback's, printed by its unraisable"
     " hook): {error}",
     "harmless by itself when the job went on or ended well (a DataLoader's workers torn down at exit print one);"
@@ -358,7 +357,7 @@ class LogFold:
                 "error",
                 f"connecting to a peer keeps failing: {why}; NCCL retried it and the process never completed its init"
                 f" after ({len(stuck)} process(es))",
-                RETRY_FIX,
+                CONNECT_FIX,
                 tuple(ranks),
                 tuple(Evidence(acc.file, n, t[:500]) for acc, n, t in stuck[:MAX_EVIDENCE]),
             )

@@ -21,10 +21,6 @@ TRAIL_FIX = (
     "a consequence: NCCL prints this at each call on the way up from an error; the WARN line before the trail (or"
     " the first error of the rank at the bottom of it) says what failed; rerun with NCCL_DEBUG=WARN if it is missing"
 )
-RETRY_FIX = (
-    "refused = nothing listens there (peer died, stale rendezvous file, wrong IP); timed out = a firewall or"
-    " the wrong interface: set NCCL_SOCKET_IFNAME to the routed interface on every node"
-)
 STORE_RETRY_FIX = (
     "nothing if the job went on (the store starts with rank 0 or the first agent, the others retry until it is up);"
     " if torch gave up ('timed out after', 'failed to connect to any network address'): MASTER_ADDR /"
@@ -154,7 +150,7 @@ RULES: tuple[Rule, ...] = (
         "connect-retried", "info", "Call to connect returned",
         r"Call to connect returned (?P<why>Connection refused|Connection timed out)",
         "NCCL retried a connection to a peer: {why}",
-        "nothing if the process then completed its init: a peer not listening yet; " + RETRY_FIX,
+        "nothing if the process then completed its init: a peer not listening yet; " + CONNECT_FIX,
     ),
     _rule(
         "connect-failed", "error", "Operation now in progress",
