@@ -16,6 +16,7 @@ from ncclcheck.analysis.logs.ib_rules import IB_RULES
 from ncclcheck.analysis.logs.rule import Rule as Rule
 from ncclcheck.analysis.logs.rule import make_rule as _rule
 from ncclcheck.analysis.logs.setup_rules import SETUP_RULES
+from ncclcheck.model.ids import logs as logs_ids
 
 TRAIL_FIX = (
     "a consequence: NCCL prints this at each call on the way up from an error; the WARN line before the trail (or"
@@ -549,7 +550,7 @@ RULES: tuple[Rule, ...] = (
         "a consequence: the timeout or NCCL error next to it is the one to read", True,
     ),
     _rule(
-        "slurm-task-ended", "error", "srun: error: ",
+        logs_ids.SLURM_TASK_ENDED, "error", "srun: error: ",
         r"srun: error: (?P<host>[^\s:]+): tasks? (?P<task>[\d,\-\[\]]+): (?P<how>Exited with exit code \d+|Terminated|Killed|Segmentation fault|Bus error|Aborted)",
         "SLURM: task {task} on {host}: {how}",
         "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
@@ -596,7 +597,7 @@ RULES: tuple[Rule, ...] = (
         "a consequence: the cancel (slurmstepd's CANCELLED line) or the task that failed first is the one to read", True,
     ),
     _rule(
-        "slurm-task-ended", "error", "srun: Force Terminated",
+        logs_ids.SLURM_TASK_ENDED, "error", "srun: Force Terminated",
         r"srun: Force Terminated (?P<task>(?:job|StepId=)\S*)",
         "SLURM: srun force-terminated {task}",
         "a consequence: that task's own output (its traceback, a signal, an error above) says why it ended", True,
@@ -651,3 +652,5 @@ TRAIL_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 RULES += SETUP_RULES + GPU_RULES + EXIT_RULES
 SECONDARY_IDS = frozenset(r.id for r in RULES if r.secondary)
+# srun's line for a task that ended (``how``: its exit code or signal), as the verdict reads the order of the ends
+TASK_ENDED = next(r for r in RULES if r.id == logs_ids.SLURM_TASK_ENDED and r.literal == "srun: error: ")

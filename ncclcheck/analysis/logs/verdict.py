@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from ncclcheck.analysis.logs.failure_tables import ECHO_SIGNALS, first_failed
 from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
-from ncclcheck.analysis.logs.rules import SECONDARY_IDS
+from ncclcheck.analysis.logs.rules import SECONDARY_IDS, TASK_ENDED
 from ncclcheck.analysis.rank_exits import killed
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.flight import FlightReport
@@ -124,6 +124,7 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
     if killed(tuple(failures)):
         wrappers.sort(key=lambda f: f.id != logs_ids.CHILD_FAILED)
     primary, wrappers = _after_the_first(tuple(failures), every, wrappers, errors)
+    primary, wrappers = _before_the_first_end(primary, wrappers, errors)
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
     named = [f for f in primary if f.id == logs_ids.DESYNC_REPORT and f.culprits]
@@ -163,6 +164,37 @@ def _after_the_first(
     if all(f.ranks and set(f.ranks) <= echoes for f in others):
         wrappers = own + [f for f in wrappers if f not in own]
     return kept, wrappers
+
+
+OWN_ENDS = ("Exited with exit code", "Segmentation fault", "Bus error", "Aborted")  # not srun's Killed, Terminated
+
+
+def _before_the_first_end(
+    primary: list[Finding], wrappers: list[Finding], errors: list[Finding]
+) -> tuple[list[Finding], list[Finding]]:
+    """What srun's reports of its tasks' ends (``slurm-task-ended``, printed as each task ends, into the output the
+    tasks print to) say of the order of the failures. The first task that ended of its own (an exit code, a crash
+    signal; not the Killed or Terminated srun sends the others) had failed by that line. Where an error of the same
+    output came before it (task 0's exception), an error printed only after it is what that end caused (task 1
+    timing out on the store task 0 held), not the cause; errors before it keep their order."""
+    ended = next((f for f in errors if f.id == logs_ids.SLURM_TASK_ENDED), None)
+    if ended is None or not ended.evidence:
+        return primary, wrappers
+    first = ended.evidence[0]  # the first end srun reported, in the order the logs were read
+    match = TASK_ENDED.pattern.search(first.text)
+    if match is None or not match.group("how").startswith(OWN_ENDS):
+        return primary, wrappers
+
+    def before(f: Finding) -> bool:
+        return any(e.file == first.file and e.line < first.line for e in f.evidence)
+
+    causes = [f for f in primary + wrappers if before(f) and f.id != logs_ids.CHILD_FAILED]
+    if not causes:
+        return primary, wrappers
+    kept = [
+        f for f in primary if not (f.evidence and all(e.file == first.file and e.line > first.line for e in f.evidence))
+    ]
+    return kept, [f for f in wrappers if before(f)] + [f for f in wrappers if not before(f)]
 
 
 PEER_LOST = frozenset({logs_ids.PEER_CRASHED, logs_ids.PEER_CLOSED})  # a rank's own line: its peer went away

@@ -33,6 +33,8 @@ UNRECOGNISED_ERROR: Final = "unrecognised-error"
 EXCEPTION_IGNORED: Final = "exception-ignored"  # an exception Python's unraisable hook ignored
 # a connection NCCL kept retrying (analysis/logs/diagnose.py adds it for a retry no init completed after)
 CONNECT_FAILED: Final = "connect-failed"
+# srun's report of a task's end (its lines order the tasks' ends: analysis/logs/verdict.py)
+SLURM_TASK_ENDED: Final = "slurm-task-ended"
 # a rank's own death
 NATIVE_CRASH: Final = "native-crash"
 THREAD_DIED: Final = "thread-died"

@@ -76,3 +76,61 @@ def test_must_not_tables_in_one_second_across_nodes_order_nothing() -> None:
     tied = (node0[0], node0[1].replace("10:00:42", "10:00:05").replace("10:00:41", "10:00:05"))
     first = read(tied, node1).root_cause
     assert first is not None and first.id == "ib-retry-exceeded", first  # the first primary error read
+
+
+# srun's reports of its tasks' ends, in the one output its tasks print to (srun --label): their order is the order of
+# the failures, as torchrun's tables' times are.
+SRUN = "srun_label_code_bug_then_store_timeout.out"
+
+
+def srun_case(edit: tuple[str, str] | None = None, before_exit: str | None = None) -> LogReport:
+    name, text = case(SRUN)
+    if edit is not None:
+        text = text.replace(*edit)
+    if before_exit is not None:
+        text = text.replace("srun: error: gpu-a01: task 0", f"{before_exit}\nsrun: error: gpu-a01: task 0", 1)
+    return read((name, text))
+
+
+def test_a_bug_in_the_code_is_not_the_store_the_task_that_ended_first_would_have_held() -> None:
+    report = srun_case()
+    cause = report.root_cause
+    assert cause is not None and cause.id == "python-exception", cause
+    assert "api_key not configured" in cause.message
+    assert any(f.id == "store-connect-failed" for f in report.findings)  # still listed: an echo, not the cause
+
+
+def test_must_not_an_error_printed_before_the_first_task_ended_stays_the_cause() -> None:
+    """Task 1's IB completion error is printed before srun reports task 0's end: the network failed first."""
+    ib = (
+        "1: gpu-a02:800:850 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.12<51234>"
+        " with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.0.0.11 remoteGids::ffff:10.0.0.12"
+        " hca mlx5_0"
+    )
+    cause = srun_case(before_exit=ib).root_cause
+    assert cause is not None and cause.id != "python-exception" and "status=12" in cause.evidence[0].text, cause
+
+
+def test_must_not_a_task_srun_killed_first_orders_nothing() -> None:
+    """The first end srun reports is a kill (the OOM killer, or srun ending the step): not a failure of the task's own
+    making that the others' errors follow from; the verdict is the one without srun's lines."""
+    killed = srun_case(("task 0: Exited with exit code 1", "task 0: Killed"))
+    plain = srun_case(("srun: error: gpu-a01: task 0: Exited with exit code 1\n", ""))
+    for report in (killed, plain):
+        assert report.root_cause is not None and report.root_cause.id == "store-connect-failed", report.root_cause
+
+
+def test_must_not_a_first_end_with_no_error_before_it_clears_the_errors_after_it() -> None:
+    """Task 0's output holds no error before its end (its exception went elsewhere): nothing to put first."""
+    name, text = case(SRUN)
+    lines = [line for line in text.splitlines() if not line.startswith("0: ")]
+    cause = read((name, "\n".join(lines))).root_cause
+    assert cause is not None and cause.id == "store-connect-failed", cause
+
+
+def test_must_not_srun_s_lines_in_another_file_order_the_tasks_output() -> None:
+    name, text = case(SRUN)
+    ends = [line for line in text.splitlines() if line.startswith("srun: ")]
+    tasks = [line for line in text.splitlines() if not line.startswith("srun: ")]
+    cause = read(("srun.err", "\n".join(ends)), (name, "\n".join(tasks))).root_cause
+    assert cause is not None and cause.id == "store-connect-failed", cause
