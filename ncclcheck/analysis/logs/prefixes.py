@@ -52,6 +52,13 @@ HEADER = re.compile(
 BARE_HEADER = re.compile(
     r"^(?:\[(?P<dev>\d+)\] )?(?:(?P<src>[\w./-]+:\d+)(?: \([\w:~<>]+\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|ATTN) (?P<msg>.*)$"
 )
+# NCCL's header whose level word the line's end cut (a log or a paste cut off mid-word: "... NCCL WA"), read at the
+# level the word begins; "A" alone may be ABORT or ATTN: read as ABORT, an error no verdict may pass over.
+CUT_HEADER = re.compile(
+    r"^(?:(?P<host>[^\s:\[\]]+):(?P<pid>\w+)(?::\w+)? )?(?:\[(?P<dev>\d+)\] )?(?:[\w./-]+:\d+(?: \([\w:~<>]+\))? )?"
+    r"(?P<text>NCCL (?P<lvl>WA?R?|AB?O?R?|ATT?))$"
+)
+CUT_LEVELS = {"W": "WARN", "A": "ABORT"}  # by the word's first letters: "AT" and "ATT" are ATTN's
 # A line that starts on its own: what a terminal's hard wrap never leaves at column 0. A wrap cuts anywhere, before a
 # space, a bracket or a parenthesis too: only a header, an emitter's mark or a word a line opens with counts (read
 # with the line's prefixes taken off). NCCL's header, with or without the host's, and its version line:
@@ -146,6 +153,11 @@ def _parts(text: str, rounds: int) -> Parts:
     if bare:
         dev, src, level, msg = bare.group("dev", "src", "lvl", "msg")
         return (f"{src} {msg}" if src else msg), None, None, (int(dev) if dev else None), level, rank
+    cut = CUT_HEADER.match(body.lstrip())
+    if cut:
+        host, pid, dev, word = cut.group("host", "pid", "dev", "lvl")
+        level = "ATTN" if word.startswith("AT") else CUT_LEVELS[word[0]]
+        return cut.group("text"), host, pid, (int(dev) if dev else None), level, rank
     return body, None, None, None, None, rank
 
 

@@ -153,3 +153,46 @@ def test_a_silent_rank_is_still_the_suspect() -> None:
     """Must still fire: the rank with only training lines, no timeout of its own, is the one to look at."""
     found = timeout_finding(read(WATCHDOG.format(r=0), WATCHDOG.format(r=1), "[rank2]: step 40 loss 1.02"))
     assert found.culprits == (2,) and "reported by rank(s) 0-1" in found.message
+
+
+# A log cut inside its last NCCL header's level word: the header as NCCL prints it, cut after each letter.
+HEALTHY_NCCL = [
+    "node1:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    "node1:4242:4242 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+]
+
+
+@pytest.mark.parametrize(
+    ("cut", "level"),
+    [
+        ("node1:4242:4242 [0] NCCL W", "WARN"),
+        ("node1:4242:4242 [0] NCCL WA", "WARN"),
+        ("node1:4242:4242 [0] NCCL WAR", "WARN"),
+        ("[rank1]:node1:4243:4243 [1] NCCL WA", "WARN"),
+        ("node1:4242:4250 [0] misc/socket.cc:50 NCCL WA", "WARN"),
+        ("node1:4242:4242 [0] NCCL ABO", "ABORT"),
+        ("node1:4242:4242 [0] NCCL A", "ABORT"),  # ABORT or ATTN: an error is not passed over
+        ("[0] NCCL WA", "WARN"),
+    ],
+)
+def test_a_log_cut_inside_a_warning_s_level_word_is_not_a_pass(cut: str, level: str) -> None:
+    (line,) = frame_all([cut], "paste.log")
+    assert line.level == level and line.text.startswith("NCCL "), line
+    rep = read(*HEALTHY_NCCL, cut)
+    assert rep.status != "pass" and [f.id for f in rep.findings] == ["unrecognised-error"], rep.findings
+    assert rep.findings[0].evidence[0].line == 3
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "node1:4242:4242 [0] NCCL IN",  # INFO cut: says nothing
+        "node1:4242:4242 [0] NCCL WAS",  # no level word
+        "node1:4242:4242 [0] NCCL WAR tail",  # a cut word is the line's end, never followed by more
+        "node1:4242:4242 [0] NCCL INFO NET/IB : No device found.",
+        "Using NCCL A",
+    ],
+)
+def test_must_not_a_healthy_log_whose_last_line_is_no_cut_warning_passes(line: str) -> None:
+    rep = read(*HEALTHY_NCCL, line)
+    assert rep.status == "pass", rep.findings
