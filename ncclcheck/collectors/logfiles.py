@@ -18,7 +18,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from ncclcheck.collectors.flight import sniff
@@ -194,6 +194,7 @@ def _walk(root: str, reading: Reading) -> list[LogSource]:
 
 CHUNK = 4 << 20
 MAX_LINE = 64 * 1024  # the longest read of one line: a file without newlines never fills memory
+AGAIN_MAX = 64 << 20  # the largest file read a second time for a few of its lines (``lines_at``)
 
 
 def chunks(source: LogSource, size: int = CHUNK, reading: Reading | None = None) -> Iterator[str]:
@@ -284,6 +285,28 @@ def lines(source: LogSource) -> Iterator[str]:
                 yield line
         except (OSError, EOFError, gzip.BadGzipFile):
             return
+
+
+def lines_at(source: LogSource, numbers: Collection[int]) -> dict[int, str]:
+    """The physical lines of a file at these numbers (counted as ``wc -l`` counts them, as the reader numbers them),
+    as written: prefixes on. Nothing for a stream (it cannot be read again), a file bigger than ``AGAIN_MAX``, or one
+    that cannot be read now."""
+    if source.path == "-" or not numbers:
+        return {}
+    try:
+        if os.path.getsize(source.path) > AGAIN_MAX:
+            return {}
+        wanted, last, found, number = set(numbers), max(numbers), {}, 1
+        for piece in lines(source):
+            if number in wanted and number not in found:
+                found[number] = piece.rstrip("\r\n")
+            if piece.endswith("\n"):
+                number += 1
+                if number > last:
+                    break
+    except (InputError, OSError):
+        return {}
+    return found
 
 
 def _text(source: LogSource) -> io.TextIOWrapper:

@@ -15,10 +15,11 @@ from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.analysis.logs.recording import fold_stream, replay
 from ncclcheck.analysis.logs.stack_dumps import read as read_stacks
 from ncclcheck.analysis.logs.stack_verdict import judge
-from ncclcheck.analysis.logs.verdict import with_flight, with_stacks
+from ncclcheck.analysis.logs.stamps import instant
+from ncclcheck.analysis.logs.verdict import Times, with_flight, with_stacks, with_times
 from ncclcheck.collectors.control_plane import with_groups
 from ncclcheck.collectors.flight import load
-from ncclcheck.collectors.logfiles import LogSource, Reading, chunks
+from ncclcheck.collectors.logfiles import LogSource, Reading, chunks, lines_at
 from ncclcheck.model.flight import FrDump, Unreadable
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import Event
@@ -71,6 +72,7 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
         empty=tuple(reading.empty),
         nothing_read=read_nothing(found, reading),
     )
+    report = with_times(report, _times(report, found))
     stacks = [dump for i, text in kept.items() for dump in _stacks("".join(text), found[i].name)]
     if stacks:
         report = with_stacks(report, *judge(stacks))
@@ -79,6 +81,26 @@ def diagnose(found: tuple[LogSource, ...], reading: Reading | None = None, cores
         read = [d for d in dumps if isinstance(d, FrDump)]
         report = with_flight(report, flight.analyse(read, [d for d in dumps if isinstance(d, Unreadable)]))
     return report
+
+
+def _times(report: LogReport, found: tuple[LogSource, ...]) -> Times:
+    """The stamps of the error lines, read again from their files, where errors are in more than one file (one log
+    per rank or node: nothing else orders them); none otherwise, at no cost."""
+    errors = [f for f in report.findings if f.severity == "error" and f.evidence]
+    if len({f.evidence[0].file for f in errors}) < 2:
+        return {}
+    wanted: dict[str, set[int]] = {}
+    for f in errors:
+        for e in f.evidence:
+            wanted.setdefault(e.file, set()).add(e.line)
+    named = {s.name: s for s in found if s.kind == "log"}
+    times = {}
+    for name, numbers in wanted.items():
+        if name in named:
+            for number, raw in lines_at(named[name], numbers).items():
+                if (at := instant(raw)) is not None:
+                    times[(name, number)] = at
+    return times
 
 
 def read_nothing(found: tuple[LogSource, ...], reading: Reading) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ncclcheck.analysis.logs.failure_tables import ECHO_SIGNALS, first_failed
 from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS, TASK_ENDED
+from ncclcheck.analysis.logs.stamps import Instant
 from ncclcheck.analysis.rank_exits import killed
 from ncclcheck.model.findings import Evidence, Finding, by_severity
 from ncclcheck.model.flight import FlightReport
@@ -112,11 +113,26 @@ def with_hangs(report: LogReport, hangs: Sequence[HangRecord]) -> LogReport:
     return dataclasses.replace(report, findings=by_severity(tuple(seen) + report.findings), root_cause=cause)
 
 
-def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = ()) -> Finding | None:
+Times = Mapping[tuple[str, int], Instant]
+"""When lines were written, by their stamps (file, line number: ``stamps.instant``)."""
+
+
+def with_times(report: LogReport, times: Times) -> LogReport:
+    """The root cause again, with the stamps of the error lines that different files hold to order them."""
+    if not times:
+        return report
+    cause = root_cause(report.findings, report.failures, times)
+    return report if cause is report.root_cause else dataclasses.replace(report, root_cause=cause)
+
+
+def root_cause(
+    findings: Iterable[Finding], failures: Iterable[ChildFailure] = (), times: Times | None = None
+) -> Finding | None:
     """The first primary error in log order; else the first error of any kind.
 
     A rank killed by a crash signal (torchrun's summary) comes before the Python errors of the
-    others: they are what its death caused.
+    others: they are what its death caused. Errors in different files are ordered by their lines' stamps
+    (``times``), where those tell them apart.
     """
     errors = [f for f in findings if f.severity == "error"]
     every = [f for f in errors if f.id not in SECONDARY_IDS and f.id not in WRAPPERS]
@@ -125,6 +141,7 @@ def root_cause(findings: Iterable[Finding], failures: Iterable[ChildFailure] = (
         wrappers.sort(key=lambda f: f.id != logs_ids.CHILD_FAILED)
     primary, wrappers = _after_the_first(tuple(failures), every, wrappers, errors)
     primary, wrappers = _before_the_first_end(primary, wrappers, errors)
+    primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
     named = [f for f in primary if f.id == logs_ids.DESYNC_REPORT and f.culprits]
@@ -164,6 +181,37 @@ def _after_the_first(
     if all(f.ranks and set(f.ranks) <= echoes for f in others):
         wrappers = own + [f for f in wrappers if f not in own]
     return kept, wrappers
+
+
+CLOCK_MARGIN_S = 1.0  # two nodes' clocks (NTP) agree within this: errors closer than it are not ordered by them
+
+
+def _by_the_clock(primary: list[Finding], times: Times) -> list[Finding]:
+    """Errors that different files hold (a log per rank or per node, read in the order given) ordered by when their
+    lines were written: one whose first stamped line is earlier than the first error's by more than the clocks'
+    margin, in another file, comes first (a rank's out-of-memory 37 s before its peer's IB retries ran out). Only
+    stamps alike in what they say of their zone are compared; an error without one is left where it is."""
+
+    def first(f: Finding) -> Instant | None:
+        stamped = [times[(e.file, e.line)] for e in f.evidence if (e.file, e.line) in times]
+        return min(stamped) if stamped else None
+
+    lead = first(primary[0]) if len(primary) > 1 and times else None
+    if lead is None:
+        return primary
+    files = {e.file for e in primary[0].evidence}
+    earlier = [
+        (at.seconds, i)
+        for i, f in enumerate(primary[1:], 1)
+        if (at := first(f)) is not None
+        and at.zoned == lead.zoned
+        and at.seconds < lead.seconds - CLOCK_MARGIN_S
+        and not files & {e.file for e in f.evidence}
+    ]
+    if not earlier:
+        return primary
+    _, i = min(earlier)
+    return [primary[i], *primary[:i], *primary[i + 1 :]]
 
 
 OWN_ENDS = ("Exited with exit code", "Segmentation fault", "Bus error", "Aborted")  # not srun's Killed, Terminated
