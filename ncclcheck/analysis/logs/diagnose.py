@@ -28,6 +28,7 @@ from ncclcheck.analysis.logs.line_facts import (
 )
 from ncclcheck.analysis.logs.nccl import RETRIED, Key, RankFold, key_of
 from ncclcheck.analysis.logs.prefixes import rest_parts
+from ncclcheck.analysis.logs.restarts import recovered
 from ncclcheck.analysis.logs.rules import CONNECT_FIX, RULES, TRAIL_RULES, Rule
 from ncclcheck.analysis.logs.verdict import PEER_LOST, root_cause
 from ncclcheck.analysis.rank_exits import signal_of
@@ -336,6 +337,7 @@ class LogFold:
         findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen)
         findings += _trail_finding(findings, ranks)
         findings += self._cut_off(findings)
+        findings = recovered(findings, MAX_EVIDENCE)
         ordered = by_severity(tuple(findings))
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines

@@ -9,6 +9,7 @@ watchdog, an assert, std::terminate), so it is an echo too.
 from __future__ import annotations
 
 from ncclcheck.analysis.logs.rule import Rule, make_rule
+from ncclcheck.model.ids import logs as logs_ids
 
 SIGNAL_FIX = (
     "find this process's rank (its host and pid are in the line) and read the native backtrace after the banner: its"
@@ -250,8 +251,14 @@ ELASTIC_RULES: tuple[Rule, ...] = (
         "look for the first failure before this line (a worker that had already exited, a hang); under SLURM"
         " `sacct -j JOB` says TIMEOUT or CANCELLED",
     ),
+    make_rule(  # the line after which the agent's exit barrier waits: every local worker exited 0
+        logs_ids.WORKER_GROUP_FINISHED, "info", "orker group ",
+        r"\[(?P<role>[^\]]+)\] worker group successfully finished|Local worker group finished \(WorkerState\.SUCCEEDED\)",
+        "torchrun's agent: its worker group finished (every local worker exited 0)",
+        "nothing to fix: the workers this agent ran all finished",
+    ),
     make_rule(
-        "worker-group-restart", "error", "attempts left",
+        logs_ids.WORKER_GROUP_RESTART, "error", "attempts left",
         r"Worker group (?P<state>FAILED|UNHEALTHY)\. (?P<left>\d+)/(?P<max>\d+) attempts left",
         "torchrun's worker group {state}: it restarts the workers, {left} of {max} restarts left",
         RESTART_FIX, True,

@@ -35,6 +35,10 @@ EXCEPTION_IGNORED: Final = "exception-ignored"  # an exception Python's unraisab
 CONNECT_FAILED: Final = "connect-failed"
 # srun's report of a task's end (its lines order the tasks' ends: analysis/logs/verdict.py)
 SLURM_TASK_ENDED: Final = "slurm-task-ended"
+# torchrun's agent restarting its worker group, the group finishing, and a job that finished after restarts
+WORKER_GROUP_RESTART: Final = "worker-group-restart"
+WORKER_GROUP_FINISHED: Final = "worker-group-finished"
+JOB_RECOVERED: Final = "job-recovered"
 # a rank's own death
 NATIVE_CRASH: Final = "native-crash"
 THREAD_DIED: Final = "thread-died"
