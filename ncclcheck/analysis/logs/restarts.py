@@ -1,11 +1,11 @@
-"""A job torchrun restarted and that then finished: the errors before the restart were survived, not what ended it.
+"""A job torchrun's agent saw finish: the errors printed before were survived, not what ended it.
 
-torchrun's agent restarts its worker group when a worker fails while restarts are left (``--max-restarts``), and says
-so ("Worker group FAILED. 3/3 attempts left; will restart worker group"); when every worker of the group exits 0, it
-says "worker group successfully finished" (both at INFO, by the same logger: a log that shows one shows the other).
-Errors printed before that line, in the same file, were those of a run the restart replaced: they are kept, as
-warnings, under one finding that says the job recovered; an error after it, in a file with no such line, or with more
-occurrences than its evidence shows, stays an error.
+When every worker of its group exits 0, torchrun's agent says "worker group successfully finished". Errors printed
+before that line, in the same file, did not end the job: a run that torchrun restarted (``--max-restarts``: "Worker
+group FAILED. 3/3 attempts left; will restart worker group", by the same logger at the same level), an exception the
+code caught and went on from, or an earlier run's. They are kept, as warnings, under one finding that says the job
+finished and what failed before; an error after the line, in a file with no such line, or with more occurrences than
+its evidence shows, stays an error.
 """
 
 from __future__ import annotations
@@ -22,21 +22,24 @@ RECOVERED_FIX = (
     " --max-restarts: if it recurs, fix it as that error's fix says"
 )
 
+FINISHED_FIX = (
+    "the job finished: the error below did not end it. Read it to know whether the code meant to go on from it (a"
+    " logger's traceback, a skipped sample) or an earlier run in this log failed with it"
+)
+
 
 def recovered(findings: list[Finding], cap: int) -> list[Finding]:
-    """The findings with the errors a restart survived made warnings, under a ``job-recovered`` warning; as they are
-    where no agent's worker group finished after a restart in the same file. ``cap``: the most evidence a finding
-    keeps (one that holds that many may have had more occurrences, after the group finished)."""
-    restarts = next((f for f in findings if f.id == logs_ids.WORKER_GROUP_RESTART), None)
+    """The findings with the errors printed before an agent's worker group finished (in the same file) made
+    warnings, under a ``job-recovered`` warning; as they are where any error is not such. ``cap``: the most evidence
+    a finding keeps (one that holds that many may have had more occurrences, after the group finished)."""
     finished = next((f for f in findings if f.id == logs_ids.WORKER_GROUP_FINISHED), None)
-    if restarts is None or finished is None:
+    if finished is None:
         return findings
     ends: dict[str, int] = {}  # each file's last line saying its agent's worker group finished
     for e in finished.evidence:
         ends[e.file] = max(ends.get(e.file, 0), e.line)
-    restarted = [e for e in restarts.evidence if e.line < ends.get(e.file, 0)]
-    if not restarted:
-        return findings
+    restarts = next((f for f in findings if f.id == logs_ids.WORKER_GROUP_RESTART), None)
+    restarted = [e for e in restarts.evidence if e.line < ends.get(e.file, 0)] if restarts is not None else []
 
     def survived(f: Finding) -> bool:
         return (
@@ -48,14 +51,19 @@ def recovered(findings: list[Finding], cap: int) -> list[Finding]:
     before = [f for f in findings if survived(f)]
     if not before or any(f.severity == "error" and not survived(f) for f in findings):
         return findings  # an error the restart did not end: the job's verdict is that error's
-    first = root_cause(before) or before[0]  # what the verdict would have been without the restart
+    first = root_cause(before) or before[0]  # what the verdict would have been without the finish
     who = f" rank(s) {', '.join(map(str, first.ranks))}" if first.ranks else ""
+    if restarted:
+        said = f"after torchrun restarted its worker group ({len(restarted)} restart(s) seen); before the restart{who}"
+        said += f" failed: {first.message[:200]}"
+    else:
+        said = f"(torchrun: every local worker exited 0) after{who or ' it'} printed an error that did not end it"
+        said += f" (caught and gone on from, or an earlier run's): {first.message[:200]}"
     note = Finding(
         logs_ids.JOB_RECOVERED,
         "warning",
-        f"the job finished after torchrun restarted its worker group ({len(restarted)} restart(s) seen); before the"
-        f" restart{who} failed: {first.message[:200]}",
-        RECOVERED_FIX,
+        f"the job finished {said}",
+        RECOVERED_FIX if restarted else FINISHED_FIX,
         first.ranks,
         tuple(restarted) + finished.evidence[-1:],
     )

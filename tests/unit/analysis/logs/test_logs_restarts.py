@@ -85,3 +85,24 @@ def test_must_not_a_healthy_job_with_no_restart_says_it_recovered() -> None:
     report = read(("job.log", "\n".join(lines)))
     assert report.status == "pass" and [f.id for f in report.findings] == ["worker-group-finished"], report.findings
     assert FINISHED in report.findings[0].evidence[0].text
+
+
+def test_an_error_the_code_went_on_from_before_the_group_finished_is_no_failure() -> None:
+    text = (FIXTURES / "review_cases" / "restarts" / "caught_exception_then_finished.log").read_text()
+    report = read(("job.log", text))
+    assert report.status == "pass" and report.root_cause is None, report.findings
+    first = report.findings[0]
+    assert first.id == "job-recovered" and first.ranks == (0,) and "Broken pipe" in first.message, first
+    assert "restart" not in first.message  # no restart was seen: it does not say one was
+
+
+def test_must_not_a_traceback_after_the_group_finished_is_survived() -> None:
+    text = (FIXTURES / "review_cases" / "restarts" / "caught_exception_then_finished.log").read_text()
+    lines = text.splitlines()
+    tb = [
+        line
+        for line in lines
+        if line.startswith("[rank0]:") and ("Traceback" in line or "  " in line or "Error" in line)
+    ]
+    report = read(("job.log", "\n".join([*lines, *tb])))
+    assert report.status == "fail" and all(f.id != "job-recovered" for f in report.findings), report.findings
