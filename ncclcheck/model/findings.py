@@ -22,7 +22,7 @@ class Evidence:
 
 
 WAITED = frozenset(
-    {logs_ids.COLLECTIVE_TIMEOUT, logs_ids.GLOO_TIMEOUT}
+    {logs_ids.COLLECTIVE_TIMEOUT, logs_ids.GLOO_TIMEOUT, logs_ids.STORE_CLIENTS_MISSING}
 )  # findings whose ranks are the ones that waited
 
 

@@ -321,4 +321,53 @@ LAUNCH_RULES: tuple[Rule, ...] = (
         "fix the script's arguments after its name in the launch command (`python {prog} --help` lists them)",
     ),
 )  # fmt: skip
-EXIT_RULES: tuple[Rule, ...] = CRASH_RULES + END_RULES + ELASTIC_RULES + LAUNCH_RULES
+# Launchers other than torchrun report their ranks' ends themselves: Open MPI's mpirun (orte's help-errmgr-base.txt:
+# "%s noticed that process rank %s with PID %s on node %s exited on signal %d (%s)."; its non-zero-status block names
+# the first such process as "Process name: [[%s,%s],%s]", job id, step, rank) and DeepSpeed's launcher
+# (deepspeed/launcher/launch.py, sigkill_handler: "<cmd> exits with return code = <n>"; the command it prints is the
+# last process's, whichever failed: no rank is read from it).
+LAUNCHER_END_FIX = (
+    "a consequence: that rank's own output (its traceback, a crash banner, an NCCL error above) says why it ended;"
+    " the other ranks' errors after it are echoes"
+)
+MPI_RULES: tuple[Rule, ...] = (
+    make_rule(  # a crash signal or SIGKILL: the rank died of it, the others' errors follow
+        logs_ids.MPI_RANK_KILLED, "error", "noticed that process rank",
+        r"(?P<by>mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<who>\d+) with PID (?P<pid>\d+) on node"
+        r" (?P<host>\S+) exited on signal (?P<sig>9|11|7|4|8)\b(?: \((?P<name>[^)]*)\))?",
+        "Open MPI ({by}): rank {who} (pid {pid} on {host}) was killed by signal {sig} ({name})",
+        KILLED_FIX + "; SIGSEGV (11), SIGBUS (7): a crash in native code, its banner in the rank's output",
+    ),
+    make_rule(  # another signal (SIGABRT: an abort whose reason came first; SIGTERM: ended from outside)
+        logs_ids.LAUNCHER_RANK_ENDED, "error", "noticed that process rank",
+        r"(?P<by>mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<who>\d+) with PID (?P<pid>\d+) on node"
+        r" (?P<host>\S+) exited on signal (?P<sig>(?!(?:9|11|7|4|8)\b)\d+)(?: \((?P<name>[^)]*)\))?",
+        "Open MPI ({by}): rank {who} (pid {pid} on {host}) ended by signal {sig} ({name})",
+        LAUNCHER_END_FIX,
+    ),
+    make_rule(  # the same block's head ("... but 1 process returned\na non-zero exit code."): no rank in it
+        logs_ids.LAUNCHER_RANK_ENDED, "error", "terminated normally, but",
+        r"Primary job +terminated normally, but (?P<n>\d+) process(?:es)? returned",
+        "Open MPI: {n} process(es) returned a non-zero exit code and mpirun aborted the job",
+        LAUNCHER_END_FIX,
+    ),
+    make_rule(
+        logs_ids.LAUNCHER_RANK_ENDED, "error", "Process name: [[",
+        r"^\s*Process name: \[\[\d+,\d+\],(?P<who>\d+)\]\s*$",
+        "Open MPI: rank {who} ended with an error (the first process its report names: a non-zero exit status)",
+        LAUNCHER_END_FIX,
+    ),
+    make_rule(
+        "process-killed", "error", "exits with return code = -9",
+        r"\] exits with return code = -9\b",
+        "DeepSpeed's launcher: a worker was killed by SIGKILL (return code -9)",
+        KILLED_FIX,
+    ),
+    make_rule(
+        logs_ids.LAUNCHER_RANK_ENDED, "error", "exits with return code = ",
+        r"\] exits with return code = (?P<code>(?!-9\b)-?[1-9]\d*)",
+        "DeepSpeed's launcher: a worker exited with return code {code} (negative: killed by that signal)",
+        LAUNCHER_END_FIX,
+    ),
+)  # fmt: skip
+EXIT_RULES: tuple[Rule, ...] = CRASH_RULES + END_RULES + ELASTIC_RULES + LAUNCH_RULES + MPI_RULES

@@ -372,6 +372,13 @@ RULES: tuple[Rule, ...] = (
         "torch's desync report: rank(s) {who} never joined any collective: they lag or died",
         DESYNC_FIX,
     ),
+    _rule(  # ProcessGroupGloo::monitoredBarrier (dist.monitored_barrier): rank 0 names the ranks that never came
+        logs_ids.MONITORED_BARRIER_FAILED, "error", "failed to pass monitoredBarrier",
+        r"Ranks? (?P<who>\d+(?:, \d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
+        "monitored_barrier: rank(s) {who} never reached the barrier within {ms} ms (the rank that says so only waited)",
+        "the named ranks are stuck before the barrier or died: read their own output and py-spy them (`ncclcheck"
+        " watch` on a live job); the other ranks' errors after it are echoes",
+    ),
     _rule(  # printed only after a collective failed on this rank: an echo of that failure, never a pass alone
         "failed-collective-no-stack", "error", "Stack trace of the failed collective not found",
         r"Stack trace of the failed collective not found",
@@ -409,6 +416,16 @@ RULES: tuple[Rule, ...] = (
         "the store/rendezvous port {port} is already taken on this node: the c10d store could not listen",
         "another job, a second \"rank 0\" or a process left from an earlier run holds the port: find it with"
         " `ss -ltnp 'sport = :PORT'` (the port above); end it, or give this job another --master-port / --rdzv-endpoint port",
+    ),
+    _rule(  # TCPStore.cpp (the store's server, on rank 0 or the agent): "Timed out after {} seconds waiting for
+        # clients. {}/{} clients joined."
+        logs_ids.STORE_CLIENTS_MISSING, "error", "seconds waiting for clients",
+        r"Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<joined>\d+)/(?P<total>\d+) clients joined",
+        "the c10d store waited {s} s for its clients and only {joined} of {total} joined: a rank or node never"
+        " reached it (the store's host only waited)",
+        "the ranks that never connected did not start, died before init_process_group, or cannot reach"
+        " MASTER_ADDR:MASTER_PORT: read their own logs (scheduler, container) and check the address from their node"
+        " (`ncclcheck env --master-addr HOST --master-port PORT`)",
     ),
     _rule(  # socket.cpp: what torch says when it gives up (thrown, or logged at E before the throw)
         "store-connect-failed", "error", "The client socket has",

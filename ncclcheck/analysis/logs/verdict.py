@@ -19,11 +19,20 @@ from ncclcheck.model.run import HangRecord
 from ncclcheck.model.stack_dumps import Stood
 
 WRAPPERS = frozenset(
-    {logs_ids.NCCL_SYSTEM_ERROR, logs_ids.CHILD_FAILED, logs_ids.PYTHON_EXCEPTION, logs_ids.LAUNCHER_TERMINATED}
+    {
+        logs_ids.NCCL_SYSTEM_ERROR,
+        logs_ids.CHILD_FAILED,
+        logs_ids.PYTHON_EXCEPTION,
+        logs_ids.LAUNCHER_TERMINATED,
+        logs_ids.LAUNCHER_RANK_ENDED,
+    }
 )
 SYMPTOMS = frozenset({logs_ids.COLLECTIVE_TIMEOUT, logs_ids.WATCHDOG_STUCK, logs_ids.COLLECTIVE_MISMATCH})
-# a rank's own death that names the rank: what the timeouts and peers' errors beside it waited on (crashes.py)
-DEATHS = frozenset({logs_ids.NATIVE_CRASH, logs_ids.THREAD_DIED})
+# a rank's own death that names the rank: what the timeouts and peers' errors beside it waited on (crashes.py, and
+# Open MPI's report of a rank killed by a signal)
+DEATHS = frozenset({logs_ids.NATIVE_CRASH, logs_ids.THREAD_DIED, logs_ids.MPI_RANK_KILLED})
+# a report that names the ranks at fault: the rank printing it only waited (torch's desync report, monitored_barrier)
+NAMING = frozenset({logs_ids.DESYNC_REPORT, logs_ids.MONITORED_BARRIER_FAILED})
 
 
 # what stack dumps say: one instant of the ranks, which a hang seen live over many samples, or an error that starts a
@@ -144,7 +153,7 @@ def root_cause(
     primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
-    named = [f for f in primary if f.id == logs_ids.DESYNC_REPORT and f.culprits]
+    named = [f for f in primary if f.id in NAMING and f.culprits]
     named += [f for f in primary if f.id in DEATHS and f.culprits]
     # a GPU that failed (an Xid, ECC, a sticky CUDA fault, its PCIe link) is where the failure started, wherever its
     # lines fall among the other ranks' timeouts and errors

@@ -39,6 +39,12 @@ SLURM_TASK_ENDED: Final = "slurm-task-ended"
 WORKER_GROUP_RESTART: Final = "worker-group-restart"
 WORKER_GROUP_FINISHED: Final = "worker-group-finished"
 JOB_RECOVERED: Final = "job-recovered"
+# launchers other than torchrun: a rank's end as the launcher reports it (Open MPI, DeepSpeed)
+MPI_RANK_KILLED: Final = "mpi-rank-killed"
+LAUNCHER_RANK_ENDED: Final = "launcher-rank-ended"
+# a rank that never reached a barrier or the store another rank waited on there
+MONITORED_BARRIER_FAILED: Final = "monitored-barrier-failed"
+STORE_CLIENTS_MISSING: Final = "store-clients-missing"
 # a rank's own death
 NATIVE_CRASH: Final = "native-crash"
 THREAD_DIED: Final = "thread-died"

@@ -1,0 +1,96 @@
+"""Launchers other than torchrun report their ranks' ends (Open MPI's mpirun, DeepSpeed's launcher), and torch's own
+reports name the ranks another rank waited on (monitored_barrier, the c10d store's server). tests/fixtures/review_cases
+/INDEX.md says how each input was made. Must-fire: a failed job is never a pass, the named rank is the culprit and the
+rank that waited is not. Must-not: a signal that is an echo (SIGABRT after the cause, SIGTERM from outside) is not the
+cause, a rank's own earlier error stays the cause, DeepSpeed's line names no rank, a successful return code is no
+error."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES
+
+from ncclcheck.analysis.logs.diagnose import analyse
+from ncclcheck.analysis.logs.frame import frame_all
+from ncclcheck.model.log_report import LogReport
+
+CASES = FIXTURES / "review_cases" / "launchers"
+
+
+def read(text: str, name: str = "job.log") -> LogReport:
+    return analyse(frame_all(text.splitlines(), name))
+
+
+def case(name: str) -> str:
+    return (CASES / name).read_text()
+
+
+def test_a_rank_mpirun_saw_killed_by_sigkill_is_the_cause() -> None:
+    report = read(case("09_mpirun_rank_killed_signal9.log"))
+    cause = report.root_cause
+    assert report.status == "fail" and cause is not None and cause.id == "mpi-rank-killed", report.findings
+    assert cause.culprits == (3,) and "node02" in cause.message
+
+
+def test_a_rank_mpirun_names_for_a_non_zero_exit_is_a_failure() -> None:
+    report = read(case("09b_mpirun_nonzero_exit_block_only.log"))
+    cause = report.root_cause
+    assert report.status == "fail" and cause is not None and cause.id == "launcher-rank-ended", report.findings
+    assert 2 in cause.blamed
+
+
+def test_a_worker_deepspeed_saw_killed_is_a_failure_naming_no_rank() -> None:
+    report = read(case("03_deepspeed_launcher_rc_minus9.log"))
+    cause = report.root_cause
+    assert report.status == "fail" and cause is not None and cause.id == "process-killed", report.findings
+    assert cause.blamed == ()  # the command DeepSpeed prints is the last process's, whichever failed
+
+
+def test_the_rank_monitored_barrier_names_is_the_culprit_not_the_rank_that_waited() -> None:
+    report = read(case("25_monitored_barrier_names_rank3.log"))
+    cause = report.root_cause
+    assert cause is not None and cause.id == "monitored-barrier-failed" and cause.culprits == (3,), cause
+
+
+def test_the_store_that_waited_for_its_clients_blames_nobody_in_these_logs() -> None:
+    report = read(case("26_tcpstore_waiting_for_clients_7of8.log"))
+    cause = report.root_cause
+    assert cause is not None and cause.id == "store-clients-missing" and cause.blamed == (), cause
+    assert "7 of 8" in cause.message
+
+
+MPI_TAIL = "mpirun noticed that process rank 1 with PID 4242 on node node01 exited on signal {sig} ({name})."
+CUDA = (
+    "[1,1]<stderr>:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    "[1,0]<stderr>:[rank0]:[E612 10:00:00.000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective"
+    " operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for"
+    " 600015 milliseconds before timing out.\n"
+)
+
+
+@pytest.mark.parametrize(("sig", "name"), [("6", "Aborted"), ("15", "Terminated")])
+def test_must_not_an_echo_signal_is_a_death_that_beats_the_cause(sig: str, name: str) -> None:
+    report = read(CUDA + MPI_TAIL.format(sig=sig, name=name))
+    cause = report.root_cause
+    assert cause is not None and cause.id == "cuda-illegal-address", cause
+    ended = [f for f in report.findings if f.id == "launcher-rank-ended"]
+    assert ended and ended[0].severity == "error"  # still said: the job failed
+
+
+def test_must_not_a_rank_s_own_earlier_exception_loses_to_the_launcher_s_report() -> None:
+    text = "[1,2]<stderr>:ValueError: unknown backbone 'resnet5O'\n" + case("09b_mpirun_nonzero_exit_block_only.log")
+    cause = read(text).root_cause
+    assert cause is not None and cause.id == "python-exception" and cause.ranks == (2,), cause
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2024-03-05 10:15:22,500] [INFO] [launch.py:351:main] Process 20414 exits successfully.",
+        "mpirun: process rank 3 finished",
+        "Primary job terminated normally",
+    ],
+)
+def test_must_not_a_launcher_s_healthy_end_is_an_error(line: str) -> None:
+    report = read("[rank0]:Training complete\n" + line)
+    assert report.status == "pass", report.findings
