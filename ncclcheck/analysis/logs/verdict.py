@@ -150,6 +150,7 @@ def root_cause(
         wrappers.sort(key=lambda f: f.id != logs_ids.CHILD_FAILED)
     primary, wrappers = _after_the_first(tuple(failures), every, wrappers, errors)
     primary, wrappers = _before_the_first_end(primary, wrappers, errors)
+    primary, wrappers = _peers_lost(primary, wrappers, errors)
     primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
@@ -190,6 +191,36 @@ def _after_the_first(
     if all(f.ranks and set(f.ranks) <= echoes for f in others):
         wrappers = own + [f for f in wrappers if f not in own]
     return kept, wrappers
+
+
+def _peers_lost(
+    primary: list[Finding], wrappers: list[Finding], errors: list[Finding]
+) -> tuple[list[Finding], list[Finding]]:
+    """The exception a rank raised of its own comes before the errors of ranks whose own lines say their peer went
+    away (``PEER_LOST``: "remote process exited", "Connection closed by peer"), when every primary error is on such
+    ranks: rank 1's KeyError, then rank 0's IB retries exceeded toward rank 1 and its "remote process exiting
+    prematurely", in one console or one log per rank (an exception with no rank, in a log where no peer went away).
+    An error on a rank that says nothing of a lost peer keeps its place, and so do a death or a report that names a
+    rank."""
+    echoes = {r for f in errors if f.id in PEER_LOST for r in f.ranks}
+    if not echoes:
+        return primary, wrappers
+    lost = {e.file for f in errors if f.id in PEER_LOST for e in f.evidence}  # logs where a peer went away
+
+    def raised(f: Finding) -> bool:  # a rank not among them raised it (one log per rank: a log where none did)
+        away = bool(f.evidence) and all(e.file not in lost for e in f.evidence)
+        return f.id == logs_ids.PYTHON_EXCEPTION and bool(set(f.ranks) - echoes or (not f.ranks and away))
+
+    own = [f for f in wrappers if raised(f)]
+    if not own:
+        return primary, wrappers
+
+    def echoed(f: Finding) -> bool:
+        return bool(f.ranks) and set(f.ranks) <= echoes and f.id not in DEATHS | NAMING and f.id not in PEER_LOST
+
+    if not all(echoed(f) or f.id in PEER_LOST for f in primary):
+        return primary, wrappers
+    return [f for f in primary if not echoed(f)], own + [f for f in wrappers if f not in own]
 
 
 CLOCK_MARGIN_S = 1.0  # two nodes' clocks (NTP) agree within this: errors closer than it are not ordered by them
