@@ -137,7 +137,7 @@ CRASH_RULES: tuple[Rule, ...] = (
     ),
     _shell("Aborted", "process-aborted", "a process aborted (SIGABRT; the shell's report)", ABORT_FIX, True),
     _shell(  # bash's job status line for SIGKILL (strsignal: "Killed"): no crash, something killed it
-        "Killed", "process-killed", "a process was killed (SIGKILL; the shell's report)", KILLED_FIX,
+        "Killed", logs_ids.PROCESS_KILLED, "a process was killed (SIGKILL; the shell's report)", KILLED_FIX,
     ),
     make_rule(  # docker compose's "<service> exited with code <n>" (128 + 9: SIGKILL; 139, 135: a crash signal)
         "container-killed", "error", "exited with code 13",
@@ -330,7 +330,29 @@ LAUNCHER_END_FIX = (
     "a consequence: that rank's own output (its traceback, a crash banner, an NCCL error above) says why it ended;"
     " the other ranks' errors after it are echoes"
 )
+# Lightning's launcher (lightning/fabric/strategies/launchers/subprocess_script.py, _ChildProcessObserver): a child
+# that ended non-zero is reported under its local rank, then every process is SIGKILLed, its own main process too (the
+# shell's "Killed" that follows is Lightning's doing)
+LIGHTNING_KILLS_ALL = "Forcefully terminating all other processes"
+LIGHTNING_END = (
+    r"\[rank: (?P<local>\d+)\] Child process with PID (?P<pid>\d+) terminated with code (?P<code>{code})\. "
+    + LIGHTNING_KILLS_ALL
+)
 MPI_RULES: tuple[Rule, ...] = (
+    make_rule(
+        logs_ids.PROCESS_KILLED, "error", LIGHTNING_KILLS_ALL,
+        LIGHTNING_END.format(code="-9"),
+        "Lightning: local rank {local}'s process (pid {pid}) was killed by SIGKILL (code -9); Lightning then killed"
+        " the others and its own",
+        KILLED_FIX,
+    ),
+    make_rule(
+        logs_ids.LAUNCHER_RANK_ENDED, "error", LIGHTNING_KILLS_ALL,
+        LIGHTNING_END.format(code="(?!-9\\b)-?\\d+"),
+        "Lightning: local rank {local}'s process (pid {pid}) ended with code {code}; Lightning then killed the others"
+        " and its own (SIGKILL: the shell's \"Killed\" after it)",
+        LAUNCHER_END_FIX,
+    ),
     make_rule(  # a crash signal or SIGKILL: the rank died of it, the others' errors follow
         logs_ids.MPI_RANK_KILLED, "error", "noticed that process rank",
         r"(?P<by>mpirun|mpiexec|orterun|prterun) noticed that process rank (?P<who>\d+) with PID (?P<pid>\d+) on node"
@@ -358,7 +380,7 @@ MPI_RULES: tuple[Rule, ...] = (
         LAUNCHER_END_FIX,
     ),
     make_rule(
-        "process-killed", "error", "exits with return code = -9",
+        logs_ids.PROCESS_KILLED, "error", "exits with return code = -9",
         r"\] exits with return code = -9\b",
         "DeepSpeed's launcher: a worker was killed by SIGKILL (return code -9)",
         KILLED_FIX,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
+from ncclcheck.analysis.logs.exit_rules import LIGHTNING_KILLS_ALL
 from ncclcheck.analysis.logs.failure_tables import ECHO_SIGNALS, first_failed
 from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS, TASK_ENDED
@@ -151,6 +152,7 @@ def root_cause(
     primary, wrappers = _after_the_first(tuple(failures), every, wrappers, errors)
     primary, wrappers = _before_the_first_end(primary, wrappers, errors)
     primary, wrappers = _peers_lost(primary, wrappers, errors)
+    primary = _killed_by_the_launcher(primary, errors)
     primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
@@ -191,6 +193,20 @@ def _after_the_first(
     if all(f.ranks and set(f.ranks) <= echoes for f in others):
         wrappers = own + [f for f in wrappers if f not in own]
     return kept, wrappers
+
+
+def _killed_by_the_launcher(primary: list[Finding], errors: list[Finding]) -> list[Finding]:
+    """A kill reported after a launcher said it kills every process (Lightning's "Forcefully terminating all other
+    processes", which SIGKILLs its own main process too: the shell's "Killed" after it) is that launcher's doing, not a
+    cause; the line itself (a child killed with code -9) stays one."""
+    ends = [e for f in errors for e in f.evidence if LIGHTNING_KILLS_ALL in e.text]
+    if not ends:
+        return primary
+
+    def after(e: Evidence) -> bool:
+        return any(e.file == end.file and e.line > end.line for end in ends)
+
+    return [f for f in primary if not (f.id == logs_ids.PROCESS_KILLED and f.evidence and all(map(after, f.evidence)))]
 
 
 def _peers_lost(

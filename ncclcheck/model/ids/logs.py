@@ -41,6 +41,7 @@ WORKER_GROUP_FINISHED: Final = "worker-group-finished"
 JOB_RECOVERED: Final = "job-recovered"
 # launchers other than torchrun: a rank's end as the launcher reports it (Open MPI, DeepSpeed)
 MPI_RANK_KILLED: Final = "mpi-rank-killed"
+PROCESS_KILLED: Final = "process-killed"  # SIGKILL, as the shell or a launcher reports it
 LAUNCHER_RANK_ENDED: Final = "launcher-rank-ended"
 # a rank that never reached a barrier or the store another rank waited on there
 MONITORED_BARRIER_FAILED: Final = "monitored-barrier-failed"

@@ -94,3 +94,25 @@ def test_must_not_a_rank_s_own_earlier_exception_loses_to_the_launcher_s_report(
 def test_must_not_a_launcher_s_healthy_end_is_an_error(line: str) -> None:
     report = read("[rank0]:Training complete\n" + line)
     assert report.status == "pass", report.findings
+
+
+def test_the_shell_s_killed_after_lightning_kills_everything_is_not_the_cause() -> None:
+    cause = read(case("29b_lightning_child_code1_traceback_then_killed.log")).root_cause
+    assert cause is not None and cause.id == "python-exception" and cause.ranks == (1,), cause
+    assert "pixel_values" in cause.message
+
+
+def test_a_child_lightning_saw_killed_is_the_cause() -> None:
+    report = read(case("29_lightning_child_observer_rank1_sigkill.log"))
+    cause = report.root_cause
+    assert report.status == "fail" and cause is not None and cause.id == "process-killed", cause
+    assert "local rank 1" in cause.message and "code -9" in cause.message
+
+
+def test_must_not_a_kill_before_lightning_s_line_is_its_doing() -> None:
+    """A process killed before Lightning said it kills everything: a kill of its own (the OOM killer)."""
+    text = case("29b_lightning_child_code1_traceback_then_killed.log").splitlines()
+    killed = [line for line in text if line != "Killed"]
+    at = next(i for i, line in enumerate(killed) if "Forcefully terminating" in line)
+    cause = read("\n".join([*killed[:at], "Killed", *killed[at:]])).root_cause
+    assert cause is not None and cause.id == "process-killed", cause
