@@ -232,13 +232,16 @@ def annotate_timeouts(
     timeouts: tuple[Timeout, ...],
     ranks: tuple[RankLog, ...],
     seen: frozenset[int] = frozenset(),
+    heard: frozenset[int] | None = None,
 ) -> list[Finding]:
     """Who reported a timeout and who did not (the suspects), for NCCL's watchdog and gloo's own timeouts.
 
     A rank whose other lines are here but that did not report the timeout is a suspect (a culprit). A rank
     that must exist (NCCL's nranks, a collective's group size, a number below a reporter's) but left no
     line at all is named as such: it may be the stuck one, or its log may be elsewhere (a partial log
-    never makes a culprit of a rank it does not show).
+    never makes a culprit of a rank it does not show). ``heard``: the ranks whose own output (a launcher's prefix, a
+    rank its text names, torchrun's table) is here, of ``seen``; a rank seen only in NCCL's own lines (an
+    NCCL_DEBUG_FILE, which never holds torch's watchdog) is no suspect of silence: its torch output is elsewhere.
     """
     known = max([r.nranks or 0 for r in ranks] + [len(seen)])
     # a collective smaller than the ranks these logs know cannot be the default group's, whatever the line names
@@ -272,8 +275,10 @@ def annotate_timeouts(
         elif reporters:
             exist = set(range(max(implied, max(reporters) + 1))) | seen
             down = sorted((failed - set(reporters)) & exist)
-            suspects = sorted((seen - set(reporters) - failed) & exist)
+            heard_of = seen if heard is None else heard
+            suspects = sorted((heard_of - set(reporters) - failed) & exist)
             unseen = sorted(exist - seen - set(reporters) - failed)
+            nccl_only = sorted((seen - heard_of - set(reporters) - failed) & exist)
             note = f"; reported by rank(s) {span(reporters)}"
             if down:
                 note += (
@@ -288,14 +293,20 @@ def annotate_timeouts(
                     f"; rank(s) {span(unseen)} did not report it (no line of theirs is in these logs: stuck, or"
                     " their logs are elsewhere)"
                 )
-            if not suspects and not unseen and not down:
+            if nccl_only:
+                note += (
+                    f"; rank(s) {span(nccl_only)} did not report it, but only NCCL's own lines of theirs are here (an"
+                    " NCCL_DEBUG_FILE never holds torch's watchdog): their torch output is elsewhere, so whether they"
+                    " were stuck cannot be told from these lines"
+                )
+            if not suspects and not unseen and not down and not nccl_only:
                 note += "; no other rank's lines are in these logs: which rank they waited on cannot be told here"
             f = Finding(
                 f.id,
                 f.severity,
                 f.message + note,
                 f.fix,
-                tuple(sorted({*reporters, *down, *suspects, *unseen})),
+                tuple(sorted({*reporters, *down, *suspects, *unseen, *nccl_only})),
                 f.evidence,
                 tuple(suspects),
             )

@@ -99,6 +99,7 @@ class LogFold:
         self._timeout_prefixes: list[int | None] = []  # each timeout's launcher-prefix rank (None: its text's, or none)
         self.crashes = crashes.CrashFold()  # faulthandler blocks, agent exits, dead threads
         self.prints = Fingerprints()  # TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints of each rank's collective
+        self._torch_files: set[str] = set()  # files with a line outside NCCL's own that says something
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing), from these ranks (their launcher
@@ -147,6 +148,8 @@ class LogFold:
             self.seen.add(rank)
         if level in said.quiet and not self._fr_stack:
             return  # what ``run`` does for lines like it
+        if level is None:
+            self._torch_files.add(file)  # a line that says something outside NCCL's own: not an NCCL_DEBUG_FILE
         line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
         if said.hits_only and not self._open_block():  # the commonest line that says something: nothing below
             for one in said.said:  # but its findings reads or changes for it
@@ -334,7 +337,14 @@ class LogFold:
         # torchrun's failure table names every rank it ended, also one that never printed a line of its own
         seen = frozenset(self.seen | {r.rank for r in ranks if r.rank is not None} | {f.rank for f in self.failures})
         findings = self._deaths(findings, failures, seen)
-        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen)
+        # the ranks whose own output is here: a launcher's prefix or a rank its text names, torchrun's table, and a
+        # rank NCCL's lines name in a log that also holds torch's (not an NCCL_DEBUG_FILE of NCCL's lines alone)
+        heard = frozenset(
+            self.seen
+            | {f.rank for f in self.failures}
+            | {r.rank for r in ranks if r.rank is not None and r.file in self._torch_files}
+        )
+        findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen, heard)
         findings += _trail_finding(findings, ranks)
         findings += self._cut_off(findings)
         findings = recovered(findings, MAX_EVIDENCE)
