@@ -38,7 +38,7 @@ class LogReport:
     @property
     def unrecognised(self) -> bool:
         """A line said it is an error and no rule explains it: the logs are never "pass" then."""
-        return any(f.id == logs_ids.UNRECOGNISED_ERROR for f in self.findings)
+        return any(f.id == logs_ids.UNRECOGNISED_ERROR and f.severity != "info" for f in self.findings)
 
     @property
     def status(self) -> LogStatus:

@@ -48,9 +48,18 @@ def recovered(findings: list[Finding], cap: int) -> list[Finding]:
             and all(e.line < ends.get(e.file, 0) for e in f.evidence)
         )
 
+    def unexplained(f: Finding) -> bool:  # an error line no rule explains, before the finish: it did not end the job
+        return f.id == logs_ids.UNRECOGNISED_ERROR and f.severity == "warning" and survived_at(f)
+
+    def survived_at(f: Finding) -> bool:
+        return 0 < len(f.evidence) < cap and all(e.line < ends.get(e.file, 0) for e in f.evidence)
+
     before = [f for f in findings if survived(f)]
-    if not before or any(f.severity == "error" and not survived(f) for f in findings):
-        return findings  # an error the restart did not end: the job's verdict is that error's
+    quiet = [f for f in findings if unexplained(f)]
+    if any(f.severity == "error" and not survived(f) for f in findings) or not (before or quiet):
+        return findings  # an error the finish did not follow: the job's verdict is that error's
+    if not before:  # only lines no rule explains: information now, the job finished after them
+        return [dataclasses.replace(f, severity="info") if f in quiet else f for f in findings]
     first = root_cause(before) or before[0]  # what the verdict would have been without the finish
     who = f" rank(s) {', '.join(map(str, first.ranks))}" if first.ranks else ""
     if restarted:
@@ -58,7 +67,7 @@ def recovered(findings: list[Finding], cap: int) -> list[Finding]:
         said += f" failed: {first.message[:200]}"
     else:
         said = f"(torchrun: every local worker exited 0) after{who or ' it'} printed an error that did not end it"
-        said += f" (caught and gone on from, or an earlier run's): {first.message[:200]}"
+        said += f" (caught and gone on from, printed at its teardown, or an earlier run's): {first.message[:200]}"
     note = Finding(
         logs_ids.JOB_RECOVERED,
         "warning",
@@ -67,4 +76,5 @@ def recovered(findings: list[Finding], cap: int) -> list[Finding]:
         first.ranks,
         tuple(restarted) + finished.evidence[-1:],
     )
-    return [note, *(dataclasses.replace(f, severity="warning") if f in before else f for f in findings)]
+    out = [dataclasses.replace(f, severity="warning") if f in before else f for f in findings]
+    return [note, *(dataclasses.replace(f, severity="info") if f in quiet else f for f in out)]

@@ -467,6 +467,13 @@ RULES: tuple[Rule, ...] = (
         "the c10d store connection broke: the store host {host}:{port} went away",
         STORE_LOST_FIX, True,
     ),
+    _rule(  # ProcessGroupNCCL's heartbeat monitor asking the store (its own error after "with error:"); printed at a
+        # job's end too, when the store's host left first: a job torchrun saw finish survives it (restarts.py)
+        "store-connection-lost", "error", 'Failed to check the "should dump" flag',
+        r'Failed to check the "should dump" flag on TCPStore.*?with error: (?P<why>(?!Failed to recv).+)',
+        "the c10d store connection broke ({why}): the store host (rank 0 / MASTER_ADDR) went away",
+        STORE_LOST_FIX, True,
+    ),
     _rule(
         "store-connection-lost", "error", "Did the remote server shutdown",
         r"Failed to recv, got 0 bytes\. Connection was likely closed\. Did the remote server shutdown or crash",
@@ -591,6 +598,14 @@ RULES: tuple[Rule, ...] = (
         "NCCL returned {type}: {what}",
         "a consequence: the exception line above it says which call failed, and NCCL's WARN lines (NCCL_DEBUG=WARN)"
         " say why", True,
+    ),
+    _rule(  # nccl-tests' last line (common.cu): "# Out of bounds values : %d %s" (OK, or FAILED when #wrong > 0)
+        "nccl-tests-wrong", "error", "Out of bounds values",
+        r"Out of bounds values : (?P<n>[1-9]\d*) FAILED",
+        "nccl-tests found {n} wrong value(s): a collective delivered corrupted data (the #wrong columns say which sizes)",
+        "not a hang but bad data: a GPU's memory, NVLink, PCIe or a NIC's GPUDirect path, or a broken NCCL build; rerun"
+        " to see whether the same sizes fail, narrow the path (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1,"
+        " NCCL_NET_GDR_LEVEL=0 one at a time) and read the node's dmesg for Xid errors",
     ),
     _rule(
         "nccl-tests-failed", "error", "Test NCCL failure",

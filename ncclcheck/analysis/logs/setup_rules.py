@@ -162,6 +162,14 @@ SETUP_RULES: tuple[Rule, ...] = (
         "a connection to NCCL's listening port did not come from this job's NCCL (peer {peer}): NCCL dropped it",
         MAGIC_FIX,
     ),
+    make_rule(  # net_socket.cc / net_ib.cc: WARN("Could not find real path of %s", devicePath) and it goes on (a GPU's
+        # own bus path, /sys/class/pci_bus/..., fails the init instead: that one stays unexplained, an error)
+        "nic-not-pci", "info", "Could not find real path of",
+        r"Could not find real path of (?:\S+ \()?(?P<path>/sys/class/(?:net|infiniband)/(?P<dev>[^/\s]+)/device)",
+        "NCCL found no PCI device behind NIC {dev} ({path}): a virtual or container NIC, placed far from the GPUs",
+        "nothing to fix on a VM or in a container whose NIC is virtual; if that NIC is meant to be the job's RDMA NIC, its"
+        " driver or the container's /sys is wrong: `ncclcheck env` shows the NICs",
+    ),
     make_rule(  # ibvwrap.cc / ibvsymbols.cc: a WARN in 2.4-2.10, an INFO since; "Count not open %s" (sic) in 2.28+
         "ib-verbs-missing", "info", "libibverbs",
         r"Failed to open libibverbs\.so\[\.1\]|Count not open (?P<lib>\S*libibverbs\S*)",

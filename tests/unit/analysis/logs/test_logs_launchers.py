@@ -116,3 +116,29 @@ def test_must_not_a_kill_before_lightning_s_line_is_its_doing() -> None:
     at = next(i for i, line in enumerate(killed) if "Forcefully terminating" in line)
     cause = read("\n".join([*killed[:at], "Killed", *killed[at:]])).root_cause
     assert cause is not None and cause.id == "process-killed", cause
+
+
+def test_a_virtual_nic_without_a_pci_device_is_information() -> None:
+    report = read(case("17_healthy_common_harmless_warnings.log"))
+    assert report.status == "pass", report.findings
+    assert any(f.id == "nic-not-pci" and f.severity == "info" for f in report.findings)
+
+
+def test_must_not_a_gpu_s_missing_bus_path_is_information() -> None:
+    """NCCL's GPU bus path (topo.cc: /sys/class/pci_bus/...) failing fails its init: not a virtual NIC's."""
+    line = "node1:42:42 [0] NCCL WARN Could not find real path of /sys/class/pci_bus/0000:07/../../0000:07:00.0"
+    report = read(line)
+    assert report.status != "pass" and all(f.id != "nic-not-pci" for f in report.findings), report.findings
+
+
+def test_nccl_tests_wrong_values_are_a_failure() -> None:
+    report = read(case("20_nccl_tests_out_of_bounds_failed.log"))
+    cause = report.root_cause
+    assert report.status == "fail" and cause is not None and cause.id == "nccl-tests-wrong", report.findings
+    assert "50 wrong" in cause.message
+
+
+def test_must_not_nccl_tests_with_no_wrong_value_fail() -> None:
+    text = case("20_nccl_tests_out_of_bounds_failed.log").replace("50 FAILED", "0 OK")
+    report = read(text)
+    assert all(f.id != "nccl-tests-wrong" for f in report.findings), report.findings

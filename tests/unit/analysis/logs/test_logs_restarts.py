@@ -106,3 +106,40 @@ def test_must_not_a_traceback_after_the_group_finished_is_survived() -> None:
     ]
     report = read(("job.log", "\n".join([*lines, *tb])))
     assert report.status == "fail" and all(f.id != "job-recovered" for f in report.findings), report.findings
+
+
+def test_the_store_s_teardown_noise_before_the_group_finished_is_no_failure() -> None:
+    text = (FIXTURES / "review_cases" / "restarts" / "18b_healthy_end_should_dump_E_level_torch24.log").read_text()
+    report = read(("job.log", text))
+    assert report.status == "pass", report.findings
+    assert report.findings[0].id == "job-recovered" and "store" in report.findings[0].message
+
+
+def test_must_not_the_store_s_noise_without_the_finish_passes() -> None:
+    """No line of torchrun says the job finished: the store's host went away mid-job, as far as these logs tell."""
+    text = (FIXTURES / "review_cases" / "restarts" / "18b_healthy_end_should_dump_E_level_torch24.log").read_text()
+    kept = "\n".join(line for line in text.splitlines() if "torch/distributed/elastic" not in line)
+    report = read(("job.log", kept))
+    assert report.status == "fail" and report.root_cause is not None, report.findings
+    assert report.root_cause.id == "store-connection-lost"
+
+
+UNEXPLAINED = "[rank0]:[E612 10:00:00.000000 something.cpp:12] frobnicator state is inconsistent"
+
+
+def test_a_line_no_rule_explains_before_the_group_finished_is_information() -> None:
+    lines = CASE.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "resuming from checkpoint" in line)
+    text = [line for line in lines if "[rank1]:" not in line or "loss" in line or "resuming" in line]
+    text = [x for x in text if "failed (exitcode" not in x and "attempts left" not in x and "closing signal" not in x]
+    at = next(i for i, line in enumerate(text) if "resuming from checkpoint" in line)
+    report = read(("job.log", "\n".join([*text[:at], UNEXPLAINED, *text[at:]])))
+    assert report.status == "pass", report.findings
+    assert [f.severity for f in report.findings if f.id == "unrecognised-error"] == ["info"]
+
+
+def test_must_not_a_line_no_rule_explains_after_the_group_finished_passes() -> None:
+    text = [line for line in CASE.read_text().splitlines() if "[rank1]:" not in line or "loss" in line]
+    text = [x for x in text if "failed (exitcode" not in x and "attempts left" not in x and "closing signal" not in x]
+    report = read(("job.log", "\n".join([*text, UNEXPLAINED])))
+    assert report.status == "unknown", report.findings
