@@ -22,7 +22,13 @@ class Evidence:
 
 
 WAITED = frozenset(
-    {logs_ids.COLLECTIVE_TIMEOUT, logs_ids.GLOO_TIMEOUT, logs_ids.STORE_CLIENTS_MISSING}
+    {
+        logs_ids.COLLECTIVE_TIMEOUT,
+        logs_ids.GLOO_TIMEOUT,
+        logs_ids.STORE_CLIENTS_MISSING,
+        logs_ids.SOCKET_MESSAGE_TRUNCATED,  # the rank that received it: which side is wrong is not in the line
+        logs_ids.GLOO_CONNECT_FAILED,  # the rank that could not reach the others: the address may be theirs
+    }
 )  # findings whose ranks are the ones that waited
 
 

@@ -178,6 +178,13 @@ END_RULES: tuple[Rule, ...] = (
         "SLURM preempted {what} {id} on {host}: a higher-priority job took its nodes (at {time})",
         "resubmit with --requeue and resume from a checkpoint, or use a partition/QOS without preemption",
     ),
+    make_rule(  # Ray's memory monitor (src/ray/raylet/node_manager.cc): "%d Workers (tasks / actors) killed due to memory
+        # pressure (OOM), %d Workers crashed due to other reasons at node (ID: %s, IP: %s) over the last time period."
+        "host-oom-killed", "error", "killed due to memory pressure",
+        r"(?P<n>[1-9]\d*) Workers \(tasks / actors\) killed due to memory pressure \(OOM\)(?:.*?IP: (?P<ip>[\d.]+))?",
+        "Ray's memory monitor killed {n} worker(s) on node {ip} for host memory (OOM), not GPU memory",
+        HOST_OOM_FIX,
+    ),
     make_rule(  # mm/oom_kill.c: "%s: Killed process %d (%s) total-vm:..." ("Out of memory", "Memory cgroup out of
         # memory"); before 4.x "Out of memory: Kill process %d (%s) score %u or sacrifice child"
         "host-oom-killed", "error", "of memory: Kill",

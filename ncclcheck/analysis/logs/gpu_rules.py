@@ -137,6 +137,14 @@ GPU_RULES: tuple[Rule, ...] = (
         "`dmesg` on the node (an Xid names a GPU fault); rerun with CUDA_LAUNCH_BLOCKING=1 or under compute-sanitizer"
         " to find the kernel; if it follows a hardware Xid, drain the node",
     ),
+    make_rule(  # cudaErrorLaunchTimeout (702): "the launch timed out and was terminated"
+        logs_ids.CUDA_LAUNCH_TIMEOUT, "error", "the launch timed out and was terminated",
+        r"the launch timed out and was terminated",
+        "CUDA error 702: a kernel on this GPU ran past the driver's watchdog and was ended; " + STICKY,
+        "a GPU that also drives a display kills long kernels (run headless, or without X on that GPU); on a compute"
+        " GPU a kernel that never ends (a hang, a spin on a flag another rank never set): `dmesg` for an Xid, and"
+        " rerun with CUDA_LAUNCH_BLOCKING=1 to name the kernel",
+    ),
     # drivers/pci/pcie/aer.c: "PCIe Bus Error: severity=%s, type=%s, (%s)" (id=%04x(%s) before 5.x); the severities
     # "Uncorrected (Fatal)", "Uncorrected (Non-Fatal)", "Corrected" ("Uncorrectable"/"Correctable" in newer kernels)
     make_rule(
@@ -181,6 +189,7 @@ GPU_FAULT_IDS = frozenset(
         logs_ids.GPU_ECC_ERROR,
         logs_ids.CUDA_ILLEGAL_ADDRESS,
         logs_ids.CUDA_LAUNCH_FAILURE,
+        logs_ids.CUDA_LAUNCH_TIMEOUT,
         logs_ids.PCIE_AER_UNCORRECTED,
     }
 )

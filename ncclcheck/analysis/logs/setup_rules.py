@@ -9,6 +9,7 @@ torch/csrc/distributed/c10d/socket.cpp and TCPStoreLibUvBackend.cpp.
 from __future__ import annotations
 
 from ncclcheck.analysis.logs.rule import Rule, make_rule
+from ncclcheck.model.ids import logs as logs_ids
 
 GRAPH_FIX = (
     "NCCL_GRAPH_FILE injects a channel layout written for one machine's GPUs (cloud images set it in /etc/nccl.conf or"
@@ -169,6 +170,32 @@ SETUP_RULES: tuple[Rule, ...] = (
         "NCCL found no PCI device behind NIC {dev} ({path}): a virtual or container NIC, placed far from the GPUs",
         "nothing to fix on a VM or in a container whose NIC is virtual; if that NIC is meant to be the job's RDMA NIC, its"
         " driver or the container's /sys is wrong: `ncclcheck env` shows the NICs",
+    ),
+    make_rule(  # ibvwrap.cc: WARN("Call to ibv_reg_mr failed with error %s", strerror(errno)) (_iova2, _dmabuf too)
+        "ib-reg-mr-failed", "error", "Call to ibv_reg_mr",
+        r"Call to ibv_reg_mr\w* failed(?: with error (?P<why>.+?))?\s*$",
+        "NCCL could not register memory with the IB NIC ({why})",
+        "'Cannot allocate memory': the locked-memory limit is too low (ulimit -l unlimited; docker --ulimit memlock=-1;"
+        " SLURM: PropagateResourceLimits or the slurmd unit's LimitMEMLOCK), `ncclcheck env` checks it; 'Bad address'"
+        " on GPU memory: GPUDirect RDMA is not set up (nvidia-peermem loaded, or NCCL_NET_GDR_LEVEL=0 to go without)",
+    ),
+    make_rule(  # net_socket.cc: "NET/Socket : peer %s message truncated : receiving %d bytes instead of %d. If you
+        # believe your socket network is in healthy state, there may be a mismatch in collective sizes or environment
+        # settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks"
+        logs_ids.SOCKET_MESSAGE_TRUNCATED, "error", "message truncated",
+        r"NET/Socket : peer (?P<peer>\S+) message truncated : receiving (?P<got>\d+) bytes instead of (?P<want>\d+)",
+        "NCCL's socket transport got {got} bytes from {peer} where it expected {want}: the ranks disagree on a"
+        " collective's size or on NCCL's protocol",
+        "a mismatch between ranks, not the network: compare every rank's collective shapes (TORCH_DISTRIBUTED_DEBUG"
+        "=DETAIL names them) and make NCCL_PROTO, NCCL_ALGO and the other NCCL_* settings the same on every node",
+    ),
+    make_rule(  # ProcessGroupGloo: "Gloo connectFullMesh failed with %s" (gloo's pair.cc error in brackets)
+        logs_ids.GLOO_CONNECT_FAILED, "error", "connectFullMesh failed",
+        r"Gloo connectFullMesh failed with (?P<why>.+)",
+        "gloo could not connect every rank to every other at init: {why}",
+        "an address gloo picked for a rank is not reachable from the others: set GLOO_SOCKET_IFNAME to the interface"
+        " the nodes share, and check that each host's name does not resolve to 127.0.1.1 (/etc/hosts); `ncclcheck"
+        " env` shows the interfaces",
     ),
     make_rule(  # ibvwrap.cc / ibvsymbols.cc: a WARN in 2.4-2.10, an INFO since; "Count not open %s" (sic) in 2.28+
         "ib-verbs-missing", "info", "libibverbs",

@@ -46,6 +46,9 @@ LAUNCHER_RANK_ENDED: Final = "launcher-rank-ended"
 # a rank that never reached a barrier or the store another rank waited on there
 MONITORED_BARRIER_FAILED: Final = "monitored-barrier-failed"
 STORE_CLIENTS_MISSING: Final = "store-clients-missing"
+# a rank that reports what its peers sent or where they listen: which side is wrong is not in its line
+SOCKET_MESSAGE_TRUNCATED: Final = "socket-message-truncated"
+GLOO_CONNECT_FAILED: Final = "gloo-connect-failed"
 # a rank's own death
 NATIVE_CRASH: Final = "native-crash"
 THREAD_DIED: Final = "thread-died"
@@ -57,6 +60,7 @@ GPU_PROBE_FAILED: Final = "gpu-probe-failed"
 GPU_ECC_ERROR: Final = "gpu-ecc-error"
 CUDA_ILLEGAL_ADDRESS: Final = "cuda-illegal-address"
 CUDA_LAUNCH_FAILURE: Final = "cuda-launch-failure"
+CUDA_LAUNCH_TIMEOUT: Final = "cuda-launch-timeout"
 PCIE_AER_UNCORRECTED: Final = "pcie-aer-uncorrected"
 # across the ranks' logs (analysis/logs/cross_rank.py)
 SEVERAL_JOBS: Final = "several-jobs"

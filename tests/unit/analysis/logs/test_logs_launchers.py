@@ -142,3 +142,33 @@ def test_must_not_nccl_tests_with_no_wrong_value_fail() -> None:
     text = case("20_nccl_tests_out_of_bounds_failed.log").replace("50 FAILED", "0 OK")
     report = read(text)
     assert all(f.id != "nccl-tests-wrong" for f in report.findings), report.findings
+
+
+@pytest.mark.parametrize(
+    ("name", "cause_id", "blamed"),
+    [
+        ("05_mpirun_socket_message_truncated.log", "socket-message-truncated", ()),  # a mismatch: which side, unknown
+        ("10_ray_train_worker_oom_killed.log", "host-oom-killed", ()),
+        ("12_gloo_connectfullmesh_failed.log", "gloo-connect-failed", ()),  # the address may be a peer's
+        ("13_ibv_reg_mr_failed_memlock.log", "ib-reg-mr-failed", (0,)),
+        ("15_cuda_launch_timeout.log", "cuda-launch-timeout", (1,)),  # the GPU fault leads the peer's timeout
+    ],
+)
+def test_each_cause_is_read_by_its_own_rule(name: str, cause_id: str, blamed: tuple[int, ...]) -> None:
+    cause = read(case(name)).root_cause
+    assert cause is not None and cause.id == cause_id and cause.blamed == blamed, cause
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(raylet) [2024-05-14 08:19:44,512 I 90120 90120] (raylet) node_manager.cc:3064: 0 Workers (tasks / actors)"
+        " killed due to memory pressure (OOM), 0 Workers crashed due to other reasons",
+        "node02:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.12<0>",
+        "Gloo connectFullMesh succeeded",
+        "node02:1:1 [0] NCCL INFO Call to ibv_reg_mr_iova2 skipped: dmabuf in use",
+    ],
+)
+def test_must_not_their_healthy_neighbours_fail(line: str) -> None:
+    report = read(line)
+    assert report.status == "pass", report.findings
