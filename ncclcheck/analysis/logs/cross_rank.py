@@ -194,12 +194,19 @@ def _loopback_net(ranks: tuple[RankLog, ...]) -> list[Finding]:
     ]
 
 
+# Collectives whose every rank passes as many elements (NCCL needs it): a rank with another count waits for data the
+# others never send. (ALLGATHER, ALLTOALL, GATHER, SCATTER and send/recv may differ by rank or by role.)
+SAME_SIZE_OPS = frozenset({"ALLREDUCE", "BROADCAST", "REDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE"})
+
+
 def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
     by_rank: dict[int, Timeout] = {}
     for t in timeouts:
         if t.rank is not None:
             by_rank.setdefault(t.rank, t)
     steps = {(t.pg, t.seq, t.op) for t in by_rank.values()}
+    if len(steps) == 1:
+        return _size_mismatch(by_rank)
     if len(steps) < 2 or len({pg for pg, _, _ in steps}) > 1:
         return []
     parts = "; ".join(f"rank {r} at SeqNum {t.seq} {t.op}" for r, t in sorted(by_rank.items())[:8])
@@ -212,6 +219,38 @@ def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
             " TORCH_DISTRIBUTED_DEBUG=DETAIL or a Flight Recorder dump names the call sites",
             tuple(sorted(by_rank)),
             tuple(Evidence(t.file, t.line, f"SeqNum={t.seq}, OpType={t.op}") for t in by_rank.values())[:5],
+        )
+    ]
+
+
+def _size_mismatch(by_rank: dict[int, Timeout]) -> list[Finding]:
+    """Ranks that timed out in the same collective, one every rank must pass as many elements to, with different
+    counts: a shape that differs by rank (the last batch, padding, a shard). The one rank whose count no other has,
+    where all the others agree, is named; otherwise nobody."""
+    sizes = {r: t.numel_in for r, t in by_rank.items() if t.numel_in is not None and t.op in SAME_SIZE_OPS}
+    if len(set(sizes.values())) < 2:
+        return []
+    counts: dict[int, list[int]] = {}
+    for r, n in sizes.items():
+        counts.setdefault(n, []).append(r)
+    odd = [rs[0] for rs in counts.values() if len(rs) == 1]
+    culprits = tuple(odd) if len(counts) == 2 and len(odd) == 1 and len(sizes) >= 3 else ()
+    t = next(iter(by_rank.values()))
+    parts = "; ".join(f"rank {r} NumelIn={n}" for r, n in sorted(sizes.items())[:8])
+    return [
+        Finding(
+            logs_ids.COLLECTIVE_SIZE_MISMATCH,
+            "error",
+            f"ranks timed out in the same collective (SeqNum {t.seq} {t.op}) with different sizes: {parts}",
+            "the ranks passed tensors of different sizes to one collective: look for a shape that depends on the rank"
+            " (the last batch, padding, a data shard); TORCH_DISTRIBUTED_DEBUG=DETAIL checks every collective's"
+            " shapes across ranks and names the call site",
+            tuple(sorted(sizes)),
+            tuple(
+                Evidence(x.file, x.line, f"SeqNum={x.seq}, OpType={x.op}, NumelIn={x.numel_in}")
+                for x in by_rank.values()
+            )[:5],
+            culprits,
         )
     ]
 

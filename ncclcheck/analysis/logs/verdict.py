@@ -153,6 +153,8 @@ def root_cause(
     primary, wrappers = _before_the_first_end(primary, wrappers, errors)
     primary, wrappers = _peers_lost(primary, wrappers, errors)
     primary = _killed_by_the_launcher(primary, errors)
+    if any(f.id == logs_ids.COLLECTIVE_SIZE_MISMATCH for f in primary):  # what the ranks' timeouts came from
+        primary.sort(key=lambda f: f.id in (logs_ids.COLLECTIVE_TIMEOUT, logs_ids.WATCHDOG_STUCK))
     primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread

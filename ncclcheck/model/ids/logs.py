@@ -15,6 +15,7 @@ COLLECTIVE_TIMEOUT: Final = "collective-timeout"
 GLOO_TIMEOUT: Final = "gloo-timeout"
 WATCHDOG_STUCK: Final = "watchdog-stuck"
 COLLECTIVE_MISMATCH: Final = "collective-mismatch"
+COLLECTIVE_SIZE_MISMATCH: Final = "collective-size-mismatch"  # one collective, different sizes: the timeouts' cause
 DESYNC_REPORT: Final = "desync-report"
 # a peer's failure seen from a rank that did not start it
 PEER_CRASHED: Final = "peer-crashed"
