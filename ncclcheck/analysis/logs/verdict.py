@@ -155,6 +155,7 @@ def root_cause(
     primary = _killed_by_the_launcher(primary, errors)
     if any(f.id == logs_ids.COLLECTIVE_SIZE_MISMATCH for f in primary):  # what the ranks' timeouts came from
         primary.sort(key=lambda f: f.id in (logs_ids.COLLECTIVE_TIMEOUT, logs_ids.WATCHDOG_STUCK))
+    primary = _the_suspects_own(primary)
     primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
@@ -195,6 +196,18 @@ def _after_the_first(
     if all(f.ranks and set(f.ranks) <= echoes for f in others):
         wrappers = own + [f for f in wrappers if f not in own]
     return kept, wrappers
+
+
+def _the_suspects_own(primary: list[Finding]) -> list[Finding]:
+    """A timeout whose reporters waited on suspects (the ranks that did not report it), when a suspect's own error is
+    in the logs (rank 1's out-of-memory beside rank 0's timeout, each in its pod's log): that error is what they
+    waited on, whichever file was read first."""
+    waited = [f for f in primary if f.id in (logs_ids.COLLECTIVE_TIMEOUT, logs_ids.GLOO_TIMEOUT) and f.culprits]
+    if not waited or primary[0] not in waited:
+        return primary
+    suspects = set(waited[0].culprits)
+    own = [f for f in primary if f not in waited and f.ranks and set(f.ranks) <= suspects]
+    return own + [f for f in primary if f not in own] if own else primary
 
 
 def _killed_by_the_launcher(primary: list[Finding], errors: list[Finding]) -> list[Finding]:
