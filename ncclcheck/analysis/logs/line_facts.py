@@ -37,6 +37,20 @@ EXCEPTION = Rule(
     "{type}: {what}",
     "the first traceback of the first failing rank is the bug; other ranks' errors are echoes of it",
 )
+# Python's words between the tracebacks of chained exceptions: the one before was not caught and gone on from
+CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# An exception the code caught and went on from (``logging.exception``, ``traceback.print_exc`` in an except block):
+# its traceback starts in the function that caught it, in the user's code, not at the program's top as an uncaught
+# exception's does (``<module>``, runpy, a thread's or a process's bootstrap)
+CAUGHT = Rule(
+    logs_ids.EXCEPTION_CAUGHT,
+    "warning",
+    "Error",
+    re.compile(r"^(?P<line>.{1,300})"),  # the finding is made from the exception line (``LogFold``)
+    "an exception the code caught and went on from (its traceback starts in {where}, not at the program's top): {line}",
+    "nothing if the job went on (the code logged it); if it repeats every step, or the rank's later errors follow"
+    " from it, fix its cause",
+)
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
@@ -130,6 +144,9 @@ class LineFacts:
         tuple[int, str, str | None, int] | None
     )  # the work (seq) a group's watchdog line names: seq, pg, desc, rank
     crash: str | None = None  # a line of a crash's block, a dead thread's, torchrun's agent's (``crashes.kind_of``)
+    tb_start: bool = False  # "Traceback (most recent call last):": a Python traceback opens
+    frame_at: tuple[str, str] | None = None  # a Python traceback's frame: its file and function
+    chained: bool = False  # "During handling of the above exception ..." / "The above exception was the direct cause"
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
@@ -154,12 +171,13 @@ class LineFacts:
             or self.torchrun
             or self.summary
             or self.crash
+            or self.chained
         )
         levels = () if busy else LEVELS
         quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
         object.__setattr__(self, "quiet", frozenset(quiet))
         others = self.thrown or self.pg_work or self.watchdog or self.site or self.fr_start or self.fr_frame
-        hits_only = bool(self.said) and not (others or self.torchrun or self.summary or self.crash)
+        hits_only = bool(self.said) and not (others or self.torchrun or self.summary or self.crash or self.chained)
         object.__setattr__(self, "hits_only", hits_only)
 
 
@@ -219,6 +237,9 @@ def facts_of(text: str) -> LineFacts:
         or (stripped.startswith('File "') and TRACEBACK_FRAME.match(stripped) is not None),
         pg_work,
         crashes.kind_of(stripped),
+        tb_start=stripped.startswith("Traceback (most recent call last)"),
+        frame_at=(frame["file"], frame["fn"]) if 'File "' in text and (frame := USER_FRAME.match(text)) else None,
+        chained=stripped.startswith(CHAINED),
     )
 
 

@@ -91,6 +91,18 @@ def test_an_error_the_code_went_on_from_before_the_group_finished_is_no_failure(
     text = (FIXTURES / "review_cases" / "restarts" / "caught_exception_then_finished.log").read_text()
     report = read(("job.log", text))
     assert report.status == "pass" and report.root_cause is None, report.findings
+    # its traceback starts in train_step: the code caught it (exception-caught), no error is left to survive
+    (caught,) = [f for f in report.findings if f.id == "exception-caught"]
+    assert caught.ranks == (0,) and "Broken pipe" in caught.message, caught
+
+
+def test_an_uncaught_error_before_the_group_finished_is_no_failure() -> None:
+    """An error no code caught (a traceback from the program's top), printed before the agent saw the group finish:
+    an earlier run's, or a helper process's; the job finished."""
+    text = (FIXTURES / "review_cases" / "restarts" / "caught_exception_then_finished.log").read_text()
+    text = text.replace("in train_step", "in <module>")
+    report = read(("job.log", text))
+    assert report.status == "pass" and report.root_cause is None, report.findings
     first = report.findings[0]
     assert first.id == "job-recovered" and first.ranks == (0,) and "Broken pipe" in first.message, first
     assert "restart" not in first.message  # no restart was seen: it does not say one was
@@ -104,6 +116,7 @@ def test_must_not_a_traceback_after_the_group_finished_is_survived() -> None:
         for line in lines
         if line.startswith("[rank0]:") and ("Traceback" in line or "  " in line or "Error" in line)
     ]
+    tb = [line.replace("in train_step", "in <module>") for line in tb]  # one no code caught
     report = read(("job.log", "\n".join([*lines, *tb])))
     assert report.status == "fail" and all(f.id != "job-recovered" for f in report.findings), report.findings
 
