@@ -31,7 +31,7 @@ from ncclcheck.analysis.logs.line_facts import (
 )
 from ncclcheck.analysis.logs.nccl import RETRIED, Key, RankFold, key_of
 from ncclcheck.analysis.logs.prefixes import rest_parts
-from ncclcheck.analysis.logs.restarts import recovered
+from ncclcheck.analysis.logs.restarts import Launch, recovered, several_runs
 from ncclcheck.analysis.logs.rules import CONNECT_FIX, RULES, TRAIL_RULES, Rule
 from ncclcheck.analysis.logs.verdict import PEER_LOST, root_cause
 from ncclcheck.analysis.rank_exits import signal_of
@@ -108,6 +108,7 @@ class LogFold:
         self._tb_top: dict[int | None, str | None] = {}
         self._uncaught: dict[int | None, tuple[RuleMatch, At, str]] = {}
         self._caught: list[tuple[RuleMatch, At, int | None, str]] = []
+        self._launches: list[Launch] = []  # torchrun's start banners: several runs in these logs
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
         """Lines read but not parsed (``quiet`` said they hold nothing), from these ranks (their launcher
@@ -158,6 +159,8 @@ class LogFold:
             return  # what ``run`` does for lines like it
         if level is None:
             self._torch_files.add(file)  # a line that says something outside NCCL's own: not an NCCL_DEBUG_FILE
+        if said.launch and said.time is not None and len(self._launches) < MAX_TIMEOUTS:
+            self._launches.append((file, number, said.time))
         line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
         if rank in self._tb_top or rank in self._uncaught:
             self._traceback(said, line, rank)
@@ -387,7 +390,7 @@ class LogFold:
         findings = annotate_timeouts(findings, tuple(self.timeouts), ranks, seen, heard)
         findings += _trail_finding(findings, ranks)
         findings += self._cut_off(findings)
-        findings = recovered(findings, MAX_EVIDENCE)
+        findings = recovered(findings, MAX_EVIDENCE) + several_runs(self._launches)
         ordered = by_severity(tuple(findings))
         return LogReport(
             ordered, ranks, tuple(self.timeouts), tuple(self.failures), root_cause(findings, self.failures), self.lines

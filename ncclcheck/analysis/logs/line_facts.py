@@ -37,6 +37,9 @@ EXCEPTION = Rule(
     "{type}: {what}",
     "the first traceback of the first failing rank is the bug; other ranks' errors are echoes of it",
 )
+# What torchrun prints once per launch (torch/distributed/run.py's OMP_NUM_THREADS notice with several workers a node,
+# launcher/api.py's launch configs at INFO), never at a restart of its workers
+LAUNCHED = ("Setting OMP_NUM_THREADS environment variable for each process", "Starting elastic_operator with launch")
 # Python's words between the tracebacks of chained exceptions: the one before was not caught and gone on from
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # An exception the code caught and went on from (``logging.exception``, ``traceback.print_exc`` in an except block):
@@ -147,6 +150,7 @@ class LineFacts:
     tb_start: bool = False  # "Traceback (most recent call last):": a Python traceback opens
     frame_at: tuple[str, str] | None = None  # a Python traceback's frame: its file and function
     chained: bool = False  # "During handling of the above exception ..." / "The above exception was the direct cause"
+    launch: bool = False  # torchrun's start banner: a launch of the job (``restarts.several_runs``)
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
     quiet: frozenset[str | None] = field(init=False)
@@ -172,12 +176,15 @@ class LineFacts:
             or self.summary
             or self.crash
             or self.chained
+            or self.launch
         )
         levels = () if busy else LEVELS
         quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
         object.__setattr__(self, "quiet", frozenset(quiet))
         others = self.thrown or self.pg_work or self.watchdog or self.site or self.fr_start or self.fr_frame
-        hits_only = bool(self.said) and not (others or self.torchrun or self.summary or self.crash or self.chained)
+        hits_only = bool(self.said) and not (
+            others or self.torchrun or self.summary or self.crash or self.chained or self.launch
+        )
         object.__setattr__(self, "hits_only", hits_only)
 
 
@@ -240,6 +247,7 @@ def facts_of(text: str) -> LineFacts:
         tb_start=stripped.startswith("Traceback (most recent call last)"),
         frame_at=(frame["file"], frame["fn"]) if 'File "' in text and (frame := USER_FRAME.match(text)) else None,
         chained=stripped.startswith(CHAINED),
+        launch=any(mark in text for mark in LAUNCHED),
     )
 
 

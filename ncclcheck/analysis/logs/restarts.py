@@ -11,9 +11,10 @@ its evidence shows, stays an error.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from ncclcheck.analysis.logs.verdict import root_cause
-from ncclcheck.model.findings import Finding
+from ncclcheck.model.findings import Evidence, Finding
 from ncclcheck.model.ids import logs as logs_ids
 
 RECOVERED_FIX = (
@@ -78,3 +79,43 @@ def recovered(findings: list[Finding], cap: int) -> list[Finding]:
     )
     out = [dataclasses.replace(f, severity="warning") if f in before else f for f in findings]
     return [note, *(dataclasses.replace(f, severity="info") if f in quiet else f for f in out)]
+
+
+RUN_GAP_S = 600.0  # launches further apart than this are separate runs (a node's agents start within seconds)
+Launch = tuple[str, int, str]
+"""torchrun's start banner: file, line, and its glog time as printed ("0611 22:10:01.120000": month, day, time)."""
+
+
+def several_runs(launches: Sequence[Launch]) -> list[Finding]:
+    """A warning where torchrun started at times more than ``RUN_GAP_S`` apart: these logs hold several runs of the
+    job (a rerun, a resubmission), whose errors are read together; nothing where they cannot be told apart."""
+    starts = sorted((at, launch) for launch in launches if (at := _glog_seconds(launch[2])) is not None)
+    runs: list[list[tuple[float, Launch]]] = []
+    for at, launch in starts:
+        if not runs or at - runs[-1][-1][0] > RUN_GAP_S:
+            runs.append([])
+        runs[-1].append((at, launch))
+    if len(runs) < 2:
+        return []
+    when = ", ".join(run[0][1][2].split(".")[0] for run in runs[:6])
+    return [
+        Finding(
+            logs_ids.SEVERAL_RUNS,
+            "warning",
+            f"these logs hold {len(runs)} runs of the job: torchrun started at {when} (month-day and time, as torchrun"
+            " prints them); an earlier run's errors and a later run's are read together here",
+            "read one run's logs at a time (the latest run's files alone) for that run's verdict",
+            (),
+            tuple(Evidence(run[0][1][0], run[0][1][1], f"torchrun started at {run[0][1][2]}") for run in runs[:5]),
+        )
+    ]
+
+
+def _glog_seconds(time: str) -> float | None:
+    """A glog time "MMDD HH:MM:SS[.ffffff]" as seconds into its year (31-day months: only order matters)."""
+    try:
+        date, clock = time.split()
+        hours, minutes, seconds = clock.split(":")
+        return ((int(date[:2]) * 31 + int(date[2:4])) * 24 + int(hours)) * 3600 + int(minutes) * 60 + float(seconds)
+    except ValueError:
+        return None

@@ -41,6 +41,7 @@ SLURM_TASK_ENDED: Final = "slurm-task-ended"
 WORKER_GROUP_RESTART: Final = "worker-group-restart"
 WORKER_GROUP_FINISHED: Final = "worker-group-finished"
 JOB_RECOVERED: Final = "job-recovered"
+SEVERAL_RUNS: Final = "several-runs"  # torchrun launched more than once in these logs
 # launchers other than torchrun: a rank's end as the launcher reports it (Open MPI, DeepSpeed)
 MPI_RANK_KILLED: Final = "mpi-rank-killed"
 PROCESS_KILLED: Final = "process-killed"  # SIGKILL, as the shell or a launcher reports it

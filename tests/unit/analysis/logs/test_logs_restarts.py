@@ -156,3 +156,26 @@ def test_must_not_a_line_no_rule_explains_after_the_group_finished_passes() -> N
     text = [x for x in text if "failed (exitcode" not in x and "attempts left" not in x and "closing signal" not in x]
     report = read(("job.log", "\n".join([*text, UNEXPLAINED])))
     assert report.status == "unknown", report.findings
+
+
+RUNS = FIXTURES / "review_cases" / "restarts" / "two_runs"
+
+
+def test_two_launches_hours_apart_are_said_to_be_two_runs() -> None:
+    files = sorted(RUNS.iterdir())
+    report = read(*((p.name, p.read_text()) for p in files))
+    (runs,) = [f for f in report.findings if f.id == "several-runs"]
+    assert runs.severity == "warning" and "2 runs" in runs.message and len(runs.evidence) == 2, runs
+
+
+def test_must_not_one_job_s_agents_starting_together_are_several_runs() -> None:
+    """Two nodes' agents print the banner seconds apart: one run; one launch; a restart prints no second banner."""
+    first = sorted(RUNS.iterdir())[0].read_text()
+    second_node = first.replace("W0611 22:10:01", "W0611 22:10:04").replace(" 7781 ", " 5120 ")
+    for texts in (
+        (("node0.log", first), ("node1.log", second_node)),
+        (("job.log", first),),
+        (("job.log", CASE.read_text()),),
+    ):
+        report = read(*texts)
+        assert all(f.id != "several-runs" for f in report.findings), report.findings
