@@ -224,9 +224,12 @@ def _timeout_mismatch(timeouts: tuple[Timeout, ...]) -> list[Finding]:
 
 
 def _size_mismatch(by_rank: dict[int, Timeout]) -> list[Finding]:
-    """Ranks that timed out in the same collective, one every rank must pass as many elements to, with different
-    counts: a shape that differs by rank (the last batch, padding, a shard). The one rank whose count no other has,
+    """Ranks that timed out in the same collective of the default group (known from the watchdog's group lines), one
+    every rank must pass as many elements to, with different counts: a shape that differs by rank (the last batch,
+    padding, a shard). The one rank whose count no other has,
     where all the others agree, is named; otherwise nobody."""
+    if any(t.pg is None or t.subgroup for t in by_rank.values()):
+        return []  # a group's instances (tp 0-1, tp 2-3) share its id, and their sizes may differ: only the world's
     sizes = {r: t.numel_in for r, t in by_rank.items() if t.numel_in is not None and t.op in SAME_SIZE_OPS}
     if len(set(sizes.values())) < 2:
         return []

@@ -17,12 +17,9 @@ from ncclcheck.analysis.logs.fingerprints import Fingerprints
 from ncclcheck.analysis.logs.frame import header
 from ncclcheck.analysis.logs.gate import Gate
 from ncclcheck.analysis.logs.line_facts import (
-    CAUGHT,
     CHILD,
     ENTRY,
-    EXCEPTION,
     FACTS,
-    LIBRARY,
     UNRECOGNISED,
     LineFacts,
     RuleMatch,
@@ -103,11 +100,6 @@ class LogFold:
         self.crashes = crashes.CrashFold()  # faulthandler blocks, agent exits, dead threads
         self.prints = Fingerprints()  # TORCH_DISTRIBUTED_DEBUG=DETAIL's fingerprints of each rank's collective
         self._torch_files: set[str] = set()  # files with a line outside NCCL's own that says something
-        # each rank's open Python traceback: None until its first frame, then the function that caught it ("": one
-        # that went up to the program's top, or a library's); its exception line, held, and the ones caught
-        self._tb_top: dict[int | None, str | None] = {}
-        self._uncaught: dict[int | None, tuple[RuleMatch, At, str]] = {}
-        self._caught: list[tuple[RuleMatch, At, int | None, str]] = []
         self._launches: list[Launch] = []  # torchrun's start banners: several runs in these logs
 
     def skip(self, count: int, ranks: frozenset[int] = frozenset()) -> None:
@@ -162,11 +154,7 @@ class LogFold:
         if said.launch and said.time is not None and len(self._launches) < MAX_TIMEOUTS:
             self._launches.append((file, number, said.time))
         line = (file, number, text, host, pid, dev, level, prefix_rank)  # a LogLine's fields: made for evidence
-        if rank in self._tb_top or rank in self._uncaught:
-            self._traceback(said, line, rank)
-        elif said.tb_start:
-            self._tb_top[rank] = None
-        if said.hits_only and not self._open_block() and rank not in self._uncaught:  # the commonest: nothing below
+        if said.hits_only and not self._open_block():  # the commonest line that says something: nothing below
             for one in said.said:  # but its findings reads or changes for it
                 self._hit(one, line, rank)
             return
@@ -185,8 +173,7 @@ class LogFold:
             self._hit(RuleMatch(IGNORED, IGNORED.message.format(error=text.strip()[:200])), line, rank)  # went on
         else:
             for one in said.said:
-                if one.rule is not EXCEPTION or rank not in self._uncaught:
-                    self._hit(one, line, rank)
+                self._hit(one, line, rank)
         matched = bool(said.said)
         if said.crash is not None:
             matched = self.crashes.line(said.crash, file, number, text, prefix_rank, said.time) or matched
@@ -204,32 +191,6 @@ class LogFold:
             matched = True
         if not matched and said.unrecognised is not None and said.alarmed(level):
             self._hit(said.unrecognised, line, rank)
-
-    def _traceback(self, said: LineFacts, line: At, rank: int | None) -> None:
-        """A Python traceback of this rank, line by line: its first frame tells an exception the code caught (it starts
-        in the user's function that caught it) from one that went up to the program's top; the exception line of a
-        caught one is held (``_uncaught``) until the next line of the rank that says something: Python's words for a
-        chained exception make it one that went on up, anything else leaves it caught (``result``)."""
-        held = self._uncaught.pop(rank, None)
-        if held is not None:
-            if said.chained:
-                self._hit(held[0], held[1], rank)  # the first of a chain: raised on, not gone on from
-            else:
-                self._caught.append((held[0], held[1], rank, held[2]))
-        if said.tb_start:
-            self._tb_top[rank] = None
-            return
-        if rank not in self._tb_top:
-            return
-        top = self._tb_top[rank]
-        if top is None and said.frame_at is not None:
-            self._tb_top[rank] = said.frame_at[1] if _caught_in(*said.frame_at) else ""
-            return
-        match = next((one for one in said.said if one.rule is EXCEPTION), None)
-        if match is not None or (said.said and not said.thrown):
-            del self._tb_top[rank]  # the traceback's exception line (or a line no traceback holds): it has ended
-        if match is not None and top:
-            self._uncaught[rank] = (match, line, top)
 
     def _open_block(self) -> bool:
         """Whether a block spans lines here: a Flight Recorder stack, a crash's, torchrun's summary."""
@@ -362,7 +323,6 @@ class LogFold:
 
     def result(self) -> LogReport:
         self._close_child()
-        self._settle_caught()
         if self._pg_work:
             self.timeouts = [self._with_group(t, p) for t, p in zip(self.timeouts, self._timeout_prefixes, strict=True)]
         if self.crashes.agent_times:
@@ -418,25 +378,10 @@ class LogFold:
             )
         ]
 
-    def _settle_caught(self) -> None:
-        """The exceptions the code caught: a warning each, unless torchrun's table says the rank failed (caught,
-        logged, then an exit with an error code: the exception was why)."""
-        for rank, (match, line, top) in list(self._uncaught.items()):
-            self._caught.append((match, line, rank, top))
-        self._uncaught.clear()
-        failed = {f.rank for f in self.failures}
-        for match, line, rank, top in self._caught:
-            if rank is not None and rank in failed:
-                self._hit(match, line, rank)
-            else:
-                self._hit(RuleMatch(CAUGHT, CAUGHT.message.format(where=top, line=match.message)), line, rank)
-        self._caught.clear()
-
     def _cut_off(self, findings: list[Finding]) -> list[Finding]:
         """A traceback or a C++ exception's frames whose error line is not in these logs (the log was cut, or the
         line went elsewhere): an error was raised, so the verdict stays open, never "pass"."""
-        explained = (UNRECOGNISED.id, logs_ids.EXCEPTION_CAUGHT)
-        if self._thrown is None or any(f.severity == "error" or f.id in explained for f in findings):
+        if self._thrown is None or any(f.severity == "error" or f.id == UNRECOGNISED.id for f in findings):
             return []
         return [
             Finding(
@@ -517,16 +462,6 @@ def _trail_finding(findings: list[Finding], ranks: tuple[RankLog, ...]) -> list[
     ranks_of = tuple(sorted({r for *_, r in trails if r is not None}))
     evidence = tuple(Evidence(f, n, t[:500]) for f, n, t, _ in trails[:MAX_EVIDENCE])
     return [Finding(rule.id, rule.severity, message, rule.fix, ranks_of, evidence)]
-
-
-# The first frame of a traceback that went up to the program's top (or that a library printed): no user function caught
-OUTERMOST = ("<module>", "_run_module_as_main", "_run_code", "_bootstrap", "_bootstrap_inner")
-
-
-def _caught_in(file: str, fn: str) -> bool:
-    """Whether a traceback whose first frame is this one was printed by the user's code that caught it."""
-    library = any(x in file for x in LIBRARY) or "/lib/python" in file or file.endswith(".pyx")  # the stdlib's too
-    return not (fn in OUTERMOST or fn.startswith("<") or library)
 
 
 def _without_lone_echoes(findings: list[Finding]) -> list[Finding]:

@@ -40,20 +40,6 @@ EXCEPTION = Rule(
 # What torchrun prints once per launch (torch/distributed/run.py's OMP_NUM_THREADS notice with several workers a node,
 # launcher/api.py's launch configs at INFO), never at a restart of its workers
 LAUNCHED = ("Setting OMP_NUM_THREADS environment variable for each process", "Starting elastic_operator with launch")
-# Python's words between the tracebacks of chained exceptions: the one before was not caught and gone on from
-CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
-# An exception the code caught and went on from (``logging.exception``, ``traceback.print_exc`` in an except block):
-# its traceback starts in the function that caught it, in the user's code, not at the program's top as an uncaught
-# exception's does (``<module>``, runpy, a thread's or a process's bootstrap)
-CAUGHT = Rule(
-    logs_ids.EXCEPTION_CAUGHT,
-    "warning",
-    "Error",
-    re.compile(r"^(?P<line>.{1,300})"),  # the finding is made from the exception line (``LogFold``)
-    "an exception the code caught and went on from (its traceback starts in {where}, not at the program's top): {line}",
-    "nothing if the job went on (the code logged it); if it repeats every step, or the rank's later errors follow"
-    " from it, fix its cause",
-)
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
@@ -147,9 +133,6 @@ class LineFacts:
         tuple[int, str, str | None, int] | None
     )  # the work (seq) a group's watchdog line names: seq, pg, desc, rank
     crash: str | None = None  # a line of a crash's block, a dead thread's, torchrun's agent's (``crashes.kind_of``)
-    tb_start: bool = False  # "Traceback (most recent call last):": a Python traceback opens
-    frame_at: tuple[str, str] | None = None  # a Python traceback's frame: its file and function
-    chained: bool = False  # "During handling of the above exception ..." / "The above exception was the direct cause"
     launch: bool = False  # torchrun's start banner: a launch of the job (``restarts.several_runs``)
     # the levels (None: not an NCCL line) at which the line says nothing for the fold but its rank and NCCL
     # view (``LogFold.run`` takes such lines by count): nothing above, and no alarm the safety net would answer
@@ -175,16 +158,13 @@ class LineFacts:
             or self.torchrun
             or self.summary
             or self.crash
-            or self.chained
             or self.launch
         )
         levels = () if busy else LEVELS
         quiet = (v for v in levels if self.unrecognised is None or not self.alarmed(v))
         object.__setattr__(self, "quiet", frozenset(quiet))
         others = self.thrown or self.pg_work or self.watchdog or self.site or self.fr_start or self.fr_frame
-        hits_only = bool(self.said) and not (
-            others or self.torchrun or self.summary or self.crash or self.chained or self.launch
-        )
+        hits_only = bool(self.said) and not (others or self.torchrun or self.summary or self.crash or self.launch)
         object.__setattr__(self, "hits_only", hits_only)
 
 
@@ -244,9 +224,6 @@ def facts_of(text: str) -> LineFacts:
         or (stripped.startswith('File "') and TRACEBACK_FRAME.match(stripped) is not None),
         pg_work,
         crashes.kind_of(stripped),
-        tb_start=stripped.startswith("Traceback (most recent call last)"),
-        frame_at=(frame["file"], frame["fn"]) if 'File "' in text and (frame := USER_FRAME.match(text)) else None,
-        chained=stripped.startswith(CHAINED),
         launch=any(mark in text for mark in LAUNCHED),
     )
 

@@ -11,7 +11,7 @@ from ncclcheck.analysis.logs.gpu_rules import GPU_FAULT_IDS
 from ncclcheck.analysis.logs.rules import SECONDARY_IDS, TASK_ENDED
 from ncclcheck.analysis.logs.stamps import Instant
 from ncclcheck.analysis.rank_exits import killed
-from ncclcheck.model.findings import Evidence, Finding, by_severity
+from ncclcheck.model.findings import WAITED, Evidence, Finding, by_severity
 from ncclcheck.model.flight import FlightReport
 from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.log_report import LogReport
@@ -160,6 +160,7 @@ def root_cause(
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
     # rank's crash or dead thread
     named = [f for f in primary if f.id in NAMING and f.culprits]
+    named = _the_named_own(named, primary) + named
     named += [f for f in primary if f.id in DEATHS and f.culprits]
     # a GPU that failed (an Xid, ECC, a sticky CUDA fault, its PCIe link) is where the failure started, wherever its
     # lines fall among the other ranks' timeouts and errors
@@ -196,6 +197,21 @@ def _after_the_first(
     if all(f.ranks and set(f.ranks) <= echoes for f in others):
         wrappers = own + [f for f in wrappers if f not in own]
     return kept, wrappers
+
+
+def _the_named_own(named: list[Finding], primary: list[Finding]) -> list[Finding]:
+    """The errors of their own of the ranks a report names as the ones at fault (monitored_barrier's "Rank 3 failed
+    to pass", the desync report's lagging ranks): rank 3's out-of-memory is why it never came, the report its echo."""
+    culprits = {r for f in named for r in f.culprits}
+    return [
+        f
+        for f in primary
+        if f not in named
+        and f.ranks
+        and set(f.ranks) <= culprits
+        and f.id not in NAMING | PEER_LOST
+        and f.id not in WAITED
+    ]
 
 
 def _the_suspects_own(primary: list[Finding]) -> list[Finding]:

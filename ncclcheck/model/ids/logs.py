@@ -32,7 +32,6 @@ LAUNCHER_TERMINATED: Final = "launcher-terminated"
 PROCESS_ABORTED: Final = "process-aborted"
 UNRECOGNISED_ERROR: Final = "unrecognised-error"
 EXCEPTION_IGNORED: Final = "exception-ignored"  # an exception Python's unraisable hook ignored
-EXCEPTION_CAUGHT: Final = "exception-caught"  # an exception the code caught and went on from
 # a connection NCCL kept retrying (analysis/logs/diagnose.py adds it for a retry no init completed after)
 CONNECT_FAILED: Final = "connect-failed"
 # srun's report of a task's end (its lines order the tasks' ends: analysis/logs/verdict.py)

@@ -20,7 +20,7 @@ from conftest import REPO
 
 from ncclcheck.analysis.env import NEEDS
 from ncclcheck.analysis.logs.diagnose import IGNORED
-from ncclcheck.analysis.logs.line_facts import CAUGHT, EXCEPTION, FR_SITE, UNRECOGNISED
+from ncclcheck.analysis.logs.line_facts import EXCEPTION, FR_SITE, UNRECOGNISED
 from ncclcheck.analysis.logs.rules import RULES, TRAIL_RULES
 from ncclcheck.model.ids import env as env_ids
 from ncclcheck.model.ids import flight as flight_ids
@@ -66,7 +66,7 @@ def ids_of(catalogue: str) -> dict[str, str]:
 
 
 ALL_IDS = {v for c in CATALOGUES for v in ids_of(c).values()}
-RULE_IDS = {r.id for r in (*RULES, *TRAIL_RULES, EXCEPTION, UNRECOGNISED, FR_SITE, IGNORED, CAUGHT)}
+RULE_IDS = {r.id for r in (*RULES, *TRAIL_RULES, EXCEPTION, UNRECOGNISED, FR_SITE, IGNORED)}
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:

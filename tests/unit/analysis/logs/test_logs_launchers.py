@@ -172,3 +172,8 @@ def test_each_cause_is_read_by_its_own_rule(name: str, cause_id: str, blamed: tu
 def test_must_not_their_healthy_neighbours_fail(line: str) -> None:
     report = read(line)
     assert report.status == "pass", report.findings
+
+
+def test_the_named_rank_s_own_error_comes_before_the_report_that_names_it() -> None:
+    cause = read(case("25b_rank3_oom_then_barrier_names_rank3.log")).root_cause
+    assert cause is not None and cause.id == "model-oom" and cause.ranks == (3,), cause
