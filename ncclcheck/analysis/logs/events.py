@@ -64,6 +64,9 @@ FAILED = re.compile(
     r"|: ?Received \d+ death signal|failed \(exitcode: -?[1-9]|Worker group FAILED|FAILED with no error file"  # agent
     r"|^\s*exitcode\s*:\s*-?[1-9]\d*\s*(?:\(|$)|Signal \d+ \(SIG\w+\) received by PID"  # torchrun's table
     r"|^srun: Force Terminated|^Test (?:NCCL|CUDA) failure |Unhandled exception: "  # srun, nccl-tests, Ray's C++
+    r"|noticed that process rank \d+ with PID \d+ on node \S+ exited on signal|^\s*Process name: \[\[\d+,\d+\],\d+\]"
+    r"|Primary job +terminated normally, but \d+ process"  # Open MPI's report of a rank's end
+    r"|\] exits with return code = -?[1-9]|Child process with PID \d+ terminated with code -?[1-9]"  # DeepSpeed, Lightning
     r"|\[[EF](?:\d{3,4} \d\d:\d\d:\d\d|\s[\w.]+\.(?:cpp|cc):\d+\])"  # c10d's error header glued behind a line
     r"|\b(?:hit|raised|caught|got|threw|encountered) an? (?:exception|error)\b"  # a program saying it failed
     r"|^(?:exit(?: code| status)?|exited with (?:exit )?(?:code|status)|command terminated with exit code) [1-9]\d*\.?$"
@@ -181,6 +184,8 @@ STATED = (
     ("torchelastic", ("death signal", "exitcode", "Worker group", "no error file", "received by PID")),
     ("nccl", ("NCCL WARN",)),
     ("c++", ("terminate called", "what():")),
+    ("launcher", ("noticed that process rank", "Process name: [[", "Primary job ", "exits with return code")),
+    ("launcher", ("Child process with PID",)),  # Open MPI's mpirun, DeepSpeed's and Lightning's launchers
     ("shell", ("Segmentation fault", "Bus error", "core dumped", "exit")),
     ("nccl-tests", ("Test NCCL failure", "Test CUDA failure")),
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
+from ncclcheck.analysis.logs import events
 from ncclcheck.analysis.logs.diagnose import analyse
 from ncclcheck.analysis.logs.frame import frame_all
 from ncclcheck.model.log_report import LogReport
@@ -177,3 +178,24 @@ def test_must_not_their_healthy_neighbours_fail(line: str) -> None:
 def test_the_named_rank_s_own_error_comes_before_the_report_that_names_it() -> None:
     cause = read(case("25b_rank3_oom_then_barrier_names_rank3.log")).root_cause
     assert cause is not None and cause.id == "model-oom" and cause.ranks == (3,), cause
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "mpirun noticed that process rank 3 with PID 18821 on node node02 exited on signal 9 (Killed).",
+        "  Process name: [[41233,1],2]",
+        "[2024-03-05 10:15:22,500] [ERROR] [launch.py:322:sigkill_handler] ['python', 'train.py'] exits with return"
+        " code = -9",
+        "[rank: 1] Child process with PID 5512 terminated with code -9. Forcefully terminating all other processes to"
+        " avoid zombies 🧟",
+    ],
+)
+def test_events_read_a_launcher_s_report_of_a_rank_s_end_as_its_error(line: str) -> None:
+    reading = events.read(line)
+    assert reading.severity == events.ERROR and reading.emitter == "launcher", reading
+
+
+def test_must_not_events_read_a_launcher_s_healthy_end_as_an_error() -> None:
+    line = "[rank: 1] Child process with PID 5512 terminated with code 0. Forcefully terminating all other processes"
+    assert events.read(line).severity != events.ERROR
