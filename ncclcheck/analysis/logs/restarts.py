@@ -102,8 +102,9 @@ def several_runs(launches: Sequence[Launch]) -> list[Finding]:
         Finding(
             logs_ids.SEVERAL_RUNS,
             "warning",
-            f"these logs hold {len(runs)} runs of the job: torchrun started at {when} (month-day and time, as torchrun"
-            " prints them); an earlier run's errors and a later run's are read together here",
+            f"these logs may hold {len(runs)} runs of the job: torchrun started at {when} (month-day and time, as"
+            " torchrun prints them: a rerun or a resubmission, or an elastic job's node that joined late); an earlier"
+            " run's errors and a later run's are read together here",
             "read one run's logs at a time (the latest run's files alone) for that run's verdict",
             (),
             tuple(Evidence(run[0][1][0], run[0][1][1], f"torchrun started at {run[0][1][2]}") for run in runs[:5]),
