@@ -54,7 +54,8 @@ def _job(parent_pid: int, procs: list[psutil.Process]) -> Job | None:
         parent_cmdline = "" if orphaned else " ".join(psutil.Process(parent_pid).cmdline())
     except psutil.Error:
         parent_cmdline = ""
-    env = environ(psutil.Process(min(found)))
+    # the Process psutil already holds: one that ended since it was listed has no environment, never an exception
+    env = environ(next(p for p in procs if p.pid == min(found)))
     # A job spawned on several nodes (nprocs per node, WORLD_SIZE in all) has ranks elsewhere: the larger wins.
     world = max((None if orphaned else _nprocs(parent_pid)) or 0, parse_int(env.get("WORLD_SIZE")) or 0, len(found))
     host = socket.gethostname()
