@@ -73,6 +73,27 @@ def gpu_reading() -> dict[str, object]:
     return dataclasses.asdict(look())
 
 
+def cmdline(process: object) -> str:
+    """A process's command line, or "" where it ended or turned zombie since it was listed."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline() or [])  # type: ignore[attr-defined]
+    except psutil.Error:
+        return ""
+
+
+def launcher_of(run_pid: int) -> int | None:
+    """The torchrun agent under ``ncclcheck run``, if it is still there."""
+    import psutil
+
+    try:
+        kids = psutil.Process(run_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    return next((p.pid for p in kids if "torch.distributed.run" in cmdline(p)), None)
+
+
 def ranks_of(launcher: int) -> list[int]:
     import psutil
 
@@ -81,7 +102,7 @@ def ranks_of(launcher: int) -> list[int]:
         kids = agent.children(recursive=True)
     except psutil.Error:
         return []
-    return sorted(p.pid for p in kids if "nccl_gpu.py" in " ".join(p.cmdline() or []))
+    return sorted(p.pid for p in kids if "nccl_gpu.py" in cmdline(p))
 
 
 def case(name: str, dry: bool, out: Path, py: str) -> dict[str, object]:
@@ -111,20 +132,8 @@ def case(name: str, dry: bool, out: Path, py: str) -> dict[str, object]:
             time.sleep(0.5)
         time.sleep(3)
         took["gpu_hung"] = gpu_reading()
-        import psutil
 
-        launcher = (
-            next(
-                (
-                    p.pid
-                    for p in psutil.Process(proc.pid).children(recursive=True)
-                    if "torch.distributed.run" in " ".join(p.cmdline() or [])
-                ),
-                None,
-            )
-            if proc.poll() is None
-            else None
-        )
+        launcher = launcher_of(proc.pid) if proc.poll() is None else None
         pids = ranks_of(launcher) if launcher else []
         took["ranks"] = pids
         for pid in pids:
@@ -171,41 +180,61 @@ def main() -> int:
     target.mkdir(parents=True, exist_ok=True)
     py = sys.executable
     begun = time.monotonic()
+
+    def step(what: str) -> None:
+        print(f"gpu_check: {what} at {time.monotonic() - begun:.0f} s", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         out = Path(tmp) / "gpu_check"
         out.mkdir()
         summary: dict[str, object] = {"dry": args.dry, "started": time.time(), "cases": []}
-        sh(["nvidia-smi", "-q"], out / "nvidia_smi_q.txt", 30)
-        sh([py, "-m", "ncclcheck", "env", "--json"], out / "env.json", 60)
-        (out / "gpu_idle.json").write_text(json.dumps(gpu_reading(), indent=1))
-        backend = "gloo" if args.dry else "nccl"
-        smoke = [py, "-m", "ncclcheck", "smoke", "--backend", backend, "--nproc", "1" if not args.dry else "2"]
-        summary["smoke_exit"] = sh([*smoke, "--json", str(out / "smoke.json")], out / "smoke.out", 90)
-        cases: list[object] = []
-        for name in [c for c in args.cases.split(",") if c]:
-            if name == "sleep" and args.dry:
-                continue  # torch.cuda._sleep needs a GPU
-            if time.monotonic() - begun > args.budget - CASE_S - 60:
-                cases.append({"case": name, "skipped": "out of the time budget"})
-                continue
-            cases.append(case(name, args.dry, out, py))
-        summary["cases"] = cases
-        if not args.dry and time.monotonic() - begun < args.budget - 60:
-            summary["pytest_gpu_exit"] = sh(
-                [py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"], out / "pytest_gpu.txt", 120
-            )
-        summary["seconds"] = round(time.monotonic() - begun, 1)
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
-        tar = target / "gpu_check.tar.gz"
-        with tarfile.open(tar, "w:gz") as packed:
-            for path in sorted(out.rglob("*")):
-                if path.is_file() and path.stat().st_size < 4 << 20 and "__pycache__" not in path.parts:
-                    packed.add(path, arcname=str(path.relative_to(out.parent)))
-        if tar.stat().st_size > MAX_TAR:
-            print(f"gpu_check: {tar} is {tar.stat().st_size >> 20} MiB: over what comes back", file=sys.stderr)
-        shutil.copy(out / "summary.json", target / "summary.json")
+        try:  # whatever happens, what was captured is packed
+            step("nvidia-smi -q")
+            sh(["nvidia-smi", "-q"], out / "nvidia_smi_q.txt", 30)
+            step("env")
+            sh([py, "-m", "ncclcheck", "env", "--json"], out / "env.json", 60)
+            (out / "gpu_idle.json").write_text(json.dumps(gpu_reading(), indent=1))
+            backend = "gloo" if args.dry else "nccl"
+            smoke = [py, "-m", "ncclcheck", "smoke", "--backend", backend, "--nproc", "1" if not args.dry else "2"]
+            step("smoke")
+            summary["smoke_exit"] = sh([*smoke, "--json", str(out / "smoke.json")], out / "smoke.out", 90)
+            cases: list[object] = []
+            for name in [c for c in args.cases.split(",") if c]:
+                if name == "sleep" and args.dry:
+                    continue  # torch.cuda._sleep needs a GPU
+                if time.monotonic() - begun > args.budget - CASE_S - 60:
+                    cases.append({"case": name, "skipped": "out of the time budget"})
+                    continue
+                step(f"case {name}")
+                try:
+                    cases.append(case(name, args.dry, out, py))
+                except Exception as exc:  # one case's failure must not lose what the others captured
+                    cases.append({"case": name, "error": f"{type(exc).__name__}: {exc}"})
+                summary["cases"] = cases
+                (out / "summary.json").write_text(json.dumps(summary, indent=1))
+            if not args.dry and time.monotonic() - begun < args.budget - 60:
+                step("pytest -m gpu")
+                summary["pytest_gpu_exit"] = sh(
+                    [py, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"], out / "pytest_gpu.txt", 120
+                )
+        finally:
+            summary["seconds"] = round(time.monotonic() - begun, 1)
+            (out / "summary.json").write_text(json.dumps(summary, indent=1))
+            pack(out, target)
     print(json.dumps(summary, indent=1))
     return 0
+
+
+def pack(out: Path, target: Path) -> None:
+    """Everything captured so far, as one tarball under target, and the summary beside it."""
+    tar = target / "gpu_check.tar.gz"
+    with tarfile.open(tar, "w:gz") as packed:
+        for path in sorted(out.rglob("*")):
+            if path.is_file() and path.stat().st_size < 4 << 20 and "__pycache__" not in path.parts:
+                packed.add(path, arcname=str(path.relative_to(out.parent)))
+    if tar.stat().st_size > MAX_TAR:
+        print(f"gpu_check: {tar} is {tar.stat().st_size >> 20} MiB: over what comes back", file=sys.stderr)
+    shutil.copy(out / "summary.json", target / "summary.json")
 
 
 if __name__ == "__main__":
