@@ -17,6 +17,25 @@ def normal_status(status: str) -> str:
     return STATUS.get(status, status)
 
 
+def tracer_of(pid: int) -> str | None:
+    """Who holds a process under ptrace ("py-spy (pid 12)"; "a tracer (pid 12)" where its name cannot be read),
+    or None when nothing traces it."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
+            line = next((x for x in handle if x.startswith("TracerPid:")), "")
+        tracer = int(line.split()[1]) if line else 0
+    except (OSError, ValueError, IndexError):
+        return None
+    if tracer <= 0:
+        return None
+    try:
+        with open(f"/proc/{tracer}/comm", encoding="utf-8", errors="replace") as handle:
+            name = handle.read().strip()
+    except OSError:
+        name = ""
+    return f"{name or 'a tracer'} (pid {tracer})"
+
+
 def process_state(pid: int | None) -> str:
     if pid is None:
         return "unknown"

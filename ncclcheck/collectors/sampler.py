@@ -34,6 +34,7 @@ from ncclcheck.collectors.processes import (
     main_thread_switches,
     normal_status,
     process_state,
+    tracer_of,
 )
 from ncclcheck.collectors.pyspy import dump_all, dump_locals_all
 from ncclcheck.collectors.rank_ends import RankEnds
@@ -60,6 +61,7 @@ class _State:
     net: int | None = None
     exit_code: int | None = None
     switches: int | None = None  # the main thread's context switches so far
+    tracer: str | None = None  # stopped under ptrace: who holds it
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class Sampler:
                     p2p.get(proc.pid),
                     end.time if end is not None and st.status in ("gone", "zombie") else None,
                     _code(stack),
+                    st.tracer,
                 )
             )
         launcher = self.job.launcher_pid
@@ -280,7 +283,8 @@ class Sampler:
             return _State("gone")
         try:
             with proc.oneshot():
-                status = normal_status(str(proc.status()))
+                raw = str(proc.status())
+                status = normal_status(raw)
                 if status == "zombie":
                     return _State("zombie", exit_code=exit_status(rank.pid))
                 cpu, rss, threads = proc.cpu_percent(None), proc.memory_info().rss, proc.num_threads()
@@ -289,7 +293,10 @@ class Sampler:
         except psutil.Error:
             return _State("unknown")
         switches = main_thread_switches(rank.pid)  # before the CPU time: a switch in between makes it look awake
-        return _State(status, cpu, rss, threads, main_thread_cpu(rank.pid), self._net(rank, sockets), None, switches)
+        tracer = tracer_of(rank.pid) if raw == psutil.STATUS_TRACING_STOP else None
+        return _State(
+            status, cpu, rss, threads, main_thread_cpu(rank.pid), self._net(rank, sockets), None, switches, tracer
+        )
 
     def _net(self, rank: RankProc, sockets: dict[int, TcpSocket] | None) -> int | None:
         """The bytes a rank's collectives have moved since watching began, or None when they cannot be counted."""

@@ -96,6 +96,7 @@ def agent_line(
             "local_rank": s.local_rank,
             "pid": s.pid,
             "status": s.status,
+            "tracer": s.tracer,
             "exit_code": s.exit_code,
             "cpu_percent": s.cpu_percent,
             "rss_bytes": s.rss_bytes,
@@ -307,6 +308,7 @@ def _view(
         p2p=posted_from_json(r.get("p2p")),
         ended=_float(r.get("ended")),
         code=code_from_json(r.get("code")),
+        tracer=r.get("tracer"),
     )
     cpu = r.get("main_cpu_percent")
     return RankView(

@@ -95,6 +95,8 @@ class RankSample:
     p2p: PostedOps | None = None  # its point-to-point ops as run's hook recorded them, read while it stands still
     ended: float | None = None  # when it ended (epoch seconds, to the millisecond: a pidfd), where seen
     code: CodeAt | None = None  # the statement at its main thread's innermost line of the user's code
+    # stopped under ptrace: who holds it ("py-spy (pid 12)"); None: not traced (SIGSTOP, or running)
+    tracer: str | None = None
 
 
 @dataclass(frozen=True)

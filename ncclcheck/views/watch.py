@@ -143,6 +143,7 @@ def rank_json(v: RankView) -> dict[str, Any]:
         "host": s.host,
         "pid": s.pid,
         "status": s.status,
+        "tracer": s.tracer,
         "exit_code": s.exit_code,
         "collective": v.collective,
         "call_site": v.call_site,

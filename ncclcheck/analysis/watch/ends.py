@@ -127,6 +127,18 @@ def exited(gone: Sequence[RankView], stuck: Sequence[RankView] = (), hosts: bool
     )
 
 
+TRACED_S = 30.0  # py-spy's dump (--native too) holds a rank under ptrace a few seconds; a debugger holds it on
+
+
+def held(v: RankView, limit: float) -> bool:
+    """Whether a stopped rank counts as stopped: seen so at two samples in a row (SIGSTOP), or, held under ptrace,
+    for longer than a sampler ever holds one (``TRACED_S``, or the stall if longer): a ``py-spy dump`` of a rank
+    while ncclcheck watches stops it for a moment, and that says nothing of the job."""
+    if v.sample.status != "stopped" or v.since_s <= 0:
+        return False
+    return v.sample.tracer is None or v.since_s >= max(limit, TRACED_S)
+
+
 def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = False) -> Finding:
     """Stopped ranks, and exited ranks the others wait on."""
     parts = []
@@ -138,6 +150,11 @@ def dead(lost: Sequence[RankView], waiters: Sequence[RankView], hosts: bool = Fa
             "gone": f"has exited (pid {s.pid} is gone)",
             "missing": "has no process on its node (it exited, or never started)",
         }[s.status]
+        if s.status == "stopped" and s.tracer is not None:
+            what = (
+                f"is held stopped by {s.tracer} for {v.since_s:.0f} s (a debugger at a breakpoint, or a sampler that"
+                " did not let go: detach it and the rank runs on)"
+            )
         parts.append(f"{who(v, hosts)} {what}")
     tail = f" while {where(group(waiters))}" if waiters else " — the other ranks do not wait on it (yet)"
     severity: Severity = "error" if waiters else "warning"

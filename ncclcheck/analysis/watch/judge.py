@@ -113,8 +113,8 @@ class _Sides:
     """The ranks of one look, sorted by what they show."""
 
     exited: list[RankView]
-    stopped: list[RankView]  # stopped at two samples in a row (py-spy --native and gdb pause a rank briefly)
-    pausing: list[RankView]  # stopped at this sample only
+    stopped: list[RankView]  # stopped at two samples in a row; under ptrace, longer than a sampler holds one
+    pausing: list[RankView]  # stopped at this sample only, or held by a tracer for a moment (py-spy dump)
     live: list[RankView]
     waiting: list[RankView]  # in a collective, quiet for the threshold
     blocked: list[RankView]  # in a c10d collective, no movement at all through the quick window
@@ -128,8 +128,8 @@ def _sides(views: Sequence[RankView], job: Job, limit: float) -> _Sides:
     live = [v for v in views if v.sample.status not in DEAD]
     return _Sides(
         exited=[v for v in views if v.sample.status in EXITED],
-        stopped=[v for v in views if v.sample.status == "stopped" and v.since_s > 0],
-        pausing=[v for v in views if v.sample.status == "stopped" and v.since_s == 0],
+        stopped=[v for v in views if ends.held(v, limit)],
+        pausing=[v for v in views if v.sample.status == "stopped" and not ends.held(v, limit)],
         live=live,
         waiting=[v for v in live if v.collective and v.quiet_s >= limit],
         blocked=[v for v in live if _blocked(v)],

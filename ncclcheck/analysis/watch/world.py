@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ncclcheck.analysis.stacks import WORLD_CALLS
 from ncclcheck.analysis.watch.chains import FIXES, sentence, waiting
-from ncclcheck.analysis.watch.ends import exit_words
+from ncclcheck.analysis.watch.ends import exit_words, held
 from ncclcheck.analysis.watch.findings import odd_ones
 from ncclcheck.analysis.watch.local import Followed, follow
 from ncclcheck.model.findings import Finding, Severity
@@ -109,6 +109,8 @@ def _missing(
             unseen.append(r)
         elif v is None or v.sample.status in ("missing", "gone", "zombie"):
             culprits[r] = _absent(r, v, op, job, world)
+        elif v.sample.status == "stopped" and not held(v, limit):
+            return None  # a sampler (py-spy dump) holds it this moment: where it stands is not known
         elif v.sample.status == "stopped":
             culprits[r] = (
                 [Hop(f"rank {r}", f"is stopped (SIGSTOP or a debugger) before reaching {op}")],
@@ -135,8 +137,10 @@ def _missing(
         else ""
     )
     message = sentence(hops) + unseen_words
-    held = all(by_rank[r].held_s >= limit for r in culprits if r in by_rank and by_rank[r].sample.status not in DEAD)
-    severity: Severity = "error" if certain or held else "warning"
+    standing = all(
+        by_rank[r].held_s >= limit for r in culprits if r in by_rank and by_rank[r].sample.status not in DEAD
+    )
+    severity: Severity = "error" if certain or standing else "warning"
     fix = (STARTUP_FIX if kind == watch_ids.STARTUP else GROUP_FIX) + FIXES[end]
     roles = tuple(sorted([(v.rank, f"waiting in {op}") for v in ranks] + [(r, f"not in {op}") for r in culprits]))
     involved = tuple(sorted(there | set(culprits)))

@@ -490,6 +490,38 @@ def test_a_rank_paused_for_one_sample_is_not_dead() -> None:
     assert finding(twice, "dead")[1:3] == ((2,), "error")
 
 
+def traced(rank: int, by: str = "py-spy (pid 4242)") -> RankSample:
+    """A rank stopped under ptrace (``t``): a sampler's dump or a debugger holds it."""
+    return dataclasses.replace(sample(rank, (), status="stopped"), tracer=by)
+
+
+def test_a_rank_a_sampler_holds_a_few_seconds_is_not_dead_and_names_nobody() -> None:
+    """Seen live on an H100 (gpu_check's p2p case): ``py-spy dump --native`` of rank 0 while ``ncclcheck run``
+    watched held it under ptrace for two samples, and run called rank 0 "stopped" over a send/recv deadlock."""
+    held = all_in(3, "all_reduce", r2=traced(2))
+    for n in (2, 4):  # 0.3 s apart: held 0.3 s, then 0.9 s
+        state = states(job(3), *[all_in(3, "all_reduce")] * 6, *[held] * n, every=0.3)
+        assert "dead" not in kinds(state) and all(2 not in f.culprits for f in state.findings), state.findings
+    # then it lets go, and the job's own hang is judged as it would be without it
+    after = states(job(3), *[all_in(3, "all_reduce")] * 6, held, held, *[all_in(3, "all_reduce")] * 7, every=0.3)
+    assert "dead" not in kinds(after)
+
+
+def test_a_rank_a_tracer_holds_past_any_sampler_is_dead_and_the_tracer_is_named() -> None:
+    held = all_in(3, "all_reduce", r2=traced(2, "gdb (pid 777)"))
+    state = states(job(3), *[all_in(3, "all_reduce")] * 2, *[held] * 9, every=5.0)  # held 40 s
+    _ranks, culprits, severity, message = finding(state, "dead")
+    assert culprits == (2,) and severity == "error"
+    assert "held stopped by gdb (pid 777) for 40 s" in message and "kill -CONT" not in message
+
+
+def test_a_sigstopped_rank_is_still_dead_at_two_samples_whatever_the_stall() -> None:
+    """The sampler's grace is for ptrace alone: a SIGSTOP (no tracer) counts at two samples in a row."""
+    stopped = all_in(3, "all_reduce", r2=sample(2, (), status="stopped"))
+    state = states(job(3), *[all_in(3, "all_reduce")] * 6, stopped, stopped, every=0.3, stall=600.0)
+    assert finding(state, "dead")[1] == (2,)
+
+
 def test_heartbeat_sized_traffic_grows_with_the_time_between_samples() -> None:
     from ncclcheck.collectors.sockets import significant
 
