@@ -32,6 +32,10 @@ DEAD_FIX = (
     "record of that node; the others wait on it"
 )
 ERROR_FIX = "read that rank's NCCL WARN lines (NCCL_DEBUG=WARN): its error is the cause the others wait on"
+SHARED_FIX = (
+    "invalid usage: compare the ranks' collectives at the hang (the Flight Recorder, TORCH_DISTRIBUTED_DEBUG=DETAIL);"
+    " remote error: the first error on the peer it names; an abort: the timeout or error that made torch abort"
+)
 
 
 def ours(status: RasStatus, pids: Mapping[int, int]) -> bool:
@@ -80,23 +84,40 @@ def _failed(comm: RasComm, pids: Mapping[int, int]) -> list[Finding]:
     if failed:
         said = ", ".join(
             _who(r.rank, r.host, r.pid, pids)
-            + (f" async error {r.async_error}" if r.async_error else "")
+            + (f" async error {_result(r.async_error)}" if r.async_error else "")
             + (" aborted" if r.abort else "")
-            + (f" init error {r.init_state}" if r.init_state not in (0, 7) else "")
+            + (f" init error {_result(r.init_state)}" if r.init_state not in (0, 7) else "")
             for r in failed
         )
+        own = [r for r in failed if r.async_error in OWN_ERRORS or r.init_state in OWN_ERRORS]
         message = f"NCCL RAS: in communicator {comm.hash}, {said}"
+        if not own:
+            message += (
+                ": an error no rank holds as its own (a peer that went away, ranks that disagree, an abort after a"
+                " timeout), so RAS names no culprit"
+            )
         out.append(
             Finding(
                 watch_ids.RAS_ERROR,
                 "error",
                 message,
-                ERROR_FIX,
+                ERROR_FIX if own else SHARED_FIX,
                 ranks=_globals(failed, pids),
-                culprits=_globals(failed, pids),
+                culprits=_globals(own, pids),
             )
         )
     return out
+
+
+# ncclResult_t (nccl.h): an error a rank holds as its own (its GPU, its system or network, NCCL itself, its
+# arguments), and one that says nothing of the rank holding it (ranks that disagree; a peer that failed)
+OWN_ERRORS = {1: "unhandled CUDA error", 2: "system error", 3: "internal error", 4: "invalid argument"}
+SHARED_ERRORS = {5: "invalid usage", 6: "remote error"}
+
+
+def _result(code: int) -> str:
+    name = OWN_ERRORS.get(code) or SHARED_ERRORS.get(code)
+    return f"{code} ({name})" if name else str(code)
 
 
 def _counts(comm: RasComm) -> dict[int, tuple[int, ...]]:

@@ -18,7 +18,10 @@ from ncclcheck.model.flight import FrDump, FrEntry, PgProgress, Unreadable
 
 RANK_IN_NAME = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle))?$")
 MAX_DUMP_BYTES = 1 << 30
-TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn[/\\]parallel|_dynamo|utils[/\\]_contextlib)")
+# torch's own frames, and ncclcheck run's hook around the point-to-point calls (control/hook/ncclcheck_hook_p2p.py)
+TORCH_FRAME = re.compile(
+    r"[/\\]torch[/\\](?:distributed|nn[/\\]parallel|_dynamo|utils[/\\]_contextlib)|[/\\]ncclcheck_hook_p2p\.py$"
+)
 
 
 class _NoClasses(pickle.Unpickler):
@@ -138,6 +141,7 @@ def _entry(e: Mapping[str, Any]) -> FrEntry:
         tuple(map(str, e.get("output_dtypes") or ())),
         state,
         _call_site(e.get("frames")),
+        bool(e["retired"]) if "retired" in e else None,
     )
 
 

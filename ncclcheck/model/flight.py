@@ -28,6 +28,15 @@ class FrEntry:
     output_dtypes: tuple[str, ...]
     state: str  # "scheduled" | "started" | "completed" (gloo: "completed" once retired)
     call_site: str  # innermost frame outside torch, "file:line function", or ""
+    # torch's watchdog retired it (None: the dump does not say). NCCL's "completed" only says its CUDA events query
+    # done, and events never recorded do too: an op still being issued (its communicator being made, or NCCL
+    # blocking in the call) reads "completed" while never retired (seen on an H100: a send/recv deadlock)
+    retired: bool | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Completed, as far as the dump can tell: not an NCCL op its watchdog never retired."""
+        return self.state == "completed" and not (self.lib == "nccl" and self.retired is False)
 
 
 @dataclass(frozen=True)

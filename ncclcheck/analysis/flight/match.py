@@ -54,7 +54,7 @@ def analyse(
             stuck.append(found)
         else:
             findings += found
-        p2p = _p2p(pg, members, [by_rank[r] for r in members if r in by_rank])
+        p2p = _cycles(_p2p(pg, members, [by_rank[r] for r in members if r in by_rank]))
         findings += p2p
         waits_on.update({r: f.culprits for f in p2p for r in f.ranks if r not in f.culprits})
     findings += [
@@ -321,7 +321,12 @@ def _op(e: FrEntry) -> str:
 def _stalled(
     pg: str, desc: str, seqs: dict[int, dict[int, FrEntry]], dumped: list[int], by_rank: dict[int, FrDump]
 ) -> list[Finding]:
-    """Everyone entered the same last collective and nobody finished it: a transport-level hang, not a code bug."""
+    """Everyone entered the same last collective and nobody finished it. What each GPU did with it says where the
+    hang is, where NCCL recorded when collectives start on the GPU (start events: TORCH_NCCL_ENABLE_TIMING=1):
+    - some ranks' GPUs started it, the others' only have it queued: those GPUs never reached it, their stream still
+      busy with work queued before it (a long or hung kernel, a wait on another group): they are the culprits;
+    - every rank's GPU started it: the collective itself does not finish: the transport;
+    - no GPU started it, or no start is recorded at all: the dumps cannot tell a busy GPU from the transport."""
     if not dumped or not all(seqs[r] for r in dumped):
         return []
     tops = {r: seqs[r][max(seqs[r])] for r in dumped}
@@ -330,14 +335,66 @@ def _stalled(
     if len(dumped) < 2 or any(e.lib == "gloo" for e in tops.values()):
         return []  # a gloo entry not yet retired is normal at dump time; only NCCL's states say "stuck"
     e = tops[dumped[0]]
-    message = (
-        f"{_named(pg, desc)}: every rank entered collective #{e.seq} ({e.op}) "
-        f"with matching arguments and none completed it ({'/'.join(sorted({t.state for t in tops.values()}))})"
-    )
-    fix = "the code agrees; the transport does not: run ncclcheck env on every node and ncclcheck logs on the NCCL_DEBUG=INFO logs (IB/NET errors, a wrong interface)"
+    where = f"{_named(pg, desc)}, collective #{e.seq} ({e.op})"
+    started = [r for r in dumped if tops[r].state == "started"]
+    queued = [r for r in dumped if tops[r].state != "started"]
+    if started and queued:
+        message = (
+            f"{where}: rank {span(started)}'s GPU started it and waits; rank {span(queued)} queued it, but "
+            f"{'its GPU' if len(queued) == 1 else 'their GPUs'} never started it: the stream is still busy with work "
+            "queued before it"
+        )
+        shown = [queued[0], started[0]]
+        return [
+            Finding(
+                flight_ids.FR_NOT_STARTED,
+                "error",
+                message,
+                NOT_STARTED_FIX,
+                tuple(dumped),
+                _evidence(tops, shown, by_rank),
+                culprits=tuple(queued),
+            )
+        ]
+    if started:
+        message = f"{where}: every rank's GPU started it, with matching arguments, and none completed it"
+        fix = (
+            "the code agrees; the transport does not: run ncclcheck env on every node and ncclcheck logs on the"
+            " NCCL_DEBUG=INFO logs (IB/NET errors, a wrong interface)"
+        )
+    elif _start_events(by_rank, pg, dumped):
+        message = (
+            f"{where}: every rank queued it, with matching arguments, and no rank's GPU started it: each stream is "
+            "still busy with work queued before it"
+        )
+        fix = NOT_STARTED_FIX
+    else:
+        message = (
+            f"{where}: every rank queued it, with matching arguments, and none completed it; these dumps hold no start"
+            " events, so a rank whose GPU is still busy with work queued before it and a transport that does not"
+            " deliver look the same here"
+        )
+        fix = (
+            "rerun under `ncclcheck run` (it records start events) or with TORCH_NCCL_ENABLE_TIMING=1, and the dumps"
+            " tell the two apart; meanwhile `nvidia-smi` (a GPU busy at 100% on one rank) and ncclcheck logs on the"
+            " NCCL_DEBUG=INFO logs (IB/NET errors)"
+        )
     return [
         Finding(flight_ids.FR_STALLED, "warning", message, fix, tuple(dumped), _evidence(tops, dumped[:2], by_rank))
     ]
+
+
+NOT_STARTED_FIX = (
+    "find what those ranks queued on the GPU before this collective: a kernel that never ends (a spin-wait, streams"
+    " waiting on each other), a very slow one (a slow or throttled GPU: ncclcheck env, nvidia-smi -q), or a collective"
+    " of another process group it waits on (its Flight Recorder entries); `py-spy dump --native` shows the host thread"
+)
+
+
+def _start_events(by_rank: dict[int, FrDump], pg: str, dumped: list[int]) -> bool:
+    """Whether the ranks record when collectives start on the GPU: a group's last started collective counted (it
+    stays -1 without start events, while collectives complete)."""
+    return any(p.started >= 0 for r in dumped for p in by_rank[r].progress if p.pg == pg)
 
 
 def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, FrDump]) -> tuple[Evidence, ...]:
@@ -346,10 +403,14 @@ def _evidence(entries: dict[int, FrEntry], ranks: list[int], by_rank: dict[int, 
             by_rank[r].file,
             entries[r].record_id,
             f"rank {r}: {entries[r].lib}:{entries[r].op} #{entries[r].seq} {_shape(entries[r])} "
-            f"{_dtype(entries[r])} {entries[r].state} {entries[r].call_site}".rstrip(),
+            f"{_dtype(entries[r])} {_state(entries[r])} {entries[r].call_site}".rstrip(),
         )
         for r in ranks[:4]
     )
+
+
+def _state(e: FrEntry) -> str:
+    return e.state if e.finished or e.state != "completed" else "completed (never retired: not launched)"
 
 
 def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding]:
@@ -381,11 +442,11 @@ def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding
                 continue
             extra = s[len(r)] if len(s) > len(r) else r[len(s)]
             number = f" #{min(len(s), len(r)) + 1}"
-        elif s and r and (s[-1][1].state == "completed") != (r[-1][1].state == "completed"):
-            extra = s[-1] if r[-1][1].state == "completed" else r[-1]
+        elif s and r and s[-1][1].finished != r[-1][1].finished:
+            extra = s[-1] if r[-1][1].finished else r[-1]
         else:
             continue  # a side with none of its ops on this channel in its window, or both waiting: cannot pair
-        if extra[1].state == "completed":
+        if extra[1].finished:
             continue
         peer = dst if extra[1].op.startswith("send") else src
         site = f" at {extra[1].call_site}" if extra[1].call_site else ""
@@ -406,6 +467,41 @@ def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding
             )
         )
     return out
+
+
+def _cycles(unmatched: list[Finding]) -> list[Finding]:
+    """Ops nobody matched that wait on one another in a cycle (rank 0's recv from 1, rank 1's recv from 0): one
+    deadlock of them all, every rank in it to blame, in place of findings that each name one side."""
+    waits = {f.ranks[0] if f.culprits[0] != f.ranks[0] else f.ranks[-1]: f for f in unmatched if len(f.culprits) == 1}
+    on = {r: f.culprits[0] for r, f in waits.items()}
+    cycle: list[int] = []
+    for start in sorted(on):
+        path, r = [start], on[start]
+        while r in on and r not in path:
+            path.append(r)
+            r = on[r]
+        if r in path:
+            cycle = path[path.index(r) :]
+            break
+    if len(cycle) < 2:
+        return unmatched
+    told = [waits[r] for r in cycle]
+    order = " → ".join(str(r) for r in [*cycle, cycle[0]])
+    message = (
+        "; ".join(f.message.split(": ", 1)[-1] for f in told)
+        + f" — a deadlock in the code: rank {span(sorted(cycle))} wait on one another in a cycle ({order}) and none"
+        " posts the op its peer needs; the network is not the cause"
+    )
+    merged = Finding(
+        flight_ids.FR_P2P_UNMATCHED,
+        "error",
+        f"process group {told[0].message.split(':', 1)[0].removeprefix('process group ')}: {message}",
+        MISMATCH_FIX,
+        tuple(sorted(cycle)),
+        tuple(e for f in told for e in f.evidence),
+        culprits=tuple(sorted(cycle)),
+    )
+    return [merged, *(f for f in unmatched if f not in told)]
 
 
 def _channel(e: FrEntry, members: tuple[int, ...]) -> tuple[int, int] | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ncclcheck.analysis.logs import crashes, events
 from ncclcheck.analysis.logs.cross_rank import annotate_timeouts, cross_checks
-from ncclcheck.analysis.logs.failure_tables import first_failed
+from ncclcheck.analysis.logs.failure_tables import distinct_tables, first_failed
 from ncclcheck.analysis.logs.fingerprints import Fingerprints
 from ncclcheck.analysis.logs.frame import header
 from ncclcheck.analysis.logs.gate import Gate
@@ -328,6 +328,7 @@ class LogFold:
         if self.crashes.agent_times:
             times = self.crashes.agent_times
             self.failures = [dataclasses.replace(f, at=times.get(f.pid or -1)) for f in self.failures]
+        self.failures = distinct_tables(self.failures)
         ranks = self.nccl.result()
         first = first_failed(self.failures)
         lead = first.rank if first is not None else None

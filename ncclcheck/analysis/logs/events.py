@@ -111,6 +111,13 @@ LITERALS = (
     "Uncorrected",
     "exit",
 )
+# ncclcheck's own report lines, in a log that captured its console (``ncclcheck run -- torchrun ... | tee job.log``):
+# copies of what other lines said, never evidence of their own (views/run.py, logs.py, watch.py, smoke.py print them)
+OWN = re.compile(
+    r"^(?:[✗✓!?] (?:root cause|[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?: \(ranks? [^)]*\))?[:,] "
+    r"|(?:error|warning|info) [a-z][a-z0-9]*(?:-[a-z0-9]+)+(?: \[ranks [^\]]*\])?: "
+    r"|  (?:fix|record): |exit code \d+; report: |evidence \S+:\d+: |ncclcheck [a-z]+: |  (?:kept|set|note)  +\S)"
+)
 # The catalogue's benign lines (rules of severity info): alarming words, a known harmless meaning
 BENIGN = tuple(r for r in RULES if r.severity == INFO)
 
@@ -128,6 +135,8 @@ class Reading:
 def read(text: str, level: str | None = None) -> Reading:
     """``text`` (a framed line: launcher prefixes and NCCL's header taken off; ``level`` NCCL's, None outside NCCL's
     lines) by its emitter's grammar."""
+    if level is None and OWN.match(text) is not None:
+        return Reading("ncclcheck", INFO, None, text)
     if any(r.literal in text and r.pattern.search(text) for r in BENIGN) and not DECLARED_ERROR.match(text):
         return Reading("nccl" if level is not None else "text", INFO, None, text)
     if level is not None:

@@ -59,6 +59,24 @@ def child_findings(failures: tuple[ChildFailure, ...], echoes: frozenset[int] = 
     return [Finding(logs_ids.CHILD_FAILED, "error", message, fix, (first.rank,))]
 
 
+def distinct_tables(failures: Sequence[ChildFailure]) -> list[ChildFailure]:
+    """The failures with each table that repeats an earlier one entry for entry left out: one agent's table in two
+    files (the console a tee kept and the launcher's log) is one table, not two agents agreeing."""
+    tables: dict[int, list[ChildFailure]] = {}
+    for f in failures:
+        tables.setdefault(f.table, []).append(f)
+    seen: set[frozenset[tuple[object, ...]]] = set()
+    kept: list[ChildFailure] = []
+    for entries in tables.values():
+        key = frozenset(
+            (f.rank, f.local_rank, f.host, f.exitcode, f.signal, f.root_cause, f.time, f.pid) for f in entries
+        )
+        if key not in seen:
+            seen.add(key)
+            kept += entries
+    return kept
+
+
 def first_failed(failures: Sequence[ChildFailure]) -> ChildFailure | None:
     """The rank that failed first (None when there are no tables, or two tables' failures cannot be ordered)."""
     if not failures:

@@ -43,7 +43,7 @@ LAUNCHED = ("Setting OMP_NUM_THREADS environment variable for each process", "St
 # Context an error carries, not an error of its own: a traceback's header, C++ frames, torchrun's banner.
 NOT_ALARM = re.compile(
     r"^Traceback \(most recent call last\)|ChildFailedError|^\[?\s*(?:Root Cause|Failures:)|^Exception raised from "
-    r"|^frame #\d+:|^[\w./-]+ FAILED$"
+    r"|^frame #\d+:|^[\w./-]+ FAILED$|Stack trace of the failed collective:"
 )
 UNRECOGNISED = Rule(
     logs_ids.UNRECOGNISED_ERROR,
@@ -169,7 +169,9 @@ class LineFacts:
 
 
 def facts_of(text: str) -> LineFacts:
-    """What a line's text says (``facts`` remembers it per text)."""
+    """What a line's text says (``facts`` remembers it per text); ncclcheck's own report lines say nothing."""
+    if events.OWN.match(text) is not None:
+        return NOTHING
     said = [
         _said(rule, match)
         for rule in (RULES if ANY_LITERAL.search(text) else ())
@@ -212,7 +214,7 @@ def facts_of(text: str) -> LineFacts:
         timeout,
         _text_rank(text),
         site,
-        "Stack trace of the failed collective: " in text,
+        "Stack trace of the failed collective:" in text,
         fr_frame,
         stripped.startswith("Failures:") or "Root Cause (first observed failure)" in stripped,
         bool(ENTRY.fullmatch(stripped) or stripped.startswith(("===", "---")) or CHILD.search(text)),
@@ -228,6 +230,7 @@ def facts_of(text: str) -> LineFacts:
     )
 
 
+NOTHING = LineFacts((), False, None, None, None, False, None, False, False, False, False, None, None, False, None)
 facts = Remembered(facts_of)  # what a text says, read once per distinct text
 FACTS = facts.known
 

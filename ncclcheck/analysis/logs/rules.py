@@ -162,7 +162,8 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "peer-closed", "error", "Connection closed by ",
         # "by peer" alone: torch's watchdog names none; gloo's "by peer [ADDR]:PORT" is peer-crashed's, named
-        r"Connection closed by (?:remote peer (?P<peer>[^\s<]+)|peer\b(?! \[))",
+        # NCCL 2.28's socketProgress says "by remote peer " and no address
+        r"Connection closed by (?:remote peer(?: (?P<peer>[^\s<]+))?|peer\b(?! \[))",
         "a peer closed its connection ({peer}): usually that process exited",
         "a consequence: read the peer's log for its first error", True,
     ),

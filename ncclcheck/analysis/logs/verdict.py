@@ -13,6 +13,7 @@ from ncclcheck.analysis.logs.stamps import Instant
 from ncclcheck.analysis.rank_exits import killed
 from ncclcheck.model.findings import WAITED, Evidence, Finding, by_severity
 from ncclcheck.model.flight import FlightReport
+from ncclcheck.model.ids import flight as flight_ids
 from ncclcheck.model.ids import logs as logs_ids
 from ncclcheck.model.log_report import LogReport
 from ncclcheck.model.logs import ChildFailure
@@ -53,12 +54,30 @@ def hard_errors(findings: Iterable[Finding]) -> list[Finding]:
     """The errors that start a failure of their own: not a symptom (a timeout), a wrapper (torchrun's table, an
     exception's echo), a rule's secondary error (a peer that closed the connection) or a stack dump's instant."""
     hidden = SYMPTOMS | WRAPPERS | SECONDARY_IDS | STACK_IDS
-    return [f for f in findings if f.severity == "error" and f.id not in hidden]
+    every = list(findings)
+    if any(f.id in DISAGREEING for f in every):  # the dumps say how the ranks disagree: more than "they disagree"
+        hidden |= SAY_THEY_DISAGREE
+    return [f for f in every if f.severity == "error" and f.id not in hidden]
+
+
+# the dumps' findings that name how the ranks' calls disagree, and the errors in the logs that only say they do (NCCL's
+# socket got a message of another size than it expected; the ranks' timeouts name different sizes)
+DISAGREEING = frozenset(
+    {
+        flight_ids.FR_OP_MISMATCH,
+        flight_ids.FR_SIZE_MISMATCH,
+        flight_ids.FR_DTYPE_MISMATCH,
+        flight_ids.FR_P2P_UNMATCHED,
+        flight_ids.FR_NOT_JOINED,
+    }
+)
+SAY_THEY_DISAGREE = frozenset({logs_ids.SOCKET_MESSAGE_TRUNCATED, logs_ids.COLLECTIVE_SIZE_MISMATCH})
 
 
 def with_flight(report: LogReport, flight: FlightReport) -> LogReport:
-    """Add what the Flight Recorder dumps say; a hardware or transport error in the logs stays the root cause."""
-    hard = hard_errors(report.findings)
+    """Add what the Flight Recorder dumps say; a hardware or transport error in the logs stays the root cause, but an
+    error that only says the ranks disagree gives way to the dumps' account of how they do (which call, where)."""
+    hard = hard_errors(report.findings + flight.findings)
     recorded = [f for f in flight.findings if f.severity == "error"]
     cause = (hard or recorded)[0] if hard or recorded else report.root_cause
     findings = by_severity(report.findings + flight.findings)
@@ -151,10 +170,12 @@ def root_cause(
         wrappers.sort(key=lambda f: f.id != logs_ids.CHILD_FAILED)
     primary, wrappers = _after_the_first(tuple(failures), every, wrappers, errors)
     primary, wrappers = _before_the_first_end(primary, wrappers, errors)
-    primary, wrappers = _peers_lost(primary, wrappers, errors)
+    primary, wrappers = _peers_lost(primary, wrappers, errors, first_failed(tuple(failures)))
     primary = _killed_by_the_launcher(primary, errors)
     if any(f.id == logs_ids.COLLECTIVE_SIZE_MISMATCH for f in primary):  # what the ranks' timeouts came from
         primary.sort(key=lambda f: f.id in (logs_ids.COLLECTIVE_TIMEOUT, logs_ids.WATCHDOG_STUCK))
+    if any(f.id in DISAGREEING for f in primary):  # how the ranks disagree, before the errors that say they do
+        primary.sort(key=lambda f: f.id in SAY_THEY_DISAGREE)
     primary = _the_suspects_own(primary)
     primary = _by_the_clock(primary, times or {})
     # a report that names the rank at fault (torch's desync debugger) explains the timeouts next to it; so does a
@@ -241,21 +262,27 @@ def _killed_by_the_launcher(primary: list[Finding], errors: list[Finding]) -> li
 
 
 def _peers_lost(
-    primary: list[Finding], wrappers: list[Finding], errors: list[Finding]
+    primary: list[Finding], wrappers: list[Finding], errors: list[Finding], first: ChildFailure | None = None
 ) -> tuple[list[Finding], list[Finding]]:
     """The exception a rank raised of its own comes before the errors of ranks whose own lines say their peer went
     away (``PEER_LOST``: "remote process exited", "Connection closed by peer"), when every primary error is on such
     ranks: rank 1's KeyError, then rank 0's IB retries exceeded toward rank 1 and its "remote process exiting
     prematurely", in one console or one log per rank (an exception with no rank, in a log where no peer went away).
+    So does torchrun's report of the rank that failed first of its own (``first``: an exit code or a crash signal,
+    not its agent's SIGTERM) when its lines are not among them: rank 1's ``sys.exit(3)`` left no traceback, and rank
+    0's NCCL error says its peer went away.
     An error on a rank that says nothing of a lost peer keeps its place, and so do a death or a report that names a
     rank."""
     echoes = {r for f in errors if f.id in PEER_LOST for r in f.ranks}
     if not echoes:
         return primary, wrappers
     lost = {e.file for f in errors if f.id in PEER_LOST for e in f.evidence}  # logs where a peer went away
+    own_exit = first.rank if first is not None and first.signal not in ECHO_SIGNALS else None
 
     def raised(f: Finding) -> bool:  # a rank not among them raised it (one log per rank: a log where none did)
         away = bool(f.evidence) and all(e.file not in lost for e in f.evidence)
+        if f.id == logs_ids.CHILD_FAILED:
+            return own_exit is not None and set(f.ranks) == {own_exit} and own_exit not in echoes
         return f.id == logs_ids.PYTHON_EXCEPTION and bool(set(f.ranks) - echoes or (not f.ranks and away))
 
     own = [f for f in wrappers if raised(f)]

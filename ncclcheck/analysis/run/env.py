@@ -53,6 +53,13 @@ def evidence_env(
             "one FIFO per rank, read once a second by the NCCL watchdog",
         ),
         (
+            ("TORCH_NCCL_ENABLE_TIMING",),
+            "1",
+            "each collective's start on its GPU recorded: the Flight Recorder tells a rank whose GPU never began a"
+            " collective (busy with a long or hung kernel before it) from a transport hang",
+            "one more CUDA event per collective",
+        ),
+        (
             ("NCCL_DEBUG",),
             "INFO" if deep else "WARN",
             "NCCL's own errors and warnings" + (", and its set-up (rings, transports)" if deep else ""),

@@ -119,7 +119,9 @@ def verdict(
         blamed = first.culprits or first.ranks
         return RunVerdict("hang", first.kinds[0] if first.kinds else run_ids.HANG, blamed, first.message), tuple(extra)
     if interrupted:
-        return RunVerdict("fail", run_ids.INTERRUPTED, (), "interrupted (^C) before any hang was seen"), tuple(extra)
+        return RunVerdict(
+            "fail", run_ids.INTERRUPTED, (), "ended by a signal (^C, SIGTERM or SIGHUP) before any hang was seen"
+        ), tuple(extra)
     cause = report.root_cause
     if not failed and slow:
         return slow_verdict(slow), tuple(extra)

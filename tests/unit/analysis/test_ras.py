@@ -70,7 +70,7 @@ def test_a_dead_process_and_a_rank_s_async_error_are_named() -> None:
                     "hash": "0x1",
                     "ranks": [
                         {"rank": 0, "host": "a", "pid": 4000, "counts": {}},
-                        {"rank": 1, "host": "a", "pid": 4001, "counts": {}, "error": 6},
+                        {"rank": 1, "host": "a", "pid": 4001, "counts": {}, "error": 2},
                     ],
                 }
             ]
@@ -78,6 +78,24 @@ def test_a_dead_process_and_a_rank_s_async_error_are_named() -> None:
         0,
     )
     assert [(f.id, f.culprits) for f in judge([status], PIDS, 10)] == [("ras-error", (1,))]
+
+
+def async_error(code: int) -> RasStatus:
+    ranks = [{"rank": 0, "host": "a", "pid": 4000, "counts": {}}, {"rank": 1, "host": "a", "pid": 4001, "counts": {}}]
+    ranks[1]["error"] = code
+    return status_from_json(nccl_json([{"hash": "0x1", "ranks": ranks}]), 0)
+
+
+def test_an_async_error_of_the_rank_s_own_names_it_and_one_of_the_peers_or_of_a_disagreement_does_not() -> None:
+    """Seen on an H100 (gpu_check's mismatch case): rank 0 in all_reduce, rank 1 in a broadcast of another size;
+    RAS said "rank 1 async error 5" (ncclInvalidUsage: NCCL's socket got more bytes than it expected) and run named
+    rank 1 over a tie the Flight Recorder could not break. 6 (ncclRemoteError) is a peer going away."""
+    for code in (2, 1, 3, 4):  # system, CUDA, internal, argument: the rank's own
+        assert [(f.id, f.culprits) for f in judge([async_error(code)], PIDS, 10)] == [("ras-error", (1,))], code
+    for code, words in ((5, "5 (invalid usage)"), (6, "6 (remote error)")):
+        found = judge([async_error(code)], PIDS, 10)
+        assert [(f.id, f.culprits) for f in found] == [("ras-error", ())], code
+        assert f"async error {words}" in found[0].message and "names no culprit" in found[0].message
 
 
 def test_a_reply_about_another_job_is_not_ours() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,63 @@ def test_flight_recorder_outranks_a_timeout_but_not_a_hardware_error(tmp_path: P
     ib = "node1:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1234> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.1 remoteGidsfe80::1 hca mlx5_0"
     logs = with_flight(analyse_logs(frame_all([timeout, ib], "rank0.log")), flight)
     assert logs.root_cause is not None and logs.root_cause.id == "ib-retry-exceeded"
+
+
+# what each GPU did with the collective every rank entered (start events: TORCH_NCCL_ENABLE_TIMING=1)
+
+
+def progress(tmp_path: Path, rank: int, top: str, started: int) -> FrDump:
+    """Ranks 0-1 after #1-#3: #4 in state ``top``; the group's last started collective ``started`` (-1: no start
+    events, as torch writes it then)."""
+    dump = write(tmp_path, rank, [entry(1), entry(2), entry(3), entry(4, state=top)])
+    progress = tuple(dataclasses.replace(p, started=started) for p in dump.progress)
+    return dataclasses.replace(dump, progress=progress)
+
+
+def test_a_rank_whose_gpu_never_started_the_collective_is_named(tmp_path: Path) -> None:
+    """Seen on an H100 (tests/fixtures/gpu_check/timing/sleep): rank 1 queued a long kernel before its all_reduce;
+    rank 0's GPU started #4, rank 1's only has it queued."""
+    rep = analyse([progress(tmp_path, 0, "started", 4), progress(tmp_path, 1, "scheduled", 3)])
+    (f,) = rep.findings
+    assert (f.id, f.severity, f.culprits) == ("fr-not-started", "error", (1,)), f
+    assert "rank 0's GPU started it" in f.message and "never started it" in f.message
+    assert "network" not in f.fix and "transport" not in f.fix
+
+
+def test_must_not_every_gpu_started_is_the_transport_and_no_start_events_tell_nothing(tmp_path: Path) -> None:
+    both = analyse([progress(tmp_path, r, "started", 4) for r in range(2)]).findings
+    assert [(f.id, f.culprits) for f in both] == [("fr-stalled", ())] and "transport" in both[0].fix
+    blind = analyse([progress(tmp_path, r, "scheduled", -1) for r in range(2)]).findings
+    assert [(f.id, f.culprits) for f in blind] == [("fr-stalled", ())]
+    assert "look the same here" in blind[0].message and "TORCH_NCCL_ENABLE_TIMING=1" in blind[0].fix
+    assert "the transport does not" not in blind[0].fix
+    queued = analyse([progress(tmp_path, r, "scheduled", 3) for r in range(2)]).findings
+    assert [(f.id, f.culprits) for f in queued] == [("fr-stalled", ())] and "no rank's GPU started" in queued[0].message
+
+
+def recv(peer: str, retired: bool, seq: int = 1) -> dict[str, Any]:
+    return entry(
+        10 + seq, "recv", "completed", is_p2p=True, p2p_seq_id=seq, profiling_name=f"nccl:recv {peer}", retired=retired
+    )
+
+
+def test_a_send_recv_cycle_whose_ops_were_never_launched_is_one_deadlock(tmp_path: Path) -> None:
+    """Seen on an H100 (tests/fixtures/gpu_check/p2p): each rank's recv from the other read "completed", never
+    retired (its CUDA events were never recorded), and logs said "no problem found" over the dumps."""
+    dumps = [write(tmp_path, 0, [entry(1), recv("0<-1", False)]), write(tmp_path, 1, [entry(1), recv("1<-0", False)])]
+    (f,) = analyse(dumps).findings
+    assert (f.id, f.culprits) == ("fr-p2p-unmatched", (0, 1)), f
+    assert "cycle (0 → 1 → 0)" in f.message and "never retired" in f.evidence[0].text
+
+
+def test_must_not_retired_recvs_or_a_chain_without_a_cycle_are_one_deadlock(tmp_path: Path) -> None:
+    done = [write(tmp_path, 0, [entry(1), recv("0<-1", True)]), write(tmp_path, 1, [entry(1), recv("1<-0", True)])]
+    assert analyse(done).findings == ()  # finished (the dumps lost the sends' window): nothing to say
+    chain = [  # rank 0 waits on 1, rank 1 on 2, rank 2 is elsewhere: two waits, no deadlock
+        write(tmp_path, 0, [entry(1), recv("0<-1", False)], world=3),
+        write(tmp_path, 1, [entry(1), recv("1<-2", False)], world=3),
+        write(tmp_path, 2, [entry(1)], world=3),
+    ]
+    found = analyse(chain).findings
+    assert sorted((f.id, f.culprits) for f in found) == [("fr-p2p-unmatched", (1,)), ("fr-p2p-unmatched", (2,))]
+    assert not any("cycle" in f.message for f in found)
