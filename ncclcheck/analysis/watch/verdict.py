@@ -59,7 +59,10 @@ def summarise(
         behind = "; ".join(said for said in (_behind(live), _waiting_more(live, findings)) if said)
         if behind:  # a rank may hold the others back, not proven yet: never ✓ over it
             return Verdict("pending", f"… every rank is moving in {seen}; {behind}")
-        return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving{_balance(live, recording)}")
+        balance = _balance(live, recording)
+        if balance.startswith(TOO_SOON):  # whether a rank holds the others back is not known yet: never ✓ over it
+            return Verdict("pending", f"… every rank is moving in {seen}{balance}")
+        return Verdict("ok", f"✓ no problem seen in {seen}: every rank is moving{balance}")
     longest = max(v.still_s for v in still)
     if longest < limit:
         if final:
@@ -152,12 +155,15 @@ def _waiting_more(live: Sequence[RankView], findings: Sequence[Finding]) -> str:
     )
 
 
+TOO_SOON = "; too soon to tell"
+
+
 def _balance(live: Sequence[RankView], recording: bool) -> str:
     """What the rounds of sampled stacks say of a job that moves: that no rank holds the others back, or that it is
     too soon to tell."""
     if len(live) < 2 or not (recording or any(v.tallies for v in live)):
         return ""
     if not enough(live):
-        return "; too soon to tell whether one holds the others back (about 10 s of samples are needed)"
+        return TOO_SOON + " whether one holds the others back (about 10 s of samples are needed)"
     waits = [s.wait for s in rank_shares(live)]
     return f" and none holds the others back (each waits {min(waits):.0%}–{max(waits):.0%} of its time in collectives)"
