@@ -10,6 +10,8 @@ its communicator is up (three all-reduces done), then:
   dies      rank 1 exits with code 3; the others wait in all_reduce, then .item()
   before    rank 1 sleeps in Python before the all_reduce; the others wait at .item()
   sleep     rank 1 queues torch.cuda._sleep (about a minute) before its all_reduce: its collective cannot start
+  poll      rank 1 computes in a loop before its all_reduce; rank 0 busy-polls its async all_reduce (the stacks of
+            both: a busy main thread standing at one line, as NCCL's at a CUDA synchronisation)
   healthy   two hundred all_reduces, then a clean exit
 """
 
@@ -69,6 +71,15 @@ def main() -> None:
         if RANK == 1:
             time.sleep(FOREVER)
         dist.all_reduce(t)
+        print(t.sum().item(), flush=True)
+    elif MODE == "poll":  # the same shape on any backend: rank 0 spins on its collective, rank 1 computes on
+        if RANK == 1:
+            n = 0
+            while n >= 0:  # one line, a busy main thread: what a long kernel before the collective looks like
+                n += 1
+        done = getattr(dist.all_reduce(t, async_op=True), "is_completed")  # noqa: B009
+        while not done():  # a busy wait no stack or statement says is one: NCCL's spin inside .item() on a GPU
+            pass
         print(t.sum().item(), flush=True)
     elif MODE == "sleep":
         if RANK == 1 and gpu:

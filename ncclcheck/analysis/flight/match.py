@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ncclcheck.analysis.flight.blame import Blame, Stuck, blame
 from ncclcheck.model.findings import Evidence, Finding, by_severity
@@ -54,7 +55,7 @@ def analyse(
             stuck.append(found)
         else:
             findings += found
-        p2p = _cycles(_p2p(pg, members, [by_rank[r] for r in members if r in by_rank]))
+        p2p = _p2p(pg, members, [by_rank[r] for r in members if r in by_rank])
         findings += p2p
         waits_on.update({r: f.culprits for f in p2p for r in f.ranks if r not in f.culprits})
     findings += [
@@ -430,7 +431,8 @@ def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding
             send = e.op.startswith("send")
             if (channel := _channel(e, members)) is not None and channel[0 if send else 1] == dump.rank:
                 (sends if send else recvs)[channel].append((dump.rank, e))  # (else the group's order is not known)
-    out = []
+    waits: list[_Unmatched] = []
+    by = {d.rank: d for d in dumps}
     for channel in sorted(set(sends) | set(recvs)):
         src, dst = channel
         s, r = sends[channel], recvs[channel]
@@ -450,58 +452,68 @@ def _p2p(pg: str, members: tuple[int, ...], dumps: list[FrDump]) -> list[Finding
             continue
         peer = dst if extra[1].op.startswith("send") else src
         site = f" at {extra[1].call_site}" if extra[1].call_site else ""
-        message = (
-            f"process group {pg}: rank {extra[0]} posted {extra[1].op}{number} on channel {src}->{dst}{site}; "
+        said = (
+            f"rank {extra[0]} posted {extra[1].op}{number} on channel {src}->{dst}{site}; "
             f"rank {peer} never posted the matching {'recv' if extra[1].op.startswith('send') else 'send'}"
         )
-        by = {d.rank: d for d in dumps}
-        out.append(
-            Finding(
-                flight_ids.FR_P2P_UNMATCHED,
-                "error",
-                message,
-                MISMATCH_FIX,
-                tuple(sorted({extra[0], peer})),
-                _evidence({extra[0]: extra[1]}, [extra[0]], by),
-                culprits=(peer,),
-            )
+        waits.append(_Unmatched(extra[0], peer, said, _evidence({extra[0]: extra[1]}, [extra[0]], by)))
+    return _unmatched(pg, waits)
+
+
+@dataclass(frozen=True)
+class _Unmatched:
+    """A p2p op nobody matched: the rank that posted it waits on ``peer``."""
+
+    rank: int
+    peer: int
+    said: str
+    evidence: tuple[Evidence, ...]
+
+
+def _unmatched(pg: str, waits: list[_Unmatched]) -> list[Finding]:
+    """A finding per op nobody matched, blaming the peer that never posted its side; ops that wait on one another
+    in a cycle (rank 0's recv from 1, rank 1's recv from 0) are one deadlock, every rank in it to blame."""
+    cycle = _cycle({w.rank: w.peer for w in waits})
+    told = [next(w for w in waits if w.rank == r) for r in cycle]
+    out = []
+    if told:
+        order = " → ".join(str(r) for r in [*cycle, cycle[0]])
+        message = (
+            f"process group {pg}: {'; '.join(w.said for w in told)} — a deadlock in the code: rank "
+            f"{span(sorted(cycle))} wait on one another in a cycle ({order}) and none posts the op its peer needs; "
+            "the network is not the cause"
         )
+        every = tuple(sorted(cycle))
+        evidence = tuple(e for w in told for e in w.evidence)
+        out.append(
+            Finding(flight_ids.FR_P2P_UNMATCHED, "error", message, MISMATCH_FIX, every, evidence, culprits=every)
+        )
+    for w in waits:
+        if w not in told:
+            out.append(
+                Finding(
+                    flight_ids.FR_P2P_UNMATCHED,
+                    "error",
+                    f"process group {pg}: {w.said}",
+                    MISMATCH_FIX,
+                    tuple(sorted({w.rank, w.peer})),
+                    w.evidence,
+                    culprits=(w.peer,),
+                )
+            )
     return out
 
 
-def _cycles(unmatched: list[Finding]) -> list[Finding]:
-    """Ops nobody matched that wait on one another in a cycle (rank 0's recv from 1, rank 1's recv from 0): one
-    deadlock of them all, every rank in it to blame, in place of findings that each name one side."""
-    waits = {f.ranks[0] if f.culprits[0] != f.ranks[0] else f.ranks[-1]: f for f in unmatched if len(f.culprits) == 1}
-    on = {r: f.culprits[0] for r, f in waits.items()}
-    cycle: list[int] = []
+def _cycle(on: dict[int, int]) -> list[int]:
+    """The first cycle in who waits on whom (rank -> the rank it waits on), from the lowest rank in it; [] if none."""
     for start in sorted(on):
         path, r = [start], on[start]
         while r in on and r not in path:
             path.append(r)
             r = on[r]
-        if r in path:
-            cycle = path[path.index(r) :]
-            break
-    if len(cycle) < 2:
-        return unmatched
-    told = [waits[r] for r in cycle]
-    order = " → ".join(str(r) for r in [*cycle, cycle[0]])
-    message = (
-        "; ".join(f.message.split(": ", 1)[-1] for f in told)
-        + f" — a deadlock in the code: rank {span(sorted(cycle))} wait on one another in a cycle ({order}) and none"
-        " posts the op its peer needs; the network is not the cause"
-    )
-    merged = Finding(
-        flight_ids.FR_P2P_UNMATCHED,
-        "error",
-        f"process group {told[0].message.split(':', 1)[0].removeprefix('process group ')}: {message}",
-        MISMATCH_FIX,
-        tuple(sorted(cycle)),
-        tuple(e for f in told for e in f.evidence),
-        culprits=tuple(sorted(cycle)),
-    )
-    return [merged, *(f for f in unmatched if f not in told)]
+        if r in path and len(path) - path.index(r) > 1:
+            return path[path.index(r) :]
+    return []
 
 
 def _channel(e: FrEntry, members: tuple[int, ...]) -> tuple[int, int] | None:

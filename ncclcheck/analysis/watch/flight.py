@@ -56,14 +56,23 @@ def culprits(findings: Sequence[Finding]) -> tuple[int, ...]:
     return first.culprits if first is not None else ()
 
 
+UNDECIDED = "undecided"  # the verdict's status where ranks stood still past --stall and the stacks cannot tell why
+
+
 def asked_for(state: WatchState) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """The stall the Flight Recorders would be asked about (() when no rank stands still in a way they can explain):
-    its errors and waits, by kind and culprits; a new one asks again."""
-    return tuple(
+    its errors and waits, by kind and culprits; a new one asks again. Ranks that stood still past --stall where the
+    stacks cannot tell a long computation from a wait on the GPU (NCCL's host thread spins in a CUDA
+    synchronisation: ``.item()``, ``synchronize``) are asked about too: the recorders say which collective each rank
+    issued, and whether its GPU started it."""
+    said = tuple(
         (f.id, f.culprits)
         for f in state.findings
         if (f.severity == "error" or f.id in ASK_ON) and f.id != watch_ids.CONTROL_SILENT
     )
+    if said or state.verdict.status != UNDECIDED:
+        return said
+    return ((UNDECIDED, tuple(sorted(v.rank for v in state.ranks if v.still_s > 0))),)
 
 
 # Stack findings that follow the ranks a Flight Recorder calls "not joined" to what they wait on instead (their

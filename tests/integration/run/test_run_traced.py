@@ -75,3 +75,19 @@ def test_a_send_recv_deadlock_is_named_while_a_sampler_holds_a_rank(tmp_path: Pa
     assert code != 0 and verdict["status"] == "hang", verdict
     assert "stopped" not in verdict["message"] and "held" not in verdict["message"], verdict
     assert "cycle" in verdict["message"] and verdict["ranks"] == [0, 1], verdict
+
+
+def test_ranks_that_spin_where_the_stacks_cannot_tell_are_decided_by_their_live_flight_recorders(
+    tmp_path: Path,
+) -> None:
+    """Rank 0 busy-polls its async all_reduce, rank 1 computes in a loop before it: both main threads busy at one
+    line (NCCL's host thread spins so in a CUDA synchronisation: gpu_check's sleep case, where run saw no hang in
+    45 s). The stacks cannot tell; the ranks' Flight Recorders (run's control plane) say rank 1 never issued it."""
+    env = {**os.environ, "MODE": "poll", "BACKEND": "gloo", "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--stall", "6"]
+    argv += ["--on-hang", "exit", "--", sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    argv += ["--nproc-per-node=2", "--monitor-interval=0.5", str(WORKER)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=150, check=False)
+    verdict = json.loads((tmp_path / "run" / "report.json").read_text())["verdict"]
+    assert done.returncode != 0 and verdict["status"] == "hang", (verdict, done.stdout[-2000:])
+    assert verdict["ranks"] == [1] and verdict["root_cause"] == "fr-not-joined", verdict
