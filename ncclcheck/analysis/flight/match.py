@@ -338,7 +338,21 @@ def _stalled(
     e = tops[dumped[0]]
     where = f"{_named(pg, desc)}, collective #{e.seq} ({e.op})"
     started = [r for r in dumped if tops[r].state == "started"]
-    queued = [r for r in dumped if tops[r].state != "started"]
+    behind = {r: b for r in dumped if tops[r].state != "started" and (b := _behind(by_rank[r], tops[r])) is not None}
+    queued = [r for r in dumped if tops[r].state != "started" and r not in behind]
+    if started and behind and not queued:  # each waits on another group's collective: that group says why
+        told = "; ".join(
+            f"rank {r} has it queued behind process group {b.pg}'s {b.op} #{b.seq} ({b.state}, not completed)"
+            for r, b in sorted(behind.items())
+        )
+        message = (
+            f"{where}: rank {span(started)}'s GPU started it and waits; {told}: the hang is in that collective, "
+            "whose group's own finding says why"
+        )
+        fix = "read the finding of the group named (its ranks' calls, or its transport) first: this one waits on it"
+        return [
+            Finding(flight_ids.FR_STALLED, "warning", message, fix, tuple(dumped), _evidence(tops, dumped[:2], by_rank))
+        ]
     if started and queued:
         message = (
             f"{where}: rank {span(started)}'s GPU started it and waits; rank {span(queued)} queued it, but "
@@ -390,6 +404,19 @@ NOT_STARTED_FIX = (
     " waiting on each other), a very slow one (a slow or throttled GPU: ncclcheck env, nvidia-smi -q), or a collective"
     " of another process group it waits on (its Flight Recorder entries); `py-spy dump --native` shows the host thread"
 )
+
+
+def _behind(dump: FrDump, entry: FrEntry) -> FrEntry | None:
+    """The collective of another group this rank issued before ``entry`` and that has not finished, if any: what its
+    GPU may still be busy with (a collective waited on makes the next one queue behind it)."""
+    return next(
+        (
+            e
+            for e in reversed(dump.entries)
+            if e.record_id < entry.record_id and e.pg != entry.pg and not e.is_p2p and e.state != "completed"
+        ),
+        None,
+    )
 
 
 def _start_events(by_rank: dict[int, FrDump], pg: str, dumped: list[int]) -> bool:

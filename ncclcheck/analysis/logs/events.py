@@ -16,6 +16,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ncclcheck.analysis.logs.rules import RULES
+from ncclcheck.model.ids import flight as flight_ids
+from ncclcheck.model.ids import logs as logs_ids
+from ncclcheck.model.ids import run as run_ids
+from ncclcheck.model.ids import smoke as smoke_ids
+from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.logs import Event, LogLine
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -111,13 +116,35 @@ LITERALS = (
     "Uncorrected",
     "exit",
 )
+
+
 # ncclcheck's own report lines, in a log that captured its console (``ncclcheck run -- torchrun ... | tee job.log``):
-# copies of what other lines said, never evidence of their own (views/run.py, logs.py, watch.py, smoke.py print them)
+# copies of what other lines said, never evidence of their own (views/run.py, logs.py, watch.py, smoke.py print them).
+# A line counts only with one of ncclcheck's own finding ids (or verdict words) where its report puts one: a user's
+# "error data-loader: ..." is not ours.
+def _our_ids() -> str:
+    found = {r.id for r in RULES}
+    for module in (flight_ids, logs_ids, run_ids, smoke_ids, watch_ids):
+        found |= {v for k, v in vars(module).items() if k.isupper() and isinstance(v, str) and ID.fullmatch(v)}
+    return "|".join(sorted(map(re.escape, found), key=len, reverse=True))
+
+
+ID = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+OURS = _our_ids()
+OWN_STARTS: tuple[str, ...] = ("✗ ", "✓ ", "! ", "? ", "error ", "warning ", "info ", "  fix: ", "  record: ")
+OWN_STARTS += ("exit code ", "evidence ", "ncclcheck ", "  kept ", "  set ", "  note ")
 OWN = re.compile(
-    r"^(?:[✗✓!?] (?:root cause|[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?: \(ranks? [^)]*\))?[:,] "
-    r"|(?:error|warning|info) [a-z][a-z0-9]*(?:-[a-z0-9]+)+(?: \[ranks [^\]]*\])?: "
+    rf"^(?:[✗✓!?] (?:root cause|hang|fail|pass|slow|{OURS})(?: \(ranks? [^)]*\))?[:,] "
+    rf"|(?:error|warning|info) (?:{OURS})(?: \[ranks [^\]]*\])?: "
     r"|  (?:fix|record): |exit code \d+; report: |evidence \S+:\d+: |ncclcheck [a-z]+: |  (?:kept|set|note)  +\S)"
 )
+
+
+def own(text: str) -> bool:
+    """Whether a line is one of ncclcheck's own report lines (``OWN``)."""
+    return text.startswith(OWN_STARTS) and OWN.match(text) is not None
+
+
 # The catalogue's benign lines (rules of severity info): alarming words, a known harmless meaning
 BENIGN = tuple(r for r in RULES if r.severity == INFO)
 
@@ -135,7 +162,7 @@ class Reading:
 def read(text: str, level: str | None = None) -> Reading:
     """``text`` (a framed line: launcher prefixes and NCCL's header taken off; ``level`` NCCL's, None outside NCCL's
     lines) by its emitter's grammar."""
-    if level is None and OWN.match(text) is not None:
+    if level is None and own(text):
         return Reading("ncclcheck", INFO, None, text)
     if any(r.literal in text and r.pattern.search(text) for r in BENIGN) and not DECLARED_ERROR.match(text):
         return Reading("nccl" if level is not None else "text", INFO, None, text)

@@ -170,7 +170,7 @@ class LineFacts:
 
 def facts_of(text: str) -> LineFacts:
     """What a line's text says (``facts`` remembers it per text); ncclcheck's own report lines say nothing."""
-    if events.OWN.match(text) is not None:
+    if events.own(text):
         return NOTHING
     said = [
         _said(rule, match)

@@ -277,7 +277,9 @@ def _peers_lost(
     if not echoes:
         return primary, wrappers
     lost = {e.file for f in errors if f.id in PEER_LOST for e in f.evidence}  # logs where a peer went away
-    own_exit = first.rank if first is not None and first.signal not in ECHO_SIGNALS else None
+    # a lost peer said on a line of no known rank may be the first rank's own: then its exit is no cause of its own
+    unranked = any(not f.ranks for f in errors if f.id in PEER_LOST)
+    own_exit = first.rank if first is not None and first.signal not in ECHO_SIGNALS and not unranked else None
 
     def raised(f: Finding) -> bool:  # a rank not among them raised it (one log per rank: a log where none did)
         away = bool(f.evidence) and all(e.file not in lost for e in f.evidence)

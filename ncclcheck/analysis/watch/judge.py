@@ -163,6 +163,8 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
     s = _sides(tracked.views, job, limit)
     if tracked.views and len(s.exited) == len(tracked.views):
         return (ends.finished(s.exited, tracked.launcher_running),)
+    if s.pausing:  # a rank held a moment (a sampler, a SIGSTOP seen once): where it stands is not known, and a
+        return ()  # verdict made without it (every other rank in the collective: "stalled") would blame the transport
     hosts = len({v.sample.host for v in tracked.views}) > 1  # several nodes' ranks: name each culprit's host
     world = world_waits(tracked.views, job, lambda v: v.quiet_s >= limit or _blocked(v), limit, hosts)
     if world:  # start-up or group creation: the ranks not there are the culprits, whatever the others' vote

@@ -303,3 +303,59 @@ def test_no_layout_of_groups_gets_a_waiting_rank_named(agents: bool) -> None:
         assert not {r for f in found for r in f.culprits} - {odd} & waiting, (seed, [f.message for f in found])
         named += culprits(found) == (odd,)
     assert named > 50  # and the analysis still names the odd rank often
+
+
+# A collective queued behind another group's collective that never finished (a collective waited on makes the next
+# one queue behind it on the GPU): the rank is not the culprit; that group's finding says who is (review)
+
+
+def three_groups() -> tuple[list[tuple[str, tuple[int, ...]]], list[Rank]]:
+    return [("0", (0, 1, 2)), ("1", (1, 2)), ("2", (0, 1))], [Rank(0), Rank(1), Rank(2)]
+
+
+def test_must_not_a_rank_queued_behind_another_group_s_skipped_collective_is_the_culprit() -> None:
+    groups, (r0, r1, r2) = three_groups()
+    for r in (r0, r1, r2):
+        r.coll("0")
+    r1.coll("1")
+    r2.coll("1")
+    r1.coll("1", "started")  # rank 2 never issues group 1's #2
+    r0.coll("2", "started")
+    r1.coll("2", "scheduled")
+    errors = [f for f in analyse([r.dump(groups) for r in (r0, r1, r2)]).findings if f.severity == "error"]
+    assert errors and errors[0].culprits == (2,), errors
+    assert not any(1 in f.culprits for f in errors), errors
+
+
+def test_must_not_a_rank_queued_behind_another_group_s_transport_hang_is_blamed() -> None:
+    groups, (r0, r1, r2) = three_groups()
+    for r in (r0, r1, r2):
+        r.coll("0")
+    r1.coll("1", "started")
+    r2.coll("1", "started")
+    r0.coll("2", "started")
+    r1.coll("2", "scheduled")
+    found = analyse([r.dump(groups) for r in (r0, r1, r2)]).findings
+    assert not any(f.culprits for f in found), found
+    assert any("queued behind process group 1" in f.message for f in found), found
+
+
+def test_must_not_a_cross_group_order_deadlock_names_one_rank_or_the_transport() -> None:
+    groups = [("0", (0, 1)), ("1", (0, 1)), ("2", (0, 1))]
+    r0, r1 = Rank(0), Rank(1)
+    for r in (r0, r1):
+        r.coll("1")
+        r.coll("2")
+    r0.coll("1", "started")
+    r0.coll("2", "scheduled")
+    r1.coll("2", "started")
+    r1.coll("1", "scheduled")
+    dumps = [
+        dataclasses.replace(
+            d, progress=tuple(PgProgress(p.pg, p.enqueued, p.enqueued - 1, p.enqueued - 1) for p in d.progress)
+        )
+        for d in (r.dump(groups) for r in (r0, r1))
+    ]
+    found = analyse(dumps).findings
+    assert not any(f.culprits for f in found), found
+    assert not any("transport does not" in f.fix for f in found), found

@@ -133,13 +133,24 @@ def test_ncclcheck_s_own_report_lines_in_a_teed_console_are_not_evidence() -> No
         "! RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error",
         "  fixing: Segmentation fault (core dumped)",
         "error: RuntimeError: CUDA error: an illegal memory access was encountered",
+        "error data-loader: RuntimeError: CUDA error: an illegal memory access was encountered",  # a logger's name
     ],
 )
 def test_must_not_a_user_s_line_that_looks_a_little_like_ours_is_dropped(line: str) -> None:
-    assert events.OWN.match(line) is None, line
+    assert not events.own(line), line
     assert read(line).findings or read(line).unrecognised, line
 
 
 def test_the_stack_header_of_the_failed_collective_is_not_an_unrecognised_error() -> None:
     said = "[rank0]:[E1127 17:31:18.941708674 ProcessGroupNCCL.cpp:733] Stack trace of the failed collective: "
     assert not read(said).unrecognised and not read(said.rstrip()).unrecognised
+
+
+def test_must_not_the_first_exit_leads_where_a_line_of_no_known_rank_says_a_peer_went_away() -> None:
+    """Rank 1 exits 1 first, but a line of no known rank (NCCL's own prefix, pid 1632: rank 1's) says its peer went
+    away too: the start may be on another node; the first exit is not promoted over the others' errors."""
+    unranked = "nodeA:1632:1699 [0] transport/net_socket.cc:560 NCCL WARN socketProgress: Connection closed by remote peer nodeB<45678>"
+    text = DIED_FIRST.format(own="ncclRemoteError: remote process exited", code="-15", first="1")
+    lines = text.splitlines()
+    cause = read("\n".join([*lines[:2], unranked, *lines[2:]])).root_cause
+    assert cause is not None and cause.id != "child-failed", cause

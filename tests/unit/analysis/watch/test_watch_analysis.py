@@ -515,6 +515,24 @@ def test_a_rank_a_tracer_holds_past_any_sampler_is_dead_and_the_tracer_is_named(
     assert "held stopped by gdb (pid 777) for 40 s" in message and "kill -CONT" not in message
 
 
+def test_must_not_a_sampler_holding_the_rank_that_never_joined_turns_it_into_a_transport_stall() -> None:
+    """Rank 1 in its own code while the others wait; then py-spy holds it 15 s: no verdict is made without it (every
+    other rank in the collective reads "stalled", the transport), and it is named again once let go (review)."""
+
+    def base() -> dict[int, RankSample]:
+        return all_in(4, "all_reduce", r1=sample(1, stack(None, 50)))
+
+    rounds = [base() for _ in range(9)]
+    for _ in range(3):
+        held = base()
+        held[1] = dataclasses.replace(sample(1, stack(None, 50), status="stopped"), tracer="py-spy (pid 77)")
+        rounds.append(held)
+    state = states(job(4), *rounds, every=5.0, stall=10.0)
+    assert not any(f.id == "stalled" or "transport" in f.fix for f in state.findings), state.findings
+    again = states(job(4), *rounds, base(), base(), base(), every=5.0, stall=10.0)
+    assert any(f.culprits == (1,) for f in again.findings), again.findings
+
+
 def test_a_sigstopped_rank_is_still_dead_at_two_samples_whatever_the_stall() -> None:
     """The sampler's grace is for ptrace alone: a SIGSTOP (no tracer) counts at two samples in a row."""
     stopped = all_in(3, "all_reduce", r2=sample(2, (), status="stopped"))
