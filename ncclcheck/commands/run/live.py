@@ -157,11 +157,16 @@ class LiveSampler:
         if self.early.suspect(suspect):  # the first suspicion: the ring still holds the stuck group's entries
             self.console.print("ncclcheck run: ranks stand still: asked NCCL ranks for an early Flight Recorder dump")
         errors = list(hangs_in(state.findings))  # warnings too: what stood still past --stall is a hang
-        key = tuple((f.id, f.culprits) for f in errors)
+        # one hang, one record: by the ranks it blames (the stacks' straggler and the recorders' fr-not-joined of the
+        # same rank are the same hang, told twice), else by what it is where nobody is blamed
+        blamed = sorted({c for f in errors for c in f.culprits})
+        key = tuple(f"rank {c}" for c in blamed) or tuple(sorted({f.id for f in errors}))
         stop, end_now = self.signals.stop, self.signals.end_now
         if errors and key != self.last and not stop.is_set() and not end_now.is_set():  # --on-hang exit: one record
             self._record(source, state, now, errors)
-        self.last = key if errors else None
+        held = any(v.sample.status == "stopped" for v in state.ranks)  # a look without a verdict: a rank held a moment
+        if errors or not held:  # the same hang seen again once it is let go is the same record, not a second one
+            self.last = key if errors else None
 
     def _record(self, source: LiveSource, state: WatchState, now: float, errors: list[Any]) -> None:
         path = self.run_dir.hang(time.strftime("%Y%m%d-%H%M%S"), len(self.hangs) + 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ WORKER = WORKERS / "nccl_gpu.py"
 
 
 def ranks_of(run: subprocess.Popen[bytes], tmp: Path) -> list[int]:
-    """This test's ranks (their environment names its run dir), by pid."""
+    """This test's ranks (their environment names its run dir), their pids in rank order."""
     try:
         kids = psutil.Process(run.pid).children(recursive=True)
     except psutil.Error:
@@ -34,12 +35,12 @@ def ranks_of(run: subprocess.Popen[bytes], tmp: Path) -> list[int]:
     found = []
     for p in kids:
         try:
-            line = " ".join(p.cmdline())
-            if "nccl_gpu.py" in line and "torch.distributed.run" not in line and str(tmp) in str(p.environ()):
-                found.append(p.pid)
-        except psutil.Error:
+            line, environ = " ".join(p.cmdline()), p.environ()
+            if "nccl_gpu.py" in line and "torch.distributed.run" not in line and str(tmp) in str(environ):
+                found.append((int(environ.get("RANK", "-1")), p.pid))
+        except (psutil.Error, ValueError):
             continue
-    return sorted(found)
+    return [pid for _, pid in sorted(found)]
 
 
 def test_a_send_recv_deadlock_is_named_while_a_sampler_holds_a_rank(tmp_path: Path) -> None:
@@ -91,3 +92,32 @@ def test_ranks_that_spin_where_the_stacks_cannot_tell_are_decided_by_their_live_
     verdict = json.loads((tmp_path / "run" / "report.json").read_text())["verdict"]
     assert done.returncode != 0 and verdict["status"] == "hang", (verdict, done.stdout[-2000:])
     assert verdict["ranks"] == [1] and verdict["root_cause"] == "fr-not-joined", verdict
+
+
+def test_a_hang_seen_again_after_a_sampler_let_a_rank_go_is_one_record(tmp_path: Path) -> None:
+    """--on-hang watch: the hang is recorded; then py-spy holds the rank that sleeps (no verdict while it is held)
+    and lets it go: the same hang is seen again, and it stays one record."""
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(pyspy).exists():
+        pytest.skip("py-spy is not installed")
+    env = {**os.environ, "MODE": "before", "BACKEND": "gloo", "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "ncclcheck", "run", "--dir", str(tmp_path / "run"), "--stall", "6", "--interval"]
+    argv += ["1", "--", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    argv += ["--monitor-interval=0.5", str(WORKER)]
+    hangs = tmp_path / "run" / "hangs"
+    run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        while run.poll() is None and not (hangs.is_dir() and any(hangs.glob("*.json"))):
+            time.sleep(0.2)
+        ranks = ranks_of(run, tmp_path)
+        assert len(ranks) == 2 and run.poll() is None
+        began = time.monotonic()
+        while time.monotonic() - began < 4:  # rank 1 (the one that sleeps) held under ptrace again and again
+            subprocess.run([pyspy, "dump", "--native", "--pid", str(ranks[1])], capture_output=True, check=False)
+        seen = time.monotonic()
+        while time.monotonic() - seen < 8 and run.poll() is None:  # let go: the hang is judged again
+            time.sleep(0.5)
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.wait(60)
+    assert len(list(hangs.glob("*.json"))) == 1, sorted(p.name for p in hangs.glob("*.json"))
