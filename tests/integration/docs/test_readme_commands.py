@@ -47,6 +47,7 @@ ANY_VERDICT = frozenset({exits.OK, exits.PROBLEM})  # env on whatever machine ru
 OUTPUT_BLOCKS = {
     '{"schema": "ncclcheck.run/1"': "run's report.json, as it is written",
     "! slow-rank:": "a finding, as watch prints it",
+    "✗ hang (rank 0-1):": "run's verdict on the H100, as it printed it (tests/fixtures/gpu_check/timing/p2p/run.out)",
 }
 
 
