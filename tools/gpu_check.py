@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = REPO / "tests" / "workers" / "nccl_gpu.py"
-CASES = ("skip", "mismatch", "p2p", "dies", "before", "sleep", "healthy")
+CASES = ("skip", "mismatch", "p2p", "dies", "before", "sleep", "newgroup", "healthy")
 CASE_S = 45  # the most one case may take, hang and capture included
 MAX_TAR = 15 << 20
 

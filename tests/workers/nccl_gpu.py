@@ -10,6 +10,8 @@ its communicator is up (three all-reduces done), then:
   dies      rank 1 exits with code 3; the others wait in all_reduce, then .item()
   before    rank 1 sleeps in Python before the all_reduce; the others wait at .item()
   sleep     rank 1 queues torch.cuda._sleep (about a minute) before its all_reduce: its collective cannot start
+  newgroup  rank 1 skips the first all_reduce of a new group (NCCL connects a new communicator lazily, at its first
+            collective: rank 0 may block inside the call, its Flight Recorder entry never launched)
   poll      rank 1 computes in a loop before its all_reduce; rank 0 busy-polls its async all_reduce (the stacks of
             both: a busy main thread standing at one line, as NCCL's at a CUDA synchronisation)
   healthy   two hundred all_reduces, then a clean exit
@@ -71,6 +73,11 @@ def main() -> None:
         if RANK == 1:
             time.sleep(FOREVER)
         dist.all_reduce(t)
+        print(t.sum().item(), flush=True)
+    elif MODE == "newgroup":  # rank 1 skips the first collective of a new group: rank 0 waits in its set-up
+        pair = dist.new_group([0, 1])
+        if RANK != 1:
+            dist.all_reduce(t, group=pair)
         print(t.sum().item(), flush=True)
     elif MODE == "poll":  # the same shape on any backend: rank 0 spins on its collective, rank 1 computes on
         if RANK == 1:
