@@ -72,7 +72,10 @@ def asked_for(state: WatchState) -> tuple[tuple[str, tuple[int, ...]], ...]:
     )
     if said or state.verdict.status != UNDECIDED:
         return said
-    return ((UNDECIDED, tuple(sorted(v.rank for v in state.ranks if v.still_s > 0))),)
+    still = [v for v in state.ranks if v.still_s > 0]
+    if not any(v.idle_s < v.still_s for v in still):  # no main thread spins: the stacks will say more (a wait they
+        return ()  # follow to its end: a stopped DataLoader worker), the recorders only that a rank did not join
+    return ((UNDECIDED, tuple(sorted(v.rank for v in still))),)
 
 
 # Stack findings that follow the ranks a Flight Recorder calls "not joined" to what they wait on instead (their

@@ -53,3 +53,16 @@ def test_must_not_a_moving_job_or_recorders_that_name_nobody_ask_or_decide() -> 
     assert exact(healthy) == () and with_exact(state, exact(healthy)) == state
     said = WatchState(1.0, job(2), (), (), Verdict("pending", "… watching"))
     assert asked_for(said) == ()
+
+
+def test_must_not_ranks_whose_main_threads_do_not_spin_ask_the_recorders() -> None:
+    """A rank that waits idle (a queue, a stopped DataLoader worker) is followed to its end by the stacks; the
+    recorders would only say that it did not join (seen: the zoo's dl-stopped case, fr-not-joined before the chain)."""
+    looks = [{0: sample(0, stack(None, 77, "main")), 1: sample(1, stack(None, 80 + i), cpu=5.0 * i)} for i in range(5)]
+    state = states(job(2), *looks, every=5.0, stall=10.0)
+    if state.verdict.status == "undecided":
+        assert asked_for(state) == (), state.verdict
+    forced = dataclasses.replace(
+        spinning(), ranks=tuple(dataclasses.replace(v, idle_s=v.still_s) for v in spinning().ranks)
+    )
+    assert asked_for(forced) == ()
