@@ -202,12 +202,14 @@ def use_debug_server(control_dir: str) -> None:
         port = getattr(getattr(sys.modules.get(DEBUG), "_WORKER_SERVER", None), "port", None)
         if not isinstance(port, int) or not str(rank).isdigit():
             return
+        # the record first: a shutdown of ours that fails or lags (a loaded machine) must not leave the rank's record
+        # pointing at a server that is going away
+        _record(control_dir, int(str(rank)), {"socket": None, "url": f"http://localhost:{port}", "owner": "job"})
         while _servers:
             _servers.pop().shutdown()
         path = socket_path(control_dir, int(str(rank)))
         if os.path.exists(path) and stat.S_ISSOCK(os.lstat(path).st_mode):
             os.unlink(path)
-        _record(control_dir, int(str(rank)), {"socket": None, "url": f"http://localhost:{port}", "owner": "job"})
     except Exception as exc:  # the user's program must never see our failure
         _note(control_dir, rank, f"the job's debug server not used: {type(exc).__name__}: {exc}")
 

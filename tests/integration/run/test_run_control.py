@@ -113,9 +113,11 @@ def test_a_job_that_starts_torch_s_debug_server_is_asked_through_it(tmp_path: Pa
     code, _, err, report = run(tmp_path, {"MODE": "skip", "DEBUG_SERVER": "1"}, "--on-hang", "exit", "--stall", "12")
     assert code != 0 and report["verdict"]["ranks"] == [3], (report["verdict"], err[-3000:])
     served = records(tmp_path / "run")
-    assert sorted(served) == [0, 1, 2, 3] and all(r["url"].startswith("http://localhost:") for r in served.values())
+    notes = {p.name: p.read_text() for p in (tmp_path / "run" / "control").glob("note-*")}
+    urls = {rank: str(r.get("url", "")) for rank, r in served.items()}
+    assert sorted(urls) == [0, 1, 2, 3] and all(u.startswith("http://localhost:") for u in urls.values()), (served, notes)
     asked = json.loads(Path(report["hangs"][0]["path"]).read_text())["control_plane"]["asked"]
-    assert sorted(asked.values()) == sorted(r["url"] for r in served.values())
+    assert sorted(asked.values()) == sorted(urls.values())
 
 
 def test_a_healthy_job_with_two_subgroups_and_a_world_barrier_passes(tmp_path: Path) -> None:
