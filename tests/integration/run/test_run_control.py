@@ -115,7 +115,8 @@ def test_a_job_that_starts_torch_s_debug_server_is_asked_through_it(tmp_path: Pa
     served = records(tmp_path / "run")
     notes = {p.name: p.read_text() for p in (tmp_path / "run" / "control").glob("note-*")}
     urls = {rank: str(r.get("url", "")) for rank, r in served.items()}
-    assert sorted(urls) == [0, 1, 2, 3] and all(u.startswith("http://localhost:") for u in urls.values()), (served, notes)
+    assert sorted(urls) == [0, 1, 2, 3], (served, notes)
+    assert all(u.startswith("http://localhost:") for u in urls.values()), (served, notes)
     asked = json.loads(Path(report["hangs"][0]["path"]).read_text())["control_plane"]["asked"]
     assert sorted(asked.values()) == sorted(urls.values())
 

@@ -96,16 +96,22 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
 """
+LOST = "ncclRemoteError: remote process exited"
+
+
+def died_first(first: str, code: str = "-15", own: str = LOST, text: str = DIED_FIRST) -> str:
+    """torchrun's table: rank 1 exits ``first`` first, rank 0 (its own line ``own``) with ``code`` after it."""
+    return text.format(own=own, code=code, first=first)
 
 
 def test_must_not_the_first_exit_outranks_an_error_of_the_other_rank_s_own_or_an_agent_s_stop() -> None:
-    lost = read(DIED_FIRST.format(own="ncclRemoteError: remote process exited", code="-15", first="3")).root_cause
+    lost = read(died_first("3")).root_cause
     assert lost is not None and lost.ranks == (1,), lost
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     alone = DIED_FIRST.replace(DIED_FIRST.splitlines()[0] + "\n", "")  # rank 0 says nothing of a lost peer
-    own = read(alone.format(own=oom, code="1", first="3")).root_cause
+    own = read(died_first("3", code="1", own=oom, text=alone)).root_cause
     assert own is not None and own.ranks == (0,) and own.id != "child-failed", own  # rank 0's own error stays
-    stopped = read(DIED_FIRST.format(own="ncclRemoteError: remote process exited", code="-15", first="-15"))
+    stopped = read(died_first("-15"))
     assert stopped.root_cause is not None and stopped.root_cause.id != "child-failed", stopped.root_cause
 
 
@@ -150,8 +156,7 @@ def test_must_not_the_first_exit_leads_where_a_line_of_no_known_rank_says_a_peer
     """Rank 1 exits 1 first, but a line of no known rank (NCCL's own prefix, pid 1632: rank 1's) says its peer went
     away too: the start may be on another node; the first exit is not promoted over the others' errors."""
     unranked = "nodeA:1632:1699 [0] transport/net_socket.cc:560 NCCL WARN socketProgress: Connection closed by remote peer nodeB<45678>"
-    text = DIED_FIRST.format(own="ncclRemoteError: remote process exited", code="-15", first="1")
-    lines = text.splitlines()
+    lines = died_first("1").splitlines()
     cause = read("\n".join([*lines[:2], unranked, *lines[2:]])).root_cause
     assert cause is not None and cause.id != "child-failed", cause
 
