@@ -38,8 +38,14 @@ GROUPS = "ncclcheck_pg_config"  # our handler: this rank's process groups and th
 GROUPS_FILE = "groups-rank{}.json"  # the same, written to the control dir each time this rank's groups change
 MADE = ("new_group", "split_group")  # the calls that make a process group (new_subgroups, DeviceMesh: through them)
 
-_servers: list[Any] = []  # the started server lives as long as the process (until the job's debug server replaces it)
+GRACE_S = 0.05  # at exit, after our socket is gone: a question accepted just before is answered in this time
+CLOSE_S = 1.0  # ... and answers in progress are waited for at most this long
+
+_servers: list[Any] = []  # the started server lives as long as the process (the job's debug server: unreachable)
 _kept: list[Any] = []  # what must outlive the interpreter (the groups handler) and whether we started (a second init)
+_sockets: list[str] = []  # our socket's path, removed at exit (``_closing``)
+_answering = [0]  # answers of our groups handler in progress
+_p2p: list[Any] = []  # the point-to-point record's module: its handler's answers in progress too
 
 
 def socket_path(control_dir: str, rank: int) -> str:
@@ -125,9 +131,39 @@ def start_server(control_dir: str) -> None:
             os.unlink(path)  # a socket left by an earlier run of this rank (an elastic restart)
         began = time.perf_counter()
         _servers.append(server_class(path))
+        _sockets.append(path)
+        import atexit
+
+        atexit.register(_closing)
         _record(control_dir, rank, {"socket": path, "owner": "ncclcheck", "started_s": time.perf_counter() - began})
     except Exception as exc:  # the user's program must never see our failure
         _note(control_dir, rank, f"control plane not started: {type(exc).__name__}: {exc}")
+
+
+def _closing() -> None:
+    """At exit, before the interpreter finalizes (atexit): our socket is removed, so that nobody can ask again, and
+    the answers in progress end first. A handler written in Python (ours, torch's stacks) asked once the interpreter
+    finalizes takes the process down: its server thread cannot take the GIL then and glibc aborts it ("FATAL: exception
+    not rethrown", SIGABRT), a healthy rank killed at its exit by a watcher's question. The server is not shut down:
+    that waits for its threads with the GIL held, which an answer in progress waits for."""
+    import stat
+    import time
+
+    while _sockets:
+        path = _sockets.pop()
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
+    end = time.monotonic() + CLOSE_S
+    time.sleep(GRACE_S)  # the GIL is free while we sleep: a question accepted before the socket went is answered
+    while _busy() and time.monotonic() < end:
+        time.sleep(0.005)
+
+
+def _busy() -> int:
+    return _answering[0] + sum(int(getattr(m, "_answering", [0])[0]) for m in _p2p)
 
 
 def _serve_groups() -> None:
@@ -143,8 +179,12 @@ def _serve_groups() -> None:
     def groups(request: Any, response: Any) -> None:
         import json
 
-        response.set_content(json.dumps(groups_config()).encode(), "application/json")
-        response.set_status(200)
+        _answering[0] += 1
+        try:
+            response.set_content(json.dumps(groups_config()).encode(), "application/json")
+            response.set_status(200)
+        finally:
+            _answering[0] -= 1
 
     # torch's handler registry is a C++ static: it drops its reference after the interpreter is gone, and a handler
     # freed then takes the rank down with SIGSEGV at exit (seen on every healthy job). One reference is never let go.
@@ -194,7 +234,7 @@ def publish_groups(control_dir: str) -> None:
 
 def use_debug_server(control_dir: str) -> None:
     """The job runs torch's debug server (``start_debug_server``): its worker server answers the same handlers on
-    a TCP port; ours, if started, is shut down and its socket removed, and the rank's record points there instead."""
+    a TCP port; the rank's record points there instead, and our socket, if started, is removed."""
     rank: object = os.environ.get("RANK", "?")
     try:
         import stat
@@ -202,12 +242,12 @@ def use_debug_server(control_dir: str) -> None:
         port = getattr(getattr(sys.modules.get(DEBUG), "_WORKER_SERVER", None), "port", None)
         if not isinstance(port, int) or not str(rank).isdigit():
             return
-        # the record first: a shutdown of ours that fails or lags (a loaded machine) must not leave the rank's record
-        # pointing at a server that is going away
         _record(control_dir, int(str(rank)), {"socket": None, "url": f"http://localhost:{port}", "owner": "job"})
-        while _servers:
-            _servers.pop().shutdown()
+        # ours is left unreachable, not shut down: a shutdown waits for its threads with the GIL held, which an answer
+        # in progress waits for (see ``_closing``)
         path = socket_path(control_dir, int(str(rank)))
+        if path in _sockets:
+            _sockets.remove(path)
         if os.path.exists(path) and stat.S_ISSOCK(os.lstat(path).st_mode):
             os.unlink(path)
     except Exception as exc:  # the user's program must never see our failure
@@ -264,6 +304,7 @@ def wrap(module: ModuleType, control_dir: str) -> None:
         except ImportError:
             from ncclcheck.collectors import control_hook_p2p as p2p
         p2p.install(module)
+        _p2p.append(p2p)
     except Exception as exc:  # the user's program must never see our failure
         _note(control_dir, "?", f"point-to-point record not installed: {type(exc).__name__}: {exc}")
 

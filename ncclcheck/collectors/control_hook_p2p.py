@@ -244,8 +244,15 @@ def answer() -> dict[str, Any]:
     }
 
 
+_answering = [0]  # answers in progress: the hook waits for them at exit (``control_hook._closing``)
+
+
 def _handler(request: Any, response: Any) -> None:
     import json
 
-    response.set_content(json.dumps(answer()).encode(), "application/json")
-    response.set_status(200)
+    _answering[0] += 1
+    try:
+        response.set_content(json.dumps(answer()).encode(), "application/json")
+        response.set_status(200)
+    finally:
+        _answering[0] -= 1

@@ -24,7 +24,8 @@ from ncclcheck.model.args import PostedOps, posted_from_json
 from ncclcheck.model.flight import FrDump, Unreadable
 
 ANSWER_S = 1.0  # a rank whose server does not answer within this is named as not answering
-FLIGHT = ("fr_trace_json", "dump_nccl_trace_json", GROUPS)  # the recorders, and the groups they belong to
+RECORDERS = ("fr_trace_json", "dump_nccl_trace_json")  # torch's, in C++: safe to ask of a rank that is exiting
+FLIGHT = (*RECORDERS, GROUPS)  # the recorders, and the groups they belong to (our handler, in Python)
 HANDLERS = (*FLIGHT, "dump_traceback")
 FILES = {  # where run keeps each handler's answer, per rank, in a hang's folder
     "fr_trace_json": "live_fr_rank{}.json",
@@ -121,24 +122,27 @@ def sockets_in(control_dir: str) -> dict[int, str]:
     return out
 
 
-def _recorded(path: str) -> str | None:
+def _recorded(path: str, ours: bool = False) -> str | None:
+    """Where the hook's record says the rank serves (``ours``: only where that is run's own server)."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or (ours and data.get("owner") != "ncclcheck"):
         return None
     where = data.get("socket") or data.get("url")  # a url: the job's own debug server, on a TCP port
     return where if isinstance(where, str) and where else None
 
 
-def socket_of(pid: int) -> str | None:
-    """A rank's control socket from its environment (/proc/PID/environ): the job's own, or the one run's hook made."""
+def socket_of(pid: int, ours: bool = False) -> str | None:
+    """A rank's control socket from its environment (/proc/PID/environ): the job's own, or the one run's hook made
+    (``ours``: only that one, as the hook's record says)."""
     env = environ(pid)
     control_dir, rank = env.get(CONTROL_DIR), env.get("RANK", "")
-    recorded = _recorded(os.path.join(control_dir, f"rank{rank}.json")) if control_dir and rank.isdigit() else None
-    if recorded:
+    record = os.path.join(control_dir, f"rank{rank}.json") if control_dir and rank.isdigit() else None
+    recorded = _recorded(record, ours) if record else None
+    if recorded or ours:
         return recorded  # the hook's record: ours, or the job's own (set by the job after its start, unseen here)
     if env.get(THEIR_SOCKET):
         return env[THEIR_SOCKET]
@@ -166,32 +170,45 @@ def live_groups(pids: Mapping[int, int]) -> tuple[frozenset[int], ...]:
     Read from files, never asked of the ranks."""
     found: set[frozenset[int]] = set()
     for rank, pid in pids.items():
-        control_dir = environ(pid).get(CONTROL_DIR)
-        if not control_dir:
-            continue
+        raw = _published(pid, rank)
         try:
-            with open(os.path.join(control_dir, GROUPS_FILE.format(rank)), encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, ValueError):
-            continue
-        try:
-            found |= {frozenset(members) for _, members in pg_ranks(config)}
+            found |= {frozenset(members) for _, members in pg_ranks(json.loads(raw))} if raw else set()
         except (TypeError, ValueError):
             continue
     return tuple(sorted(found, key=sorted))
 
 
+def _published(pid: int, rank: int) -> bytes | None:
+    """Rank ``rank``'s process groups as ``ncclcheck run``'s hook wrote them to its control dir
+    (``groups-rank<N>.json``), raw; None where there is none."""
+    control_dir = environ(pid).get(CONTROL_DIR)
+    if not control_dir:
+        return None
+    try:
+        with open(os.path.join(control_dir, GROUPS_FILE.format(rank)), "rb") as f:
+            return f.read(MAX_ANSWER)
+    except OSError:
+        return None
+
+
 def live_flight(pids: Mapping[int, int]) -> tuple[list[FrDump], list[Unreadable], dict[int, str]]:
-    """The live Flight Recorder of every rank (rank -> pid) that has a control plane: the dumps, the answers that
-    were not dumps, and the ranks that did not answer (with why). Ranks without a control socket are left out."""
+    """The live Flight Recorder of every rank (rank -> pid) that has a control plane: the dumps, with their groups'
+    members as the rank wrote them to its control dir, the answers that were not dumps, and the ranks that did not
+    answer (with why). Ranks without a control socket are left out. Only torch's recorders are asked, in C++: a
+    handler in Python asked of a rank that is exiting aborts it (``control_hook._closing``), and a job's own server
+    (its debug server) does not close at exit as ours does."""
     sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
-    return recorders(fetch(sockets, FLIGHT), lambda a, h: f"{a.socket}:{h}")
+    dumps, unreadable, silent = recorders(fetch(sockets, RECORDERS), lambda a, h: f"{a.socket}:{h}")
+    joined = [_joined(d, _published(pids[d.rank], d.rank)) if d.rank in pids else d for d in dumps]
+    return joined, unreadable, silent
 
 
 def posted(pids: Mapping[int, int], timeout: float = 0.5) -> dict[int, PostedOps]:
     """The point-to-point ops each rank (rank -> pid) has posted, where ``ncclcheck run``'s hook records them; ranks
-    without a control plane, or whose answer did not come, are left out."""
-    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid)) and _there(path)}
+    without a control plane, or whose answer did not come, are left out. Only ranks that ``ncclcheck run``'s own
+    server answers for are asked: the handler is in Python, and only ours closes before the rank's interpreter
+    finalizes (``control_hook._closing``); asked through a job's own server as the rank exits, it would abort it."""
+    sockets = {r: path for r, pid in pids.items() if (path := socket_of(pid, ours=True)) and _there(path)}
     out: dict[int, PostedOps] = {}
     for a in fetch(sockets, (P2P_HANDLER,), timeout) if sockets else []:
         body = a.body(P2P_HANDLER)

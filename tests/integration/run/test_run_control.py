@@ -106,7 +106,7 @@ def test_a_skip_of_a_groups_first_collective_names_nobody_from_the_recorders(tmp
 
 
 def test_a_job_that_starts_torch_s_debug_server_is_asked_through_it(tmp_path: Path) -> None:
-    """start_debug_server() after init_process_group: ours steps aside (shut down, socket gone) and the rank's record
+    """start_debug_server() after init_process_group: ours steps aside (its socket gone) and the rank's record
     points to the debug server's own worker server; a hang is judged through it, the culprit exact."""
     # starting the debug server holds a rank out of new_group for seconds on a loaded machine: with the helper's
     # --stall 3 the others' wait for it is a straggler by that threshold (the last --stall given wins)
@@ -289,3 +289,36 @@ def test_the_hook_never_fails_the_program_it_only_leaves_a_note(tmp_path: Path) 
     notes = [p.read_text() for p in (run_dir / "control").glob("note-0-*.txt")]
     assert len(notes) == 1 and "not a private directory" in notes[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_rank_asked_by_a_watcher_while_it_exits_ends_cleanly(tmp_path: Path) -> None:
+    """A Python handler (ours: groups, point-to-point; torch's stacks) asked once the interpreter finalizes aborts the
+    rank ("FATAL: exception not rethrown", SIGABRT): a healthy rank killed at its exit by run's sampler or a watch.
+    The hook closes its socket at exit and lets answers in progress end first: every exit is clean."""
+    from ncclcheck.collectors.control_hook import GROUPS
+    from ncclcheck.collectors.control_hook_p2p import HANDLER as P2P
+    from ncclcheck.collectors.control_plane import ask, sockets_in
+    from ncclcheck.commands.run.control import prepare, with_hook
+
+    setting, hook_dir, _ = prepare(RunDir(str(tmp_path / "run")), True)
+    assert setting is not None and hook_dir is not None
+    env = with_hook({**os.environ, setting.names[0]: setting.value, "LIVE_S": "0.5"}, hook_dir)
+    for attempt in range(3):
+        rank = subprocess.Popen(
+            [sys.executable, str(WORKERS / "asked_at_exit.py")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            assert rank.stdout is not None and rank.stdout.readline().strip() == b"ready"
+            where = sockets_in(setting.value)[0]
+            answered = 0
+            while rank.poll() is None:
+                for handler in (GROUPS, P2P):
+                    try:
+                        ask(where, handler, 1.0)
+                        answered += 1
+                    except OSError:
+                        pass
+            _, err = rank.communicate(timeout=30)
+        finally:
+            rank.kill()
+        assert answered and rank.returncode == 0, (attempt, answered, rank.returncode, err.decode()[-2000:])

@@ -316,6 +316,57 @@ def test_the_groups_each_rank_wrote_are_read_from_its_control_dir(
     assert control_plane.live_groups({5: 105}) == ()
 
 
+def test_a_python_handler_is_asked_only_through_run_s_own_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only run's server closes before a rank's interpreter finalizes (a Python handler asked then aborts the rank):
+    ``ours`` finds a rank's socket only where the hook's record says the server is ncclcheck's; without it, the
+    job's own server (a debug server's url, worker_main's socket) is found as before. No record, nothing of ours."""
+    from ncclcheck.collectors import control_plane
+
+    records = {
+        0: {"socket": str(tmp_path / "rank0.sock"), "owner": "ncclcheck"},
+        1: {"socket": None, "url": "http://localhost:4242", "owner": "job"},
+        2: {"socket": str(tmp_path / "theirs.sock"), "owner": "job"},
+    }
+    for rank, record in records.items():
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps({"rank": rank, **record}))
+    monkeypatch.setattr(
+        control_plane, "environ", lambda pid: {control_hook.CONTROL_DIR: str(tmp_path), "RANK": str(pid - 100)}
+    )
+    assert control_plane.socket_of(100, ours=True) == str(tmp_path / "rank0.sock")
+    assert control_plane.socket_of(101, ours=True) is None and control_plane.socket_of(102, ours=True) is None
+    assert control_plane.socket_of(103, ours=True) is None  # no record yet
+    assert control_plane.socket_of(101) == "http://localhost:4242"
+    assert control_plane.socket_of(102) == str(tmp_path / "theirs.sock")
+    assert control_plane.socket_of(103) == control_hook.socket_path(str(tmp_path), 3)
+
+
+def test_live_recorders_take_their_groups_from_the_files_never_from_the_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live look asks only torch's recorders (C++), and joins each rank's groups as the rank wrote them."""
+    from ncclcheck.collectors import control_plane
+
+    asked: list[tuple[str, ...]] = []
+    raw = (FIXTURES / "subgroup_skip" / "fr_rank3.json").read_bytes()
+
+    def fetch(sockets: dict[int, str], handlers: tuple[str, ...], timeout: float = 1.0) -> list[RankAnswer]:
+        asked.append(tuple(handlers))
+        return [
+            RankAnswer(r, p, tuple((h, raw if h == "fr_trace_json" else None) for h in handlers), "")
+            for r, p in sockets.items()
+        ]
+
+    (tmp_path / "groups-rank3.json").write_text(json.dumps({"2": {"name": "2", "ranks": [2, 3]}}))
+    monkeypatch.setattr(control_plane, "fetch", fetch)
+    monkeypatch.setattr(control_plane, "socket_of", lambda pid, ours=False: f"http://localhost:{pid}")
+    monkeypatch.setattr(control_plane, "environ", lambda pid: {control_hook.CONTROL_DIR: str(tmp_path)})
+    dumps, _, silent = control_plane.live_flight({3: 103})
+    assert asked == [control_plane.RECORDERS] and control_hook.GROUPS not in asked[0] and not silent
+    assert [d.rank for d in dumps] == [3] and ("2", (2, 3)) in dumps[0].pg_ranks, dumps[0].pg_ranks
+
+
 def test_the_hook_writes_a_rank_s_groups_after_each_group_it_is_a_member_of_and_only_then(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
