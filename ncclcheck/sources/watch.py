@@ -152,7 +152,7 @@ class LiveSource:
         """Once ranks stood still past the threshold (an error found, or ranks waiting on other nodes), the live
         Flight Recorders of the ranks that serve a control plane, asked once per such stall. Where they name other
         culprits than the first error (the stacks' vote), their exact findings go first."""
-        stall = asked_for(state)
+        stall = asked_for(state, self.judging.threshold(state.window_s))
         if not stall:
             self.asked, self.exact, self.flight = (), (), ()
         elif self.asked != stall:

@@ -95,7 +95,7 @@ class NodesSource:
         """Every node's live Flight Recorders (each agent sends its ranks' on a stall), judged together: where they
         name another rank than the stacks' vote, theirs is the word."""
         dumps = tuple(d for r in reports.values() for d in r.flight)
-        if not dumps or not asked_for(state):
+        if not dumps or not asked_for(state, self.judging.threshold(state.window_s)):
             return state
         if dumps != self.judged[0]:
             self.judged = (dumps, exact(dumps))

@@ -59,12 +59,13 @@ def culprits(findings: Sequence[Finding]) -> tuple[int, ...]:
 UNDECIDED = "undecided"  # the verdict's status where ranks stood still past --stall and the stacks cannot tell why
 
 
-def asked_for(state: WatchState) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def asked_for(state: WatchState, limit: float) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """The stall the Flight Recorders would be asked about (() when no rank stands still in a way they can explain):
-    its errors and waits, by kind and culprits; a new one asks again. Ranks that stood still past --stall where the
-    stacks cannot tell a long computation from a wait on the GPU (NCCL's host thread spins in a CUDA
-    synchronisation: ``.item()``, ``synchronize``) are asked about too: the recorders say which collective each rank
-    issued, and whether its GPU started it."""
+    its errors and waits, by kind and culprits; a new one asks again. Ranks that stood still past --stall (``limit``)
+    where the stacks cannot tell a long computation from a wait on the GPU (NCCL's host thread spins in a CUDA
+    synchronisation: ``.item()``, ``synchronize``) are asked about too, once every rank that stands still has done so
+    for ``limit``: the recorders say which collective each rank issued, and whether its GPU started it. Before, a rank
+    the recorders call "not joined" may only be late (a slow step): that is not yet a hang."""
     said = tuple(
         (f.id, f.culprits)
         for f in state.findings
@@ -73,6 +74,8 @@ def asked_for(state: WatchState) -> tuple[tuple[str, tuple[int, ...]], ...]:
     if said or state.verdict.status != UNDECIDED:
         return said
     still = [v for v in state.ranks if v.still_s > 0]
+    if any(v.still_s < limit for v in still):  # seen: the zoo's dl-stopped, rank 0 waiting 2.8 s of a 4-s --stall
+        return ()
     if not any(v.idle_s < v.still_s for v in still):  # no main thread spins: the stacks will say more (a wait they
         return ()  # follow to its end: a stopped DataLoader worker), the recorders only that a rank did not join
     return ((UNDECIDED, tuple(sorted(v.rank for v in still))),)

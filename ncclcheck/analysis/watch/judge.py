@@ -50,6 +50,7 @@ QUICK_INTERVAL_S = 0.3
 ROUND_WAIT_FOR_S = 20.0
 ROUND_WAIT_S = 0.5  # until the ranks' shares can first be compared: each round is read soon after it ends
 EXITED = frozenset({"gone", "zombie", "missing"})
+INIT = "init_process_group"
 ORDER = ("error", "warning", "info")
 
 
@@ -192,9 +193,10 @@ def judge(tracked: Tracked, job: Job, judging: Judging, members: Members | None 
             out.append(make.waiting_remote(s.waiting, s.remote))
         elif not s.remote and not dead and not s.busy and not s.unknown and (everyone_blocked or all_waited):
             out.append(make.subgroups_stuck(group(waiters)))  # every rank waits, none moves: nobody can go on
-    elif len(ops) > 1 and not s.moving:
+    # init_process_group beside a collective is no mismatch: a rank in a collective is past init (world_waits)
+    elif len(ops) > 1 and not s.moving and INIT not in ops:
         out.append(make.mismatch(places, job.world_size, s.remote, hosts))
-    elif everyone_blocked and len({op for op, _ in quick}) > 1:
+    elif everyone_blocked and len(quick_ops := {op for op, _ in quick}) > 1 and INIT not in quick_ops:
         out.append(make.mismatch(quick, job.world_size, (), hosts))
     elif len(ops) == 1 and ops != {"backward"} and len(s.waiting) == len(s.live) > (0 if s.remote else 1) and not dead:
         # all in DDP's backward is left undecided: a long backward (torch.compile's first step) looks the same

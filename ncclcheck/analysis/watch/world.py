@@ -97,6 +97,8 @@ def _missing(
         return None
     world = max(wanted, default=-1) + 1
     there = {v.rank for v in ranks}
+    if op == "init_process_group":  # a rank in any other c10d call has a process group: it is past init, not awaited
+        there |= {v.rank for v in views if v.collective and v.collective != op and v.sample.status not in DEAD}
     by_rank = {v.rank: v for v in views}
     remote = set(job.remote())
     culprits: dict[int, tuple[list[Hop], End, bool]] = {}  # rank -> (hops, end, certain)
@@ -117,6 +119,8 @@ def _missing(
                 "child",
                 True,
             )
+        elif v.collective and not ready(v):
+            return None  # it has just come to a call (or moves on in it): where it stands is not settled yet
         else:
             culprits[r] = _elsewhere(v, op, ranks)
     if not culprits:

@@ -47,13 +47,18 @@ class Outcome:
 
 
 def _torchrun(run: subprocess.Popen[bytes]) -> int | None:
+    """run's torchrun child; a child that ends while it is read (run's py-spy dumps come and go) is passed over."""
     try:
-        return next(
-            (c.pid for c in psutil.Process(run.pid).children() if "torch.distributed.run" in " ".join(c.cmdline())),
-            None,
-        )
+        children = psutil.Process(run.pid).children()
     except psutil.Error:
         return None
+    for child in children:
+        try:
+            if "torch.distributed.run" in " ".join(child.cmdline()):
+                return int(child.pid)
+        except psutil.Error:
+            continue
+    return None
 
 
 def _text(log: Path) -> str:

@@ -133,3 +133,28 @@ def test_must_not_ranks_in_different_group_creations_of_different_names_are_no_o
     ] * 2
     state = states(job(3), *rounds, every=0.3, stall=60.0)
     assert "group-order" not in kinds(state)
+
+
+def test_must_not_a_rank_past_init_is_never_the_culprit_of_the_others_still_inside_it() -> None:
+    """Seen under load (the README's straggler job): rank 0 finished its side of init and entered its first
+    all_reduce while ranks 1-2 were still inside init_process_group (gloo connects them to each other). A rank in a
+    collective has a process group: it is past init and nobody inside init waits for it. Never "rank 0 never called
+    init_process_group ... neither side can go on", however long it lasts."""
+    starting = [{0: in_init(0, world=3), 1: in_init(1, world=3), 2: in_init(2, world=3)}] * 3
+    moved = [{0: sample(0, stack("all_reduce", 31)), 1: in_init(1, world=3), 2: in_init(2, world=3)}]
+    for rounds in (starting + moved, starting + moved * 6):
+        state = states(job(3), *rounds, every=2.0, stall=10.0)
+        assert "startup" not in kinds(state) and not any(0 in f.culprits for f in state.findings), state.findings
+
+
+def test_must_not_a_rank_that_only_just_entered_a_collective_is_a_group_creation_deadlock_yet() -> None:
+    """Rank 2 reaches its all_reduce in the last look while ranks 0-1 wait in new_group: one look of it is not a
+    deadlock (it may be on its way to new_group); once it stays there through the quick window, it is."""
+    waiting = {0: in_new_group(0, [0, 1]), 1: in_new_group(1, [0, 1])}
+    rounds = [{**waiting, 2: sample(2, stack(None, 40, "load"))}] * 5 + [
+        {**waiting, 2: sample(2, stack("all_reduce", 21))}
+    ]
+    state = states(job(3), *rounds, every=0.3, stall=60.0)
+    assert "group-creation" not in kinds(state), state.findings
+    later = states(job(3), *rounds, *[rounds[-1]] * 5, every=0.3, stall=60.0)
+    assert kinds(later) == {"group-creation": (2,)} and later.findings[0].end == "deadlock"
