@@ -16,6 +16,7 @@ from rich.console import Console
 from watch_states import job
 
 from ncclcheck.analysis.watch.flight import culprits, exact
+from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.cli import main
 from ncclcheck.collectors import control_hook
 from ncclcheck.collectors.control_plane import RankAnswer
@@ -203,6 +204,7 @@ def test_run_keeps_the_stacks_vote_where_the_flight_recorders_name_nobody(
 def test_watch_puts_the_exact_finding_first_only_where_it_names_another_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     source = LiveSource.__new__(LiveSource)  # no sampler: only the seam is under test
     source.job, source.asked, source.exact, source.flight = job(4), (), (), ()
+    source.judging = Judging(10.0)
     asked: list[int] = []
 
     def live(pids: dict[int, int]) -> tuple[list[FrDump], list[Any], dict[int, str]]:
