@@ -134,21 +134,24 @@ def start_server(control_dir: str) -> None:
         _sockets.append(path)
         import atexit
 
-        atexit.register(_closing)
+        atexit.register(_closing, os.getpid())
         _record(control_dir, rank, {"socket": path, "owner": "ncclcheck", "started_s": time.perf_counter() - began})
     except Exception as exc:  # the user's program must never see our failure
         _note(control_dir, rank, f"control plane not started: {type(exc).__name__}: {exc}")
 
 
-def _closing() -> None:
+def _closing(owner: int) -> None:
     """At exit, before the interpreter finalizes (atexit): our socket is removed, so that nobody can ask again, and
     the answers in progress end first. A handler written in Python (ours, torch's stacks) asked once the interpreter
     finalizes takes the process down: its server thread cannot take the GIL then and glibc aborts it ("FATAL: exception
     not rethrown", SIGABRT), a healthy rank killed at its exit by a watcher's question. The server is not shut down:
-    that waits for its threads with the GIL held, which an answer in progress waits for."""
+    that waits for its threads with the GIL held, which an answer in progress waits for. ``owner``: the rank's pid (a
+    child it forks inherits the registration)."""
     import stat
     import time
 
+    if os.getpid() != owner:  # a child forked by the rank that exits through Python: the socket is the rank's
+        return
     while _sockets:
         path = _sockets.pop()
         try:

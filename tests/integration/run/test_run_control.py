@@ -322,3 +322,26 @@ def test_a_rank_asked_by_a_watcher_while_it_exits_ends_cleanly(tmp_path: Path) -
         finally:
             rank.kill()
         assert answered and rank.returncode == 0, (attempt, answered, rank.returncode, err.decode()[-2000:])
+
+
+def test_a_child_forked_by_a_rank_leaves_the_rank_s_socket_when_it_exits(tmp_path: Path) -> None:
+    """The hook's exit handler is inherited by a child the rank forks; run in the child, it must not remove the
+    rank's socket (the rank would then answer nobody for the rest of the job)."""
+    from ncclcheck.collectors.control_hook import GROUPS
+    from ncclcheck.collectors.control_plane import ask, sockets_in
+    from ncclcheck.commands.run.control import prepare, with_hook
+
+    setting, hook_dir, _ = prepare(RunDir(str(tmp_path / "run")), True)
+    assert setting is not None and hook_dir is not None
+    env = {**os.environ, setting.names[0]: setting.value, "LIVE_S": "30", "FORK_CHILD": "1"}
+    rank = subprocess.Popen(
+        [sys.executable, str(WORKERS / "asked_at_exit.py")], env=with_hook(env, hook_dir), stdout=subprocess.PIPE
+    )
+    try:
+        assert rank.stdout is not None
+        assert [rank.stdout.readline().strip() for _ in range(2)] == [b"ready", b"forked"]
+        where = sockets_in(setting.value)[0]
+        assert os.path.exists(where) and json.loads(ask(where, GROUPS, 5.0))["0"]["ranks"] == [0]
+    finally:
+        rank.kill()
+        rank.wait()
