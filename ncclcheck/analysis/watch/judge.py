@@ -36,7 +36,7 @@ from ncclcheck.analysis.watch.track import Tracked, advance, doing
 from ncclcheck.analysis.watch.uneven import NOT_COLLECTIVES, uneven_inputs
 from ncclcheck.analysis.watch.verdict import DEAD, summarise
 from ncclcheck.analysis.watch.waitfor import p2p_deadlock
-from ncclcheck.analysis.watch.world import world_waits
+from ncclcheck.analysis.watch.world import INIT, world_waits
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.stacks import short
@@ -50,7 +50,6 @@ QUICK_INTERVAL_S = 0.3
 ROUND_WAIT_FOR_S = 20.0
 ROUND_WAIT_S = 0.5  # until the ranks' shares can first be compared: each round is read soon after it ends
 EXITED = frozenset({"gone", "zombie", "missing"})
-INIT = "init_process_group"
 ORDER = ("error", "warning", "info")
 
 

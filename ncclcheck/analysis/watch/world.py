@@ -39,6 +39,7 @@ ORDER_FIX = (
     "creates [0, 2] first gives it the name the others gave [0, 1]; build them in one loop every rank runs"
 )
 DEAD = frozenset({"gone", "zombie", "missing"})
+INIT = "init_process_group"  # the world call of start-up (the others make groups)
 
 
 def world_waits(
@@ -68,7 +69,7 @@ def expected(op: str, ranks: Sequence[RankView], job: Job) -> tuple[int, ...] | 
     """The ranks the call waits for: init_process_group the world it was given (the job's where not read); a group
     creation the world in a store-based barrier, else the group's members. None: not known (its arguments were not
     read), and nobody is named."""
-    if op == "init_process_group":
+    if op == INIT:
         sizes = [v.args.world_size for v in ranks if v.args is not None and v.args.world_size is not None]
         return tuple(range(max(sizes) if sizes else job.world_size))
     found: set[int] = set()
@@ -97,7 +98,7 @@ def _missing(
         return None
     world = max(wanted, default=-1) + 1
     there = {v.rank for v in ranks}
-    if op == "init_process_group":  # a rank in any other c10d call has a process group: it is past init, not awaited
+    if op == INIT:  # a rank in any other c10d call has a process group: it is past init, not awaited
         there |= {v.rank for v in views if v.collective and v.collective != op and v.sample.status not in DEAD}
     by_rank = {v.rank: v for v in views}
     remote = set(job.remote())
@@ -134,7 +135,7 @@ def _missing(
         hops += more
     ends = {end for _, end, _ in culprits.values()}
     end: End = ends.pop() if len(ends) == 1 else "deadlock" if "deadlock" in ends else "unknown"
-    kind = watch_ids.STARTUP if op == "init_process_group" else watch_ids.GROUP_CREATION
+    kind = watch_ids.STARTUP if op == INIT else watch_ids.GROUP_CREATION
     unseen_words = (
         f"; rank {span(unseen)} {'runs' if len(unseen) == 1 else 'run'} on other nodes, not seen from here"
         if unseen
@@ -198,7 +199,7 @@ def _elsewhere(v: RankView, op: str, inside: Sequence[RankView]) -> tuple[list[H
 def _order(op: str, ranks: Sequence[RankView], job: Job) -> Finding | None:
     """Every rank of the world in group creation for the same group name (the same place in the order of groups
     created), with different members."""
-    if op == "init_process_group" or len(ranks) < job.world_size:
+    if op == INIT or len(ranks) < job.world_size:
         return None
     names = {v.args.group_name if v.args is not None else None for v in ranks}
     if len(names) != 1 or None in names:
