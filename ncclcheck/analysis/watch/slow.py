@@ -12,6 +12,9 @@ below the others', and the finding needs all of:
   one that may, not beyond chance, leaves the answer undecided;
 - each slow rank below the others' pooled share beyond chance (a two-proportion z-test, its threshold raised with
   the number of ranks, so that the lowest of 4,096 balanced ranks is not named by luck);
+- the others waiting alike: one of them far above the rest (beyond ``GAP`` and chance) waits for someone they do
+  not, a member of its own process group where the groups do not synchronise with each other (two tensor-parallel
+  pairs, one slow rank: its partner waits, the other pair for nobody), and the few do not hold back them all;
 - the same in each of ``PARTS`` equal slices of the span, with the others stepping in each (some samples outside the
   collective): one slow step, a checkpoint or a log flush fills one or two slices, not all; a compile or a stall
   keeps the others in one long wait, which is no step at all;
@@ -129,7 +132,12 @@ def _slowness(views: Sequence[RankView], hosts: bool, remember: bool = True) -> 
     order = sorted(counts, key=lambda r: (counts[r].share, r))
     slow, others = _split(order, counts)
     slow = sorted(slow)
-    if slow and _clear(slow, others, counts, _parts(views, slow, others, start, end)) and not _away(sums, slow, others):
+    if (
+        slow
+        and _alike(others, counts)
+        and _clear(slow, others, counts, _parts(views, slow, others, start, end))
+        and not _away(sums, slow, others)
+    ):
         samples = min(c.samples for c in counts.values())
         waits = {r: c.share for r, c in counts.items()}
         return (slow_finding(views, sums, slow, others, waits, samples, end - start, PARTS, hosts),), ()
@@ -241,6 +249,15 @@ def _split(order: list[int], counts: dict[int, _Counts]) -> tuple[list[int], lis
     if below_rest and _above(between, _pool(counts[r] for r in slow)) < needed:
         return [], order
     return slow, others
+
+
+def _alike(others: list[int], counts: dict[int, _Counts]) -> bool:
+    """Whether the others wait alike: none of them above the median of them by ``GAP``, beyond chance for the
+    highest of this many. The few hold back the others only where the others wait for the same few; one that
+    waits far more than the rest waits for someone they do not (a member of its own process group, the groups not
+    synchronised with each other), and the rest, waiting less, for nobody it does: the job-wide comparison names
+    nobody then (the groups, where known, are compared each with itself)."""
+    return len(others) < 2 or not _apart_from_median({r: counts[r] for r in others}, GAP, above=True)[0]
 
 
 def _above(high: _Counts, low: _Counts) -> float:

@@ -173,12 +173,36 @@ def test_the_slow_rank_of_a_group_whose_groups_do_not_wait_for_each_other_is_nam
     assert dict(f.roles) == {1: "slow", 0: "waiting"}
 
 
+def test_each_group_s_slow_rank_is_named_in_its_group_where_the_others_do_not_wait_alike() -> None:
+    """Two unsynchronised tensor-parallel pairs, each with a late rank (1 holds 0 back, 2 holds 3 back less): the
+    others (0 and 3) wait unlike each other, so no job-wide "ranks 1-2 hold back ranks 0,3"; with the groups known,
+    each pair names its own (a loaded machine made a real job show it: "ranks 1-2 hold the others back")."""
+    views = [view(0, [(at("all_reduce", TP), 0.66)]), view(1, [(at("all_reduce", TP), 0.0)])]
+    views += [view(2, [(at("all_reduce", TP), 0.0)]), view(3, [(at("all_reduce", TP), 0.4)])]
+    assert named(views) == {}
+    found = slowness(views, False, TP_GROUPS)
+    assert [(f.id, f.culprits) for f in found] == [("slow-rank", (1,)), ("slow-rank", (2,))]
+    assert found[0].message.startswith("In process group ranks 0-1: rank 1 holds the other back: rank 0 waits")
+    assert found[1].message.startswith("In process group ranks 2-3: rank 2 holds the other back: rank 3 waits")
+
+
 # --- process groups: must not fire ---
 
 
 def test_a_balanced_two_dimensional_job_names_nobody() -> None:
     views = [view(r, [(at("all_reduce", TP), 0.2), (at("all_reduce", DP), 0.1)], jitter=0.05) for r in range(4)]
     assert named(views, TP_GROUPS + DP_GROUPS) == {} and suspects(views, False, TP_GROUPS + DP_GROUPS) == ()
+
+
+def test_must_not_the_slow_rank_of_one_group_be_said_to_hold_back_a_group_that_never_waits_for_it() -> None:
+    """Two unsynchronised tensor-parallel pairs, rank 1 slow in its own: pair 2-3 waits 15% of its time, each for
+    the other (a loaded machine's real shares were 0.68, 0.01, 0.09, 0.11). Job-wide, "rank 1 holds back ranks 0,2-3"
+    would be false (2-3 never wait for it): nobody is named there, and only the groups name rank 1."""
+    views = [view(0, [(at("all_reduce", TP), 0.68)]), view(1, [(at("all_reduce", TP), 0.0)])]
+    views += [view(r, [(at("all_reduce", TP), 0.15)], jitter=0.05) for r in (2, 3)]
+    assert named(views) == {}
+    [f] = slowness(views, False, TP_GROUPS)
+    assert f.culprits == (1,) and f.message.startswith("In process group ranks 0-1: rank 1 holds the other back")
 
 
 def test_a_group_with_a_member_not_seen_is_not_judged() -> None:
