@@ -1,7 +1,8 @@
 """A gloo training-like loop that runs, but maybe slowly, the way $MODE says; each rank prints "ready <rank>" first.
 
 Every rank computes for $STEP_S seconds a step (its main thread busy: a matmul loop until the step's time is up, so
-that a 2-core machine shared by the ranks does not change a step's length), then all_reduces a small tensor.
+that a 2-core machine shared by the ranks does not change a step's length; asleep for that time where $WORK=sleep, so
+that a suite running beside it keeps its cores), then all_reduces a small tensor.
 compute: the ranks in $SLOW_RANKS (default: the last) compute $FACTOR times as long (3).
 data: the ranks in $SLOW_RANKS wait $FACTOR times the step for their DataLoader (its dataset sleeps: idle, not busy).
 checkpoint: rank 0 writes a checkpoint once, after $CKPT_AFTER s, taking $CKPT_S seconds (3), then goes on balanced.
@@ -34,7 +35,10 @@ DURATION = float(os.environ.get("DURATION", "0")) or float("inf")
 
 
 def compute(seconds: float) -> None:
-    """Busy for ``seconds`` of wall time."""
+    """Busy for ``seconds`` of wall time; asleep in it where $WORK is "sleep"."""
+    if os.environ.get("WORK") == "sleep":
+        time.sleep(seconds)
+        return
     x = torch.randn(64, 64)
     end = time.monotonic() + seconds
     while time.monotonic() < end:

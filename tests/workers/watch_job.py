@@ -3,7 +3,7 @@
 op: rank 0 all_reduce, the others broadcast.  order: the same two collectives in opposite orders.
 straggler: rank $STUCK_RANK (default: the last) sits in user code (slow_batch) while the others wait in all_reduce.
 wait: the last rank sleeps before the all_reduce (the test SIGSTOPs or SIGKILLs it); the others sleep in user code.
-healthy: every rank loops over all_reduce and a little compute forever.
+healthy: every rank loops over all_reduce, a little compute and a 10-ms pause forever (about 80 steps/s).
 uneven: healthy, but the last rank takes 0.8 s longer per step (the others wait for it in all_reduce, and finish it).
 finish: healthy for $FINISH_AFTER seconds, then every rank exits with $EXIT_CODE (rank $FAIL_RANK with 1, if set).
 spin: every rank computes inside one long C call (as a CUDA sync spins on a hung NCCL kernel).
@@ -86,6 +86,7 @@ elif mode in ("healthy", "uneven", "finish", "restart"):
         if t[0] > 0:
             break
         sum(i * i for i in range(20000))
+        time.sleep(0.01)  # a step's pace (the rest of a step: not a spin that takes every core the machine has)
         if mode == "uneven" and rank == last:
             time.sleep(0.8)
     dist.barrier()

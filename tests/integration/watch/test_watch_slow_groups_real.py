@@ -68,7 +68,7 @@ def test_a_balanced_job_of_groups_or_stages_names_nobody(
 # comparison cannot name rank 1 (ranks 2-3 wait for nobody), only its group can; the groups come from the files the
 # ranks write under `ncclcheck run`'s hook (groups-rank<N>.json in the control dir, each time a group is made).
 def hooked_job(tmp: Path, *, hook: bool, slow: str, subgroups: bool = False) -> RealJob:
-    env = {"SLOW_RANKS": slow, **({"SUBGROUPS": "1"} if subgroups else {})}
+    env = {"SLOW_RANKS": slow, "WORK": "sleep", **({"SUBGROUPS": "1"} if subgroups else {})}
     if hook:
         run_dir = RunDir(str(tmp / "run"))
         os.makedirs(run_dir.root, exist_ok=True)

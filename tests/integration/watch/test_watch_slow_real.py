@@ -34,6 +34,7 @@ def job(tmp_path: Path) -> Iterator[Any]:
     started: list[RealJob] = []
 
     def start(mode: str, nproc: int = 3, **env: str) -> RealJob:
+        env = {"WORK": "sleep", **env}  # a step's compute asleep: the suite beside it keeps its cores
         started.append(RealJob(mode, tmp_path / f"{mode}.log", nproc=nproc, env=env, script=SCRIPT))
         return started[-1]
 
@@ -48,8 +49,9 @@ def watch(j: RealJob, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[
 
 
 def test_a_rank_three_times_slower_in_compute_is_named(job: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """Without --settle, watch answers as soon as the shares can be compared (about 10 s)."""
-    code, report = watch(job("compute", FACTOR="3"), capsys)
+    """Without --settle, watch answers as soon as the shares can be compared (about 10 s). Its compute busy: the
+    message says so."""
+    code, report = watch(job("compute", FACTOR="3", WORK="busy"), capsys)
     assert code == 1 and kinds(report) == {"slow-rank": [2]}, (report["verdict"], report["findings"])
     f = the(report, "slow-rank")
     assert f["message"].startswith(
@@ -103,7 +105,7 @@ def test_a_node_whose_ranks_are_all_slow_is_named_as_the_node(tmp_path: Path) ->
     with two_hosts("10.79.20") as hosts:
         logs = [tmp_path / f"node{i}.log" for i in (0, 1)]
         for i, host in enumerate(hosts):
-            env = {**os.environ, "MODE": "compute", "SLOW_RANKS": "2,3", "GLOO_SOCKET_IFNAME": "eth0"}
+            env = {**os.environ, "MODE": "compute", "SLOW_RANKS": "2,3", "GLOO_SOCKET_IFNAME": "eth0", "WORK": "sleep"}
             cmd = [
                 sys.executable,
                 "-m",
