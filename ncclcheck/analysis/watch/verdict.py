@@ -56,7 +56,8 @@ def summarise(
                 "ok",
                 f"✓ every rank moved (collective bytes on its sockets) in {seen}; no stacks: collectives not compared",
             )
-        behind = "; ".join(said for said in (_behind(live), _waiting_more(live, findings)) if said)
+        more = _waiting_more(live, findings)
+        behind = "; ".join(said for said in (_behind(live, unlike=bool(more)), more) if said)
         if behind:  # a rank may hold the others back, not proven yet: never ✓ over it
             return Verdict("pending", f"… every rank is moving in {seen}; {behind}")
         balance = _balance(live, recording)
@@ -122,8 +123,10 @@ def _undecided(still: Sequence[RankView], live: Sequence[RankView], limit: float
     )
 
 
-def _behind(live: Sequence[RankView]) -> str:
-    """Ranks that wait less than the others beyond chance, not (yet) named: what the verdict says of them."""
+def _behind(live: Sequence[RankView], unlike: bool = False) -> str:
+    """Ranks that wait less than the others beyond chance, not (yet) named: what the verdict says of them;
+    ``unlike``: some of the others wait far more than the rest (for someone else), so that the comparison cannot
+    name them, however long it runs."""
     found = suspects(live, len({v.sample.host for v in live}) > 1) if len(live) > 1 else ()
     if not found:
         return ""
@@ -131,8 +134,12 @@ def _behind(live: Sequence[RankView]) -> str:
     shares = ", ".join(f"{w:.0%}" for _, w in found[:-1])
     return (
         f"rank {span(ranks)} {'waits' if len(ranks) == 1 else 'wait'} less than the others ({shares} of the time, "
-        f"against {typical:.0%}): {'it' if len(ranks) == 1 else 'they'} may hold them back, not proven over the "
-        "window yet (it must hold in each part of it)"
+        f"against {typical:.0%}): {'it' if len(ranks) == 1 else 'they'} may hold them back, "
+        + (
+            "not proven: the others do not wait alike"
+            if unlike
+            else "not proven over the window yet (it must hold in each part of it)"
+        )
     )
 
 

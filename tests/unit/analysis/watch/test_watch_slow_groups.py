@@ -260,6 +260,20 @@ def test_must_fire_a_rank_waiting_more_than_the_others_is_never_given_a_tick_whe
     assert "a member of its own process group" in state.verdict.message
 
 
+def test_a_rank_below_others_that_do_not_wait_alike_is_said_unproven_for_that_reason_not_for_time() -> None:
+    """Two unsynchronised pairs, rank 1 slow in its own, the groups not known: rank 1 waits least, rank 0 most;
+    more rounds would not prove anything, and the verdict says why (never a tick, never "not proven yet")."""
+    shares = {0: 0.68, 1: 0.0, 2: 0.15, 3: 0.15}
+    state = watched(
+        {r: rounds_of(r, [(at("all_reduce", TP), w)], jitter=0.05 if r > 1 else 0.0) for r, w in shares.items()}
+    )
+    assert state.verdict.status == "pending" and not state.findings, (state.verdict, state.findings)
+    assert "rank 1 waits less than the others" in state.verdict.message
+    assert "not proven: the others do not wait alike" in state.verdict.message
+    assert "it must hold in each part" not in state.verdict.message
+    assert "rank 0 waits more than the others" in state.verdict.message
+
+
 def test_must_not_balanced_ranks_or_a_majority_that_waits_for_one_say_anyone_waits_more() -> None:
     balanced = {r: rounds_of(r, [(at("all_reduce", TP), 0.3)], jitter=0.05) for r in range(4)}
     assert watched(balanced).verdict.status == "ok"
