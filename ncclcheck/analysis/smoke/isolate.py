@@ -190,12 +190,16 @@ def _isolate(asked: _Asked) -> IsolateVerdict:
 
 def _confirmed(verdict: IsolateVerdict, asked: _Asked) -> IsolateVerdict:
     """A node or link named, the rest of the nodes run without it (each end of a link in turn): a second fault
-    elsewhere makes it not a single node."""
+    elsewhere makes it not a single node. A rest that completed, only under the floor, is run once more and is a
+    second fault only when it is slow again (a loaded node slows one run: measured, the rest of a dropped link's
+    nodes at 0.0498 GB/s against a 0.0525 floor once), as a pair is before a link is named."""
     if verdict.kind not in (NODE, LINK):
         return verdict
     for left_out in verdict.nodes:
         rest = tuple(n for n in asked.everyone if n != left_out)
         if len(rest) > 1 and rest not in asked.passed and asked.run(CONFIRM, [rest]) == (False,):
+            if asked.completed(rest) and asked.run(AGAIN, [rest]) == (True,):
+                continue
             return _several(asked.everyone, f"fail: {verdict.message}, and the others fail without node {left_out} too")
     return verdict
 

@@ -77,7 +77,7 @@ def test_a_rate_limited_host_is_named(tmp_path: Path) -> None:
     without = [bw for g in groups if 3 not in g["nodes"] for bw in g["busbw_gbps"].values()]
     assert with3 and without and max(with3) * 4 < min(without), out
     assert all("send_recv" not in g["busbw_gbps"] for g in groups)  # gloo's send_recv: verified, busbw not judged
-    assert report["runs"] == len(report["stages"]) <= 4
+    assert report["runs"] == len(report["stages"]) <= 5  # alone, pairs, swap, confirm (+ again, if only slow)
 
 
 def test_a_healthy_set_names_nobody(tmp_path: Path) -> None:
@@ -104,7 +104,8 @@ def test_a_dropped_link_is_named(tmp_path: Path) -> None:
     # a loaded machine: noise, which the plan weighs; measured: 2+3 at 0.045 GB/s in a swap against a 0.149 floor)
     failed = [g for s in report["stages"] for g in s["groups"] if not g["completed"]]
     assert failed and all({1, 3} <= set(g["nodes"]) for g in failed), out
-    assert report["runs"] == len(report["stages"]) <= 7  # alone, pairs, boundary, cross (+ a swap), a confirm per end
+    # alone, pairs, boundary, cross (+ a swap), a confirm per end (+ one again, where a rest was only slow once)
+    assert report["runs"] == len(report["stages"]) <= 8
     # which stages the plan runs depends on which groups failed hard first (CI: pairs and cross named the link with
     # no boundary stage); in whichever stage a group across the link failed:
     for group in failed:

@@ -424,3 +424,33 @@ def test_must_fire_two_groups_across_that_never_complete_are_not_single_and_a_sl
     assert verdict.kind == NOT_SINGLE and "more than one part" in verdict.message, verdict
     verdict, stages = replay_cross(0.0722, confirm_ok=False)  # 0+2 really bad: the rest fail without node 1 too
     assert verdict.kind == NOT_SINGLE and stages[-1].kind == "confirm", verdict
+
+
+# The dropped link 1<->3 on four test hosts, as a clean clone measured it under load (four workers): the link named
+# from groups that never started, then the confirm stage's 0+1+2 (node 3 left out) completed at 0.0498 GB/s against
+# a 0.0525 floor. The plan said "not single" from that one slow run; a rest only slow is run again first.
+def replay_confirm(again: float | None) -> tuple[IsolateVerdict, list[Stage]]:
+    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
+        if len(g) == 1:
+            return GroupRun(g, True)
+        if {1, 3} <= set(g):
+            return GroupRun(g, False, (), "the ranks never started")
+        if g == (0, 1, 2) and step.kind in ("confirm", "again"):
+            bw = 0.05 if step.kind == "confirm" else again
+            return GroupRun(g, bw is not None, (("all_reduce", bw),) if bw is not None else ())
+        return GroupRun(g, True, (("all_reduce", 0.35),))
+
+    return replayed(answer)
+
+
+def test_must_not_the_rest_slow_once_beside_a_dropped_link_make_it_not_single() -> None:
+    verdict, stages = replay_confirm(0.35)
+    assert (verdict.kind, verdict.nodes) == (LINK, (1, 3)), verdict
+    assert "again" in [s.kind for s in stages], stages
+
+
+@pytest.mark.parametrize("again", [0.05, None], ids=["slow-again", "fails-again"])
+def test_must_fire_the_rest_slow_again_or_failing_when_run_again_is_a_second_fault(again: float | None) -> None:
+    verdict, stages = replay_confirm(again)
+    assert verdict.kind == NOT_SINGLE and "without node" in verdict.message, verdict
+    assert [s.kind for s in stages][-1] == "again", stages
