@@ -397,20 +397,35 @@ def test_must_fire_a_pair_slow_again_is_the_link() -> None:
     assert [s.kind for s in stages][:4] == ["alone", "pairs", "swap", "again"]
 
 
+def dropped_1_3(measured: Callable[[Stage, tuple[int, ...]], float | None]) -> tuple[IsolateVerdict, list[Stage]]:
+    """The plan over the four test hosts with the link 1<->3 dropped: a node alone passes, a group holding both
+    ends never starts; ``measured`` answers the others: a busbw (completed: ``WELL``, as healthy groups measured)
+    or None (never started)."""
+
+    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
+        if len(g) == 1:
+            return GroupRun(g, True)
+        bw = None if {1, 3} <= set(g) else measured(step, g)
+        if bw is None:
+            return GroupRun(g, False, (), "the ranks never started")
+        return GroupRun(g, True, (("all_reduce", bw),))
+
+    return replayed(answer)
+
+
+WELL = 0.35  # GB/s: a healthy group of the test hosts
+
+
 # The dropped link 1<->3 on four test hosts, as CI measured it under load: the pairs pass (0+1, 2+3), the boundary
 # 0+1+2+3 never starts (connect: Invalid argument); across, 1+3 never starts and 0+2, healthy, runs its all_reduce
 # under the floor (0.0722 GB/s against 0.0875). The plan said "not single: fail across in more than one part".
 def replay_cross(cross_02: float | None, confirm_ok: bool = True) -> tuple[IsolateVerdict, list[Stage]]:
-    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
-        if len(g) == 1:
-            return GroupRun(g, True)
-        if {1, 3} <= set(g) or (step.kind == "confirm" and not confirm_ok):
-            return GroupRun(g, False, (), "the ranks never started")
-        if g == (0, 2) and step.kind == "cross":
-            return GroupRun(g, cross_02 is not None, (("all_reduce", cross_02),) if cross_02 is not None else ())
-        return GroupRun(g, True, (("all_reduce", 0.35),))
+    def measured(step: Stage, g: tuple[int, ...]) -> float | None:
+        if step.kind == "confirm" and not confirm_ok:
+            return None
+        return cross_02 if g == (0, 2) and step.kind == "cross" else WELL
 
-    return replayed(answer)
+    return dropped_1_3(measured)
 
 
 def test_must_not_a_healthy_group_slow_beside_a_dropped_link_make_it_not_single() -> None:
@@ -430,17 +445,12 @@ def test_must_fire_two_groups_across_that_never_complete_are_not_single_and_a_sl
 # from groups that never started, then the confirm stage's 0+1+2 (node 3 left out) completed at 0.0498 GB/s against
 # a 0.0525 floor. The plan said "not single" from that one slow run; a rest only slow is run again first.
 def replay_confirm(again: float | None) -> tuple[IsolateVerdict, list[Stage]]:
-    def answer(step: Stage, g: tuple[int, ...]) -> GroupRun:
-        if len(g) == 1:
-            return GroupRun(g, True)
-        if {1, 3} <= set(g):
-            return GroupRun(g, False, (), "the ranks never started")
+    def measured(step: Stage, g: tuple[int, ...]) -> float | None:
         if g == (0, 1, 2) and step.kind in ("confirm", "again"):
-            bw = 0.05 if step.kind == "confirm" else again
-            return GroupRun(g, bw is not None, (("all_reduce", bw),) if bw is not None else ())
-        return GroupRun(g, True, (("all_reduce", 0.35),))
+            return 0.05 if step.kind == "confirm" else again
+        return WELL
 
-    return replayed(answer)
+    return dropped_1_3(measured)
 
 
 def test_must_not_the_rest_slow_once_beside_a_dropped_link_make_it_not_single() -> None:
