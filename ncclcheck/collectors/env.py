@@ -38,7 +38,7 @@ def collect_snapshot(
     gpu_facts = gpu.collect(root)
     return NodeSnapshot(
         options=options,
-        versions=versions.collect(root, try_import=root == "/", environ=judged),
+        versions=versions.collect(root, try_import=options.try_import, environ=judged),
         gpu=gpu_facts,
         ib=ib.collect(root),
         net=net_facts,

@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="assume",
         help="judge as if NAME were set to VALUE (over the environment, or over a saved tree's with --root)",
     )
+    parser.add_argument(
+        "--no-import",
+        action="store_false",
+        dest="try_import",
+        help="leave out the child Python's `import torch.distributed` (most of env's time; torch's files are still"
+        " read): a torch that is installed but does not import is then not caught",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show the details of every check")
 
 
@@ -71,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         master_port=args.master_port,
         nproc=args.nproc,
         nnodes=args.nnodes,
+        try_import=args.try_import and args.root == "/",
     )
     assumed = dict(a.split("=", 1) for a in args.assume if "=" in a)
     bad = [a for a in args.assume if "=" not in a or not a.split("=", 1)[0]]

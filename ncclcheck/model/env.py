@@ -24,6 +24,7 @@ class EnvOptions:
     master_port: str | None = None
     nproc: int | None = None
     nnodes: int | None = None
+    try_import: bool = True  # live: a child Python runs `import torch.distributed` (--no-import: it does not)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ def check_versions(snapshot: NodeSnapshot, ctx: Context) -> Check:
         details.append(f"torch {torch.version} ({build}) at {torch.path}")
         if facts.torch_import_error:
             issues.append(_import_issue(torch.version, facts.torch_import_error, ctx))
+        elif snapshot.options.root == "/" and not snapshot.options.try_import:
+            details.append("import torch.distributed: not tried (--no-import)")
         details.append(f"backends built in: gloo {_yes(torch.gloo_built)}, nccl {_yes(torch.nccl_built)}")
         if torch.cuda and torch.nccl_built is False:
             issues.append(warn("this CUDA build of torch has no NCCL backend", "install a torch wheel built with NCCL"))

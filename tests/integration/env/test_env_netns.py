@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def env_json(ns: Namespace, *args: str, **env: str) -> dict[str, Any]:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "GLOO_", "MASTER_"))}
     full.update(env)
-    done = ns.run([sys.executable, "-m", "ncclcheck", "env", "--json", *args], env=full)
+    done = ns.run([sys.executable, "-m", "ncclcheck", "env", "--json", "--no-import", *args], env=full)
     report: dict[str, Any] = json.loads(done.stdout)
     failed = any(c["status"] == "fail" for c in report["checks"])
     assert done.returncode == (1 if failed else 0), done.stderr  # the exit code says what the report says
@@ -100,10 +100,10 @@ def test_rdzv_local_port_in_use_fails_and_free_port_passes(capsys: pytest.Captur
         busy.bind(("0.0.0.0", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert main(["env", "--json", "--master-addr", "127.0.0.1", "--master-port", str(port)]) == 1
+        assert main(["env", "--json", "--no-import", "--master-addr", "127.0.0.1", "--master-port", str(port)]) == 1
     capsys.readouterr()
     free = _free_port()
-    main(["env", "--json", "--master-addr", "127.0.0.1", "--master-port", str(free)])
+    main(["env", "--json", "--no-import", "--master-addr", "127.0.0.1", "--master-port", str(free)])
     (rdzv,) = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["id"] == "rdzv"]
     assert rdzv["status"] == "ok" and f"127.0.0.1:{free}" in rdzv["summary"]
 

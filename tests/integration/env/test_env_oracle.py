@@ -86,7 +86,7 @@ def real_nccl(ns: Namespace, lib: Path, env: dict[str, str]) -> tuple[Pick, dict
 def env_check(ns: Namespace, lib: Path, env: dict[str, str]) -> dict[str, Any]:
     """``env --json``'s net.socket_ifname check in ``ns``, with the real library on LD_LIBRARY_PATH."""
     full = clean_env(LD_LIBRARY_PATH=str(lib.parent), **env)
-    done = ns.run([sys.executable, "-m", "ncclcheck", "env", "--json"], env=full)
+    done = ns.run([sys.executable, "-m", "ncclcheck", "env", "--json", "--no-import"], env=full)
     report: dict[str, Any] = json.loads(done.stdout)
     assert report["nccl_rules"] == VERSION, report["nccl_rules"]  # env judged by the rules of the real NCCL
     checks = {c["id"]: c for c in report["checks"]}

@@ -249,6 +249,18 @@ def test_a_torch_that_does_not_import_is_a_failure() -> None:
     assert check(bare({}, versions=imported), "versions").status is not Status.FAIL
 
 
+def test_an_import_left_out_by_the_user_is_said_not_tried_and_nothing_else_is() -> None:
+    torch = versions.Torch("2.4.0", "/env/torch", "12.1", None, True, True)
+    facts = versions.VersionFacts("3.11.7", "Linux", torch, None, None, (), None, None, None)
+    left_out = check(bare({}, versions=facts, options=EnvOptions(try_import=False)), "versions")
+    assert "import torch.distributed: not tried (--no-import)" in left_out.details
+    assert left_out.status is not Status.FAIL
+    tried = check(bare({}, versions=facts), "versions")  # imported fine: nothing said of it
+    assert not any("not tried" in d for d in tried.details)
+    saved = check(bare({}, versions=facts, options=EnvOptions(root="/tree", try_import=False)), "versions")
+    assert not any("not tried" in d for d in saved.details)  # a saved tree is never imported: nothing to say
+
+
 @pytest.mark.parametrize("name", ["weave0", "ip6tnl0", "docker0", "vxlan.calico"])
 def test_env_and_logs_judge_interfaces_by_one_list(name: str) -> None:
     """What env warns NCCL would pick, logs warns NCCL did pick (they disagreed on weave, ip6tnl, vxlan)."""
