@@ -58,10 +58,17 @@ def tally(found: Round) -> Tally:
 def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
     """Each rank's shares over its rounds, with how far its waiting sits from the other ranks' median. The last
     answer is kept while every rank holds the same rounds (the viewer refreshes many times between two)."""
-    global _last
+    global _last, _by_rank
     held = tuple([v.tallies for v in views])
     who = tuple([(v.sample.rank, v.sample.host) for v in views])
     if _last is not None and _last[1] == who and all(map(operator.is_, _last[0], held)):
+        return _last[2]
+    # the same ranks with the same rounds in another order (the job's views, then its live ranks): the
+    # same shares, a deviation being from the median of the same ranks; each rank's own, in this order
+    population = dict(zip(who, held))
+    if _by_rank is not None and len(population) == len(who) and population == _by_rank[0]:
+        known = _by_rank[1]
+        _last = (held, who, tuple([known[k] for k in who if k in known]))
         return _last[2]
     counted = [(v, s) for v, s in zip(views, pooled(views)) if s is not None and s.samples]
     ordered = sorted([s.waited / s.samples for _, s in counted])
@@ -90,10 +97,13 @@ def rank_shares(views: Sequence[RankView]) -> tuple[RankShare, ...]:
             )
         )
     _last = (held, who, tuple(out))
+    if len(population) == len(who):  # a rank seen twice is no population to answer another order from
+        _by_rank = (population, {(x.rank, x.host): x for x in out})
     return _last[2]
 
 
 _last: tuple[tuple[tuple[Tally, ...], ...], tuple[tuple[int, str], ...], tuple[RankShare, ...]] | None = None
+_by_rank: tuple[dict[tuple[int, str], tuple[Tally, ...]], dict[tuple[int, str], RankShare]] | None = None
 
 
 def _median_without(ordered: list[float], i: int) -> float:

@@ -384,6 +384,18 @@ def test_shares_say_how_far_each_rank_sits_from_the_others() -> None:
     assert shares[0].cpu_percent == pytest.approx(40.0) and shares[0].rounds == 4
 
 
+def test_the_same_ranks_in_another_order_get_the_same_shares_and_a_subset_its_own() -> None:
+    """The viewer asks for the job's shares, then for its live ranks' (another order): the same ranks with the same
+    rounds get the same shares; a subset is not the same population, and its deviations are from its own median."""
+    views = [view(0, [0.6] * 4), view(1, [0.5] * 4), view(2, [0.1] * 4), view(3, [0.55] * 4)]
+    first = {s.rank: s for s in rank_shares(views)}
+    again = rank_shares(list(reversed(views)))
+    assert [s.rank for s in again] == [3, 2, 1, 0] and all(s == first[s.rank] for s in again)
+    subset = {s.rank: s for s in rank_shares(views[:3])}  # right after the whole job's: must not be answered from it
+    assert subset[2].deviation == pytest.approx(0.1 - 0.55) and first[2].deviation == pytest.approx(0.1 - 0.55)
+    assert subset[0].deviation == pytest.approx(0.6 - 0.3) and first[0].deviation != pytest.approx(0.6 - 0.3)
+
+
 def _noisy(rank: int, share: float, n: int, rng: random.Random) -> RankView:
     """A rank whose ``n`` rounds each hold a binomial draw of waits at ``share`` (counted rounds made directly: 4,096
     ranks of them stay quick)."""
