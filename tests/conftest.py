@@ -65,25 +65,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     errors = tier_errors(items)
     if errors:
         raise pytest.UsageError("\n".join(["tests in the wrong tier's folder:", *errors]))
-    items.sort(key=_first)
     if has_gpu():
         return
     gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu:
         config.hook.pytest_deselected(items=gpu)
         items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
-
-
-# The xdist groups that run longest one test after another (several minutes each on two cores, much of it waiting on
-# jobs over slow or dropped links), first: xdist hands out work in the order collected, and a long group begun late
-# is the suite's tail; begun first, its waits overlap the other workers' work. The rest keep their order.
-LONGEST_FIRST = ("agents_and_test_hosts", "isolate_hosts", "zoo", "readme")
-
-
-def _first(item: pytest.Item) -> int:
-    marker = item.get_closest_marker("xdist_group")
-    name = (marker.args[0] if marker.args else marker.kwargs.get("name")) if marker is not None else None
-    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 def scenario(name: str) -> Path:
