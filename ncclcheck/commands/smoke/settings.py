@@ -76,11 +76,15 @@ def run_dir(asked: str | None, node_rank: int) -> str:
         raise Usage(f"--log-dir {asked} is a file; give a directory")
     base = asked if asked is not None else "ncclcheck-logs"
     stem = os.path.join(base, time.strftime("smoke-%Y%m%d-%H%M%S") + f"-node{node_rank}")
+    os.makedirs(base, exist_ok=True)
     path, n = stem, 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{stem}-{n}"
-    return os.path.abspath(path)
+    while True:  # made here, not only named: two runs started in the same second never share one
+        try:
+            os.mkdir(path)
+            return os.path.abspath(path)
+        except FileExistsError:
+            n += 1
+            path = f"{stem}-{n}"
 
 
 def _slurm_int(environ: Mapping[str, str], name: str, default: int, flag: str) -> int:
