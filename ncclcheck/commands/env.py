@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         master_port=args.master_port,
         nproc=args.nproc,
         nnodes=args.nnodes,
-        try_import=args.try_import and args.root == "/",
+        try_import=args.try_import,
     )
     assumed = dict(a.split("=", 1) for a in args.assume if "=" in a)
     bad = [a for a in args.assume if "=" not in a or not a.split("=", 1)[0]]
