@@ -42,7 +42,19 @@ from ncclcheck.model.ids import watch as watch_ids
 from ncclcheck.model.stacks import short
 from ncclcheck.model.watch import Job, RankView, Snapshot, WatchState
 
-__all__ = ["QUICK_S", "Judging", "decided", "doing", "hangs_in", "judge", "next_delay", "rejudge", "short", "track"]
+__all__ = [
+    "QUICK_S",
+    "Judging",
+    "decided",
+    "doing",
+    "hangs_in",
+    "judge",
+    "next_delay",
+    "rejudge",
+    "settling",
+    "short",
+    "track",
+]
 
 QUICK_S = 1.5  # the quick window: no movement at all for this long, over at least QUICK_SAMPLES intervals
 QUICK_SAMPLES = 3
@@ -280,6 +292,14 @@ def decided(state: WatchState) -> bool:
     # while rounds of samples come, ✓ waits for enough of them to tell whether a rank holds the others back
     compared = not state.recording or len(live) < 2 or enough(live)
     return status == "ok" and state.window_s >= 2 * QUICK_S and compared
+
+
+def settling(state: WatchState, stall_s: float) -> bool:
+    """Whether the ranks' own answer may still come: a live rank in a collective not yet still for ``stall_s`` (a
+    straggler or a stall is judged only then), or one whose stack is not read yet. A warning about the nodes (a
+    launcher gone) comes at once and must not end a look that would name a culprit a moment later."""
+    live = [v for v in state.ranks if v.sample.status not in DEAD]
+    return any(not v.known or (v.collective and v.quiet_s < stall_s) for v in live)
 
 
 def next_delay(state: WatchState | None, interval_s: float) -> float:

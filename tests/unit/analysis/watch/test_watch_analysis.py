@@ -6,7 +6,7 @@ import dataclasses
 
 from watch_states import all_in, job, sample, stack, states
 
-from ncclcheck.analysis.watch.judge import Judging, decided, next_delay, rejudge, track
+from ncclcheck.analysis.watch.judge import Judging, decided, next_delay, rejudge, settling, track
 from ncclcheck.model.stacks import Frame
 from ncclcheck.model.watch import Job, RankProc, RankSample, Snapshot, WatchState
 
@@ -149,6 +149,23 @@ def test_a_rank_that_only_started_waiting_is_not_judged_at_the_last_look() -> No
     rounds += [all_in(2, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))] * 2
     state = states(job(2), *rounds, every=1.0, stall=30.0, final=True)
     assert state.findings == () and state.verdict.message.startswith("… not judged")
+
+
+def test_the_ranks_answer_is_still_coming_while_a_rank_waits_in_a_collective_for_less_than_stall() -> None:
+    """A viewer's node warning (a launcher gone) comes at once; the straggler only once the others waited --stall:
+    the look goes on while any rank in a collective has stood still less, or its stack is not read yet."""
+    rounds = [all_in(4, "all_reduce", r1=sample(1, stack(None, 40, "load_batch")))] * 6
+    early = states(job(4), *rounds[:4], every=1.0, stall=4.0)
+    assert early.findings == () and settling(early, 4.0)
+    late = states(job(4), *rounds, every=1.0, stall=4.0)
+    assert kinds(late) == {"straggler": (1,)} and not settling(late, 4.0)
+    unread = [all_in(4, "all_reduce", r1=sample(1, ()))] * 6
+    assert settling(states(job(4), *unread, every=1.0, stall=4.0), 4.0)
+    # a rank that is gone has nothing more to say; ranks all in user code are no collective's wait
+    gone = [all_in(4, "all_reduce", r1=sample(1, (), status="gone"))] * 6
+    assert not settling(states(job(4), *gone, every=1.0, stall=4.0), 4.0)
+    busy = [{r: sample(r, stack(None, 80 + i)) for r in range(4)} for i in range(3)]
+    assert not settling(states(job(4), *busy, every=1.0, stall=4.0), 4.0)
 
 
 # dead: an error once others wait on it, a warning before; all exited: finished
