@@ -9,6 +9,7 @@ can produce. The checkers are tried on small sources first, so a test that passe
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from collections.abc import Iterator
@@ -69,11 +70,14 @@ ALL_IDS = {v for c in CATALOGUES for v in ids_of(c).values()}
 RULE_IDS = {r.id for r in (*RULES, *TRAIL_RULES, EXCEPTION, UNRECOGNISED, FR_SITE, IGNORED)}
 
 
-def _modules() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if not rel.startswith("model/ids/"):
-            yield rel, ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _modules() -> tuple[tuple[str, ast.Module], ...]:
+    """The package's modules, parsed once per process (the checkers only read the trees)."""
+    return tuple(
+        (rel, ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not (rel := path.relative_to(PACKAGE).as_posix()).startswith("model/ids/")
+    )
 
 
 def _name(call: ast.Call) -> str | None:
