@@ -9,7 +9,7 @@ unexport PYTHONDONTWRITEBYTECODE
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ncclcheck-installed
 
-.PHONY: demo test test-fast install lint bench clean gpu-wheels gpu-check gpu-check-dry
+.PHONY: demo test suite test-fast install lint bench clean gpu-wheels gpu-check gpu-check-dry
 
 # The suite's two tiers, each a folder: tests/unit/<layer>/, the pure one (no process, socket, namespace or terminal:
 # tests/conftest.py holds it to that), and tests/integration/<command>/ (real torchrun, py-spy, network namespaces,
@@ -50,7 +50,12 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
-test: lint
+# The lint beside the suite: mypy takes one core for about 15 s, which the suite's start-up (four workers collecting)
+# shares; a lint error is printed as soon as it is found, and `make test` fails once both have ended.
+test: install
+	@$(MAKE) --no-print-directory -j2 lint suite
+
+suite: install
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=25
 
 test-fast: lint
