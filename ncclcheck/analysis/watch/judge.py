@@ -30,7 +30,7 @@ from ncclcheck.analysis.watch.disagree import disagreements
 from ncclcheck.analysis.watch.findings import group
 from ncclcheck.analysis.watch.posted import unmatched
 from ncclcheck.analysis.watch.shares import rank_shares
-from ncclcheck.analysis.watch.slow import enough, slowness
+from ncclcheck.analysis.watch.slow import SLOW, enough, slowness
 from ncclcheck.analysis.watch.subgroup import Members, subgroup_wait
 from ncclcheck.analysis.watch.track import Tracked, advance, doing
 from ncclcheck.analysis.watch.uneven import NOT_COLLECTIVES, uneven_inputs
@@ -53,6 +53,7 @@ __all__ = [
     "rejudge",
     "settling",
     "short",
+    "stands",
     "track",
 ]
 
@@ -300,6 +301,12 @@ def settling(state: WatchState, stall_s: float) -> bool:
     launcher gone) comes at once and must not end a look that would name a culprit a moment later."""
     live = [v for v in state.ranks if v.sample.status not in DEAD]
     return any(not v.known or (v.collective and v.quiet_s < stall_s) for v in live)
+
+
+def stands(state: WatchState, stall_s: float) -> bool:
+    """Whether a look whose verdict is a warning is the answer as it stands: every warning a slow rank or node
+    (judged over its own window already), or nothing the ranks show still ``settling``."""
+    return all(f.id in SLOW for f in state.findings if f.severity == "warning") or not settling(state, stall_s)
 
 
 def next_delay(state: WatchState | None, interval_s: float) -> float:

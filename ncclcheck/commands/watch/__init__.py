@@ -41,7 +41,7 @@ import threading
 import time
 
 from ncclcheck import exits
-from ncclcheck.analysis.watch.judge import QUICK_S, decided, next_delay, rejudge, settling
+from ncclcheck.analysis.watch.judge import QUICK_S, decided, next_delay, rejudge, stands
 from ncclcheck.collectors.jobs import discover, launcher_waiting, pick, wait_for_ranks
 from ncclcheck.exits import UsageError
 from ncclcheck.model.watch import Job, WatchState
@@ -262,14 +262,9 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
             break
         if state.verdict.status == "finished" and not state.launcher_running:
             return state  # nothing left to watch; while the launcher lives, it may restart the ranks
-        # answered early: judged as it stands, not against a window it did not wait for; a warning (a rank exited
-        # while the others run) only once no rank stands in a collective short of --stall (a dead rank or a
-        # straggler they wait on would be named a moment later)
-        if (
-            args.settle is None
-            and decided(state)
-            and (state.verdict.status != "warning" or not settling(state, args.stall))
-        ):
+        # answered early: judged as it stands, not against a window it did not wait for (a warning only where
+        # nothing the ranks show may still turn into a dead rank or a straggler)
+        if args.settle is None and decided(state) and (state.verdict.status != "warning" or stands(state, args.stall)):
             return state
         if elapsed >= window and state.verdict.status != "pending":
             break

@@ -19,7 +19,7 @@ import time
 from types import FrameType
 
 from ncclcheck import exits
-from ncclcheck.analysis.watch.judge import decided, settling
+from ncclcheck.analysis.watch.judge import decided, stands
 from ncclcheck.analysis.watch.nodes import SILENT_MIN_S
 from ncclcheck.analysis.watch.slow import SLOW
 from ncclcheck.collectors.agent_commands import agent_command, fanout_command, slurm_command, slurm_nodes
@@ -128,11 +128,12 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
             break  # no agent reported at all, or one never did: the final poll names what is missing
         if state.verdict.status == "finished" and not state.launcher_running:
             return source.poll() if source.with_map() else state
-        # node warnings come at once; the ranks' own answer only once every rank seen waiting has waited --stall
-        judged = first is not None and time.monotonic() - first >= args.stall and not settling(state, args.stall)
-        # a slow rank or node is judged over its own window already (every part of it)
+        # node warnings come at once: one is the answer once --stall has passed here and as the ranks show it (a
+        # slow rank or node is judged over its own window already, every part of it)
+        judged = first is not None and time.monotonic() - first >= args.stall
         slow = all(f.id in SLOW for f in state.findings if f.severity == "warning")
-        if args.settle is None and decided(state) and (state.verdict.status != "warning" or judged or slow):
+        warned = stands(state, args.stall) and (judged or slow)
+        if args.settle is None and decided(state) and (state.verdict.status != "warning" or warned):
             return source.poll() if source.with_map() else state  # the answer carries torchrun's map too
     source.with_map()
     return source.poll(final=True)

@@ -70,7 +70,7 @@ def test_must_not_a_rank_that_exited_while_the_others_run_their_own_code_is_said
 
 def lost_launcher(state: WatchState) -> WatchState:
     """The look as the viewer merges it when node1's launcher has exited: its warning first, then the ranks'."""
-    gone = Finding(watch_ids.LAUNCHER_GONE, "warning", "node1: the job's launcher has exited", "", (2, 3), ())
+    gone = Finding(watch_ids.LAUNCHER_GONE, "warning", "node1: the job's launcher has exited", ranks=(2, 3))
     findings = (*state.findings, gone)
     verdict = state.verdict if state.verdict.status == "problem" else Verdict("warning", gone.message)
     return dataclasses.replace(state, findings=findings, verdict=verdict)
@@ -113,3 +113,13 @@ def test_must_not_a_node_s_lost_launcher_waits_for_nothing_once_no_rank_stands_s
     source = Looks([running])
     found = once_nodes(source, args(interval=1.0))  # type: ignore[arg-type]
     assert ids(found) == [("launcher-gone", ())] and not source.window_ended
+
+
+def test_must_not_a_slow_rank_judged_over_its_own_window_waits_for_the_ranks_moving_through_collectives() -> None:
+    """A fail-slow warning is judged over the rounds' window: the ranks pass through their collectives all the
+    while (each one short of --stall), and the look ends on it at once, locally as across nodes."""
+    moving = states(job(2), *[all_in(2, "all_reduce")] * 2, every=0.5, stall=4.0)
+    slow = Finding(watch_ids.SLOW_RANK, "warning", "rank 1 is slow", ranks=(0, 1), culprits=(1,))
+    look = dataclasses.replace(moving, findings=(slow,), verdict=Verdict("warning", slow.message))
+    source = Looks([look])
+    assert ids(once_local(source, args())) == [("slow-rank", (1,))] and source.polled == 1  # type: ignore[arg-type]
