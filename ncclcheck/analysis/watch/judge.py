@@ -304,8 +304,16 @@ def settling(state: WatchState, stall_s: float) -> bool:
 
 
 def stands(state: WatchState, stall_s: float) -> bool:
-    """Whether a look whose verdict is a warning is the answer as it stands: every warning a slow rank or node
-    (judged over its own window already), or nothing the ranks show still ``settling``."""
+    """Whether a decided look is the answer as it stands. A warning: every warning a slow rank or node (judged over
+    its own window already), or nothing the ranks show still ``settling``. A dead rank (an error at once): unless a
+    live rank is outside any collective while others have only begun to wait in one, for the others may wait on
+    it too: --stall tells whether it is a straggler as well, which naming the dead rank alone would leave unsaid."""
+    findings = {f.id for f in state.findings}
+    if state.verdict.status == "problem":
+        if watch_ids.DEAD not in findings or watch_ids.STRAGGLER in findings:
+            return True
+        live = [v for v in state.ranks if v.sample.status not in DEAD]
+        return not any(v.known and not v.collective for v in live) or not settling(state, stall_s)
     return all(f.id in SLOW for f in state.findings if f.severity == "warning") or not settling(state, stall_s)
 
 

@@ -262,9 +262,9 @@ def _once(source: LiveSource, args: argparse.Namespace) -> WatchState:
             break
         if state.verdict.status == "finished" and not state.launcher_running:
             return state  # nothing left to watch; while the launcher lives, it may restart the ranks
-        # answered early: judged as it stands, not against a window it did not wait for (a warning only where
-        # nothing the ranks show may still turn into a dead rank or a straggler)
-        if args.settle is None and decided(state) and (state.verdict.status != "warning" or stands(state, args.stall)):
+        # answered early: judged as it stands, not against a window it did not wait for (a warning, or a dead rank,
+        # only where nothing the ranks show may still turn into a dead rank or a straggler)
+        if args.settle is None and decided(state) and stands(state, args.stall):
             return state
         if elapsed >= window and state.verdict.status != "pending":
             break

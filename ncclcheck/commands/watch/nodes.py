@@ -132,8 +132,13 @@ def _once(source: NodesSource, args: argparse.Namespace) -> WatchState:
         # slow rank or node is judged over its own window already, every part of it)
         judged = first is not None and time.monotonic() - first >= args.stall
         slow = all(f.id in SLOW for f in state.findings if f.severity == "warning")
-        warned = stands(state, args.stall) and (judged or slow)
-        if args.settle is None and decided(state) and (state.verdict.status != "warning" or warned):
+        warned = judged or slow
+        if (
+            args.settle is None
+            and decided(state)
+            and stands(state, args.stall)
+            and (state.verdict.status != "warning" or warned)
+        ):
             return source.poll() if source.with_map() else state  # the answer carries torchrun's map too
     source.with_map()
     return source.poll(final=True)

@@ -123,3 +123,47 @@ def test_must_not_a_slow_rank_judged_over_its_own_window_waits_for_the_ranks_mov
     look = dataclasses.replace(moving, findings=(slow,), verdict=Verdict("warning", slow.message))
     source = Looks([look])
     assert ids(once_local(source, args())) == [("slow-rank", (1,))] and source.polled == 1  # type: ignore[arg-type]
+
+
+def dead_and_busy(looks: int) -> WatchState:
+    """Three ranks: rank 0 in all_reduce, rank 1 in its own code (load_batch), rank 2 stopped (SIGSTOP); ``looks``
+    looks half a second apart."""
+    odd = {"r1": sample(1, stack(None, 40, "load_batch")), "r2": sample(2, (), status="stopped")}
+    return states(job(3), *[all_in(3, "all_reduce", **odd)] * looks, every=0.5, stall=4.0)
+
+
+def test_a_dead_rank_does_not_end_the_look_before_a_rank_outside_any_collective_is_judged() -> None:
+    """The stopped rank is an error at once, but rank 0 waits for rank 1 too: the look goes on until --stall says
+    whether rank 1 is a straggler as well, not only the stopped rank."""
+    early, late = dead_and_busy(4), dead_and_busy(10)
+    assert ids(early) == [("dead", (2,))] and early.verdict.status == "problem"
+    assert ("straggler", (1,)) in ids(late) and ("dead", (2,)) in ids(late)
+    source = Looks([early, early, early, late])
+    found = once_local(source, args())  # type: ignore[arg-type]
+    assert ids(found) == ids(late) and source.polled == 4
+
+
+def test_a_dead_rank_does_not_end_the_viewer_s_look_before_a_rank_outside_any_collective_is_judged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    early, late = dead_and_busy(4), dead_and_busy(10)
+    monkeypatch.setattr(nodes_command, "time", Clock())
+    source = Looks([early] * 3 + [late])
+    found = once_nodes(source, args(interval=1.0))  # type: ignore[arg-type]
+    assert ("straggler", (1,)) in ids(found) and source.polled == 4 and not source.window_ended
+
+
+def test_must_not_a_dead_rank_the_others_all_wait_on_is_said_at_once() -> None:
+    """Nobody outside a collective: nothing more can be judged by waiting, the dead rank is the answer at once."""
+    stopped = states(
+        job(3), *[all_in(3, "all_reduce", r2=sample(2, (), status="stopped"))] * 4, every=0.5, stall=4.0
+    )
+    assert ids(stopped) == [("dead", (2,))]
+    source = Looks([stopped])
+    assert ids(once_local(source, args())) == [("dead", (2,))] and source.polled == 1  # type: ignore[arg-type]
+
+
+def test_must_not_a_dead_rank_with_a_straggler_already_named_waits_on() -> None:
+    late = dead_and_busy(10)
+    source = Looks([late])
+    assert ids(once_local(source, args())) == ids(late) and source.polled == 1  # type: ignore[arg-type]
