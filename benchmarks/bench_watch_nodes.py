@@ -5,9 +5,10 @@
    the rank table's update and the screen's render in the real Textual app, as CPU time (goal <= 100 ms at 4,096);
    the baseline is json.loads of the same lines alone, timed right after each refresh. Twice: a straggler (rank 1
    outside any collective), and a job that runs with rank 1 slow (fail-slow), each node's line carrying a new round
-   of sampled stacks for every rank (rows of numbers, schema /2) and the viewer holding a minute of them: the
-   refresh in which every rank's round arrives. Median and mean of the refreshes (a full garbage collection falls
-   in some of them).
+   of sampled stacks for every rank and the viewer holding a minute of them: the refresh in which every rank's round
+   arrives. The lines are written as the agents write them (``AgentLines``, schema /3: a rank whose state is as last
+   sent comes as a row of its numbers, its new rounds after them). Median and mean of the refreshes (a full garbage
+   collection falls in some of them).
 2. The agent on a real 8-rank gloo job stuck in a collective (so that every rank is dumped at every
    sample, the agent's worst case) at the default interval: its CPU (py-spy included) as a share of one
    core (goal <= 2 %), and the bytes it writes per sample and per rank.
@@ -42,9 +43,8 @@ from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.commands.watch.nodes import freeze_start_up
-from ncclcheck.model.agent_line import agent_line
-from ncclcheck.model.shares import PlaceKey, Tally
-from ncclcheck.model.stacks import Frame
+from ncclcheck.model.agent_line import AgentLines
+from ncclcheck.model.shares import Tally
 from ncclcheck.sources.live import samples
 from ncclcheck.tui.app import WatchApp
 
@@ -62,9 +62,7 @@ def recorded(nodes: int, rounds: int, slow: bool = False) -> list[list[str]]:
         first = node * PER_NODE
         odd = {"r1": sample(1, stack(None, 41, "load_batch"))} if node == 0 and not slow else {}
         state = states(job(world, PER_NODE, node), *[all_in(first + PER_NODE, "all_reduce", first=first, **odd)] * 3)
-        sent: dict[int, tuple[Frame, ...]] = {}
-        rounds_sent: dict[int, float] = {}
-        places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
+        lines = AgentLines(f"gpu-{node:04d}")
         history: dict[int, list[Tally]] = {}
         for i in range(rounds):
             if slow:
@@ -77,8 +75,7 @@ def recorded(nodes: int, rounds: int, slow: bool = False) -> list[list[str]]:
                     views.append(dataclasses.replace(moving, moved_samples=3, tallies=tuple(kept[-30:])))
                 state = dataclasses.replace(state, ranks=tuple(views), recording=True)
             at = 1.8e9 + i * 1.5
-            line = agent_line(state, f"gpu-{node:04d}", sent, at, i, rounds_sent=rounds_sent, places_sent=places_sent)
-            out[i].append(json.dumps(line))
+            out[i].append(json.dumps(lines.line(state, at)))
     return out
 
 

@@ -23,11 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from ncclcheck.model.agent_line import flight_from_json, groups_from_json, parse
+from ncclcheck.model.agent_line import Held, flight_from_json, groups_from_json
 from ncclcheck.model.flight import FrDump
-from ncclcheck.model.shares import PlaceKey, Tally
-from ncclcheck.model.stacks import Frame
-from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import AGENT_SCHEMAS, AgentReport
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
@@ -40,12 +37,9 @@ class Streams:
 
     reports: dict[str, AgentReport] = field(default_factory=dict)
     text: dict[str, deque[str]] = field(default_factory=dict)
-    stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
+    held: Held = field(default_factory=Held)  # per node and rank: what the lines sent before
     flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
     groups: dict[str, tuple[frozenset[int], ...]] = field(default_factory=dict)  # per host, as last sent
-    tallies: dict[tuple[str, int], tuple[Tally, ...]] = field(default_factory=dict)  # per node and rank: the window
-    deeps: dict[tuple[str, int], Deep | None] = field(default_factory=dict)  # per node and rank: its last closer look
-    places: dict[tuple[str, int], tuple[PlaceKey, ...]] = field(default_factory=dict)  # per node and rank: its table
     first_seen: float | None = None
 
     def add_line(self, raw: str, received: float) -> None:
@@ -60,7 +54,7 @@ class Streams:
             except ValueError:
                 data = None
             if isinstance(data, dict) and data.get("schema") in AGENT_SCHEMAS and isinstance(data.get("host"), str):
-                report = parse(data, self.stacks, received, self.tallies, self.deeps, self.places)
+                report = self.held.read(data, received)
                 if report is not None:
                     flight = flight_from_json(data)
                     if flight is not None:
@@ -170,27 +164,34 @@ def replay(path: str) -> Streams:
         else Path(path).open(encoding="utf-8", errors="replace")
     ) as handle:
         for line in handle:
-            host = _torn_down(line)
-            if host is not None and host in streams.reports and host not in torn:
+            host, torn_down = _torn_down(line, streams.held)
+            if host is not None and host in torn:
+                continue  # after its teardown
+            if torn_down and host is not None and host in streams.reports:
                 torn.add(host)
                 kept = streams.reports[host]
                 streams.reports[host] = dataclasses.replace(kept, notes=(*kept.notes, TEARDOWN_NOTE))
-            if host is None or host not in torn:
-                streams.add_line(line, -1.0)  # -1: the line's own time
+                continue
+            streams.add_line(line, -1.0)  # -1: the line's own time
     return streams
 
 
-def _torn_down(line: str) -> str | None:
-    """The host of an agent line whose ended ranks were all ended by SIGTERM (or reaped unread), at least one."""
+def _torn_down(line: str, held: Held) -> tuple[str | None, bool]:
+    """The host of an agent line (None: not one), and whether the line's ended ranks were all ended by SIGTERM (or
+    reaped unread), at least one. A rank sent as a row ended as it was last sent in full (``held``)."""
     brace = line.find("{")
     try:
         data = json.loads(line[brace:]) if brace >= 0 else None
     except ValueError:
-        return None
+        return None, False
     if not isinstance(data, dict) or data.get("schema") not in AGENT_SCHEMAS or not isinstance(data.get("ranks"), list):
-        return None
-    ended = [r for r in data["ranks"] if isinstance(r, dict) and r.get("status") in ("gone", "zombie")]
-    codes = {r.get("exit_code") for r in ended}
-    if not ended or -signal.SIGTERM not in codes or not codes <= {-signal.SIGTERM, None}:
-        return None
-    return str(data.get("host"))
+        return None, False
+    host = str(data.get("host"))
+    ends: list[tuple[object, object]] = []
+    for r in data["ranks"]:
+        if isinstance(r, dict):
+            ends.append((r.get("status"), r.get("exit_code")))
+        elif isinstance(r, list) and r and (view := held.views.get((host, r[0]))) is not None:
+            ends.append((view.sample.status, view.sample.exit_code))
+    codes = {code for status, code in ends if status in ("gone", "zombie")}
+    return host, bool(codes) and -signal.SIGTERM in codes and codes <= {-signal.SIGTERM, None}

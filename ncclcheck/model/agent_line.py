@@ -1,9 +1,12 @@
-"""The agent line (schema ncclcheck.watch-agent/2), written and read in one place: ``watch --agent`` and ``run``'s
-sampler write one per sample of a node's ranks (``agent_line``), the viewer reads them back (``parse``).
+"""The agent line (schema ncclcheck.watch-agent/3), written and read in one place: ``watch --agent`` and ``run``'s
+sampler write one per sample of a node's ranks (``AgentLines``), the viewer reads them back (``Held.read``).
 
 A line holds each rank's sample and how long it has stood still (the agent tracks its own ranks on its own
 clock, so the viewer never compares two nodes' clocks), and a rank's stack only when it changed since the
-line before: an unchanged rank costs a few hundred bytes.
+line before. A rank whose state (process, status, the call it is in and its arguments, its stack, closer look
+and place table) is as last sent comes as one positional row of the numbers that change at every sample
+(``NUMBERS``), its new rounds after them: the reader keeps the rest from the rank's last full entry, which comes
+again every ``TABLE_EVERY`` lines for a reader that came in late (schema /2 sent every rank in full: still read).
 
 A rank's new rounds of sampled stacks come as ``counts``: one row of plain numbers per round (its samples and
 waits by kind, its CPU, and (index, count) pairs into the rank's ``places`` table), the table itself (kind, what,
@@ -14,6 +17,7 @@ each round as an object with its places spelt out (``rounds``): still read, for 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ncclcheck.model.args import args_from_json, posted_from_json
@@ -31,8 +35,25 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint, WatchState
 
-TABLE_EVERY = 32  # lines between two sendings of an unchanged place table (a reader that began later gets it)
+TABLE_EVERY = 32  # lines between two sendings of an unchanged place table or state (a reader that began later)
 PLACE_TABLE_MAX = 64  # places a rank's table holds before it is begun afresh
+# a rank's numbers that change at every sample, in the order of its positional row (after its rank; then its rounds)
+NUMBERS = (
+    "since_s",
+    "still_s",
+    "quiet_s",
+    "idle_s",
+    "idle_samples",
+    "moved_samples",
+    "progressing",
+    "cpu_percent",
+    "main_cpu_percent",
+    "rss_bytes",
+    "threads",
+    "socket_bytes",
+    "held_s",
+)
+SENT_APART = frozenset({"stack", "deep", "counts", "places", "rounds"})  # each sent when it changed, on its own
 
 
 def agent_line(
@@ -162,6 +183,7 @@ class AgentLines:
         self.rounds_sent: dict[int, float] = {}
         self.deep_sent: dict[int, Deep | None] = {}
         self.places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
+        self.states: dict[int, tuple[dict[str, Any], int]] = {}  # each rank's state as last sent in full, and when
 
     def line(
         self,
@@ -175,6 +197,10 @@ class AgentLines:
     ) -> dict[str, Any]:
         """The next line; ``flight`` is sent when it is not the one last sent (identity: the source keeps one until
         it asks again), ``groups`` when they differ from those last sent."""
+        for rank, (_, at) in self.states.items():  # a rank due in full again: with its stack and closer look too
+            if self.seq - at >= TABLE_EVERY:
+                self.sent.pop(rank, None)
+                self.deep_sent.pop(rank, None)
         fresh, self.flight = (flight if flight is not self.flight else None), flight
         new_groups, self.groups = (groups if groups != self.groups else None), groups
         line = agent_line(
@@ -193,8 +219,24 @@ class AgentLines:
             places_sent=self.places_sent,
             groups=new_groups,
         )
+        line["ranks"] = [self._compact(r, self.seq) for r in line["ranks"]]
         self.seq += 1
         return line
+
+    def _compact(self, rank: dict[str, Any], seq: int) -> dict[str, Any] | list[Any]:
+        """The rank's positional row where its state is as last sent (in full, fewer than ``TABLE_EVERY`` lines
+        ago) and nothing sent apart changed but its new rounds; else the rank in full, its state remembered."""
+        state = {k: v for k, v in rank.items() if k not in NUMBERS and k not in SENT_APART}
+        kept = self.states.get(rank["rank"])
+        if kept is not None and kept[0] == state and seq - kept[1] < TABLE_EVERY and not _apart(rank):
+            return [rank["rank"], *(rank[k] for k in NUMBERS), *rank.get("counts", ())]
+        self.states[rank["rank"]] = (state, seq)
+        return rank
+
+
+def _apart(rank: dict[str, Any]) -> bool:
+    """Whether the rank carries something sent apart that a row has no place for (all but its new rounds)."""
+    return any(k in rank for k in SENT_APART if k != "counts")
 
 
 def _counts(
@@ -212,45 +254,157 @@ def _counts(
     return out
 
 
-def parse(
-    data: dict[str, Any],
-    stacks: dict[tuple[str, int], tuple[Frame, ...]],
-    received: float,
-    tallies: dict[tuple[str, int], tuple[Tally, ...]] | None = None,
-    deeps: dict[tuple[str, int], Deep | None] | None = None,
-    places: dict[tuple[str, int], tuple[PlaceKey, ...]] | None = None,
-) -> AgentReport | None:
-    """An agent line as the viewer holds it; a rank's stack comes from an earlier line when this one left it
-    out (unchanged), its rounds of sampled stacks are added to those of earlier lines (``tallies``), read with its
-    place table as last sent (``places``). None: a line this version cannot read."""
-    held = {} if tallies is None else tallies
-    tables = {} if places is None else places
-    host = str(data["host"])
-    raw_job = data.get("job")
-    job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
-    try:
-        looks = {} if deeps is None else deeps
-        views = tuple(_view(r, host, stacks, held, looks, tables) for r in data.get("ranks", []))
-        return AgentReport(
+@dataclass
+class Held:
+    """What a viewer holds of the agents' lines from one line to the next, per node and rank: its stack, its minute
+    of rounds, its closer look and its place table as last sent, and its view as last read (a rank sent as a row
+    of numbers keeps the rest from it)."""
+
+    stacks: dict[tuple[str, int], tuple[Frame, ...]] = field(default_factory=dict)
+    tallies: dict[tuple[str, int], tuple[Tally, ...]] = field(default_factory=dict)
+    deeps: dict[tuple[str, int], Deep | None] = field(default_factory=dict)
+    places: dict[tuple[str, int], tuple[PlaceKey, ...]] = field(default_factory=dict)
+    views: dict[tuple[str, int], RankView] = field(default_factory=dict)
+
+    def read(self, data: dict[str, Any], received: float) -> AgentReport | None:
+        """An agent line as the viewer holds it: a rank's stack comes from an earlier line when this one left it
+        out (unchanged), its rounds of sampled stacks are added to those of earlier lines, read with its place
+        table as last sent; a rank sent as a row of numbers is its last view with them. None: a line this version
+        cannot read, or one with a rank in a row whose full entry never came (a reader that came in late: the
+        agent sends every rank in full again within ``TABLE_EVERY`` lines)."""
+        host = str(data["host"])
+        raw_job = data.get("job")
+        job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
+        try:
+            views = tuple(
+                self._row(r, host) if isinstance(r, list) else self._view(r, host) for r in data.get("ranks", [])
+            )
+            return AgentReport(
+                host=host,
+                received=float(data.get("time", received)) if received < 0 else received,
+                node_rank=_int(data.get("node_rank")),
+                job_id=job.get("id"),
+                world_size=_int(job.get("world_size")),
+                nodes=_int(job.get("nodes")),
+                launcher_running=job.get("launcher_running"),
+                window_s=float(data.get("window_s", 0.0)),
+                samples=int(data.get("samples", 0)),
+                views=views,
+                notes=tuple(str(n) for n in data.get("notes", [])),
+                error=data.get("error"),
+                done=data.get("done"),
+                rendezvous=_endpoint(data.get("rendezvous")),
+                interval_s=_float(data.get("interval_s")),
+                recording=bool(data.get("recording")),
+            )
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
+
+    def _view(self, r: dict[str, Any], host: str) -> RankView:
+        rank = int(r["rank"])
+        key = (host, rank)
+        if "deep" in r:  # sent when it changed; null once the rank moved on
+            self.deeps[key] = deep_from_json(r["deep"])
+        self._rounds(_rounds(r, self.places, key), key)
+        if "stack" in r:
+            self.stacks[key] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
+        sample = RankSample(
+            rank=rank,
+            local_rank=_int(r.get("local_rank")),
+            pid=_int(r.get("pid")),
             host=host,
-            received=float(data.get("time", received)) if received < 0 else received,
-            node_rank=_int(data.get("node_rank")),
-            job_id=job.get("id"),
-            world_size=_int(job.get("world_size")),
-            nodes=_int(job.get("nodes")),
-            launcher_running=job.get("launcher_running"),
-            window_s=float(data.get("window_s", 0.0)),
-            samples=int(data.get("samples", 0)),
-            views=views,
-            notes=tuple(str(n) for n in data.get("notes", [])),
-            error=data.get("error"),
-            done=data.get("done"),
-            rendezvous=_endpoint(data.get("rendezvous")),
-            interval_s=_float(data.get("interval_s")),
-            recording=bool(data.get("recording")),
+            status=str(r["status"]),
+            cpu_percent=float(r.get("cpu_percent") or 0.0),
+            rss_bytes=int(r.get("rss_bytes") or 0),
+            threads=int(r.get("threads") or 0),
+            main_cpu_s=None,
+            net_bytes=_int(r.get("socket_bytes")),
+            stack=self.stacks.get(key, ()),
+            stack_error=r.get("stack_error"),
+            exit_code=_int(r.get("exit_code")),
+            deep=self.deeps.get(key),
+            p2p=posted_from_json(r.get("p2p")),
+            ended=_float(r.get("ended")),
+            code=code_from_json(r.get("code")),
+            tracer=r.get("tracer"),
         )
-    except (KeyError, TypeError, ValueError):
-        return None
+        cpu = r.get("main_cpu_percent")
+        view = self.views[key] = RankView(
+            sample,
+            r.get("collective"),
+            r.get("call_site"),
+            str(r.get("doing") or sample.status),
+            since_s=float(r["since_s"]),
+            still_s=float(r["still_s"]),
+            quiet_s=float(r["quiet_s"]),
+            idle_s=float(r["idle_s"]),
+            idle_samples=int(r.get("idle_samples", 0)),
+            main_cpu_percent=None if cpu is None else float(cpu),
+            progressing=bool(r.get("progressing")),
+            moved_samples=int(r.get("moved_samples", 0)),
+            args=args_from_json(r.get("args")),
+            tallies=self.tallies.get(key, ()),
+            held_s=float(r.get("held_s") or 0.0),
+        )
+        return view
+
+    def _row(self, r: list[Any], host: str) -> RankView:
+        """A rank sent as a row (``NUMBERS``, then its new rounds): its last view, with these numbers."""
+        rank, since, still, quiet, idle, idle_n, moved, progressing, cpu, main_cpu, rss, threads, net, held = r[:ROW]
+        key = (host, int(rank))
+        before = self.views[key]  # KeyError: its full entry never came; the line is not read
+        if len(r) > ROW:
+            table = self.places.get(key, ())
+            self._rounds([tally_from_row(row, table) for row in r[ROW:]], key)
+        s = before.sample
+        sample = RankSample(
+            s.rank,
+            s.local_rank,
+            s.pid,
+            host,
+            s.status,
+            float(cpu or 0.0),
+            int(rss or 0),
+            int(threads or 0),
+            None,
+            _int(net),
+            s.stack,
+            s.stack_error,
+            s.exit_code,
+            None,
+            (),
+            s.deep,
+            s.p2p,
+            s.ended,
+            s.code,
+            s.tracer,
+        )
+        view = self.views[key] = RankView(
+            sample,
+            before.collective,
+            before.call_site,
+            before.doing,
+            float(since),
+            float(still),
+            float(quiet),
+            float(idle),
+            int(idle_n),
+            None if main_cpu is None else float(main_cpu),
+            bool(progressing),
+            int(moved),
+            (),
+            before.args,
+            self.tallies.get(key, ()),
+            float(held or 0.0),
+        )
+        return view
+
+    def _rounds(self, new: list[Tally | None] | None, key: tuple[str, int]) -> None:
+        if new is not None:
+            self.tallies[key] = window(self.tallies.get(key, ()), [t for t in new if t is not None])
+
+
+ROW = 1 + len(NUMBERS)  # a rank's row: its rank and its numbers, then its new rounds
 
 
 def _endpoint(data: object) -> RendezvousEndpoint | None:
@@ -272,62 +426,6 @@ def _float(value: object) -> float | None:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _view(
-    r: dict[str, Any],
-    host: str,
-    stacks: dict[tuple[str, int], tuple[Frame, ...]],
-    tallies: dict[tuple[str, int], tuple[Tally, ...]],
-    deeps: dict[tuple[str, int], Deep | None],
-    tables: dict[tuple[str, int], tuple[PlaceKey, ...]],
-) -> RankView:
-    rank = int(r["rank"])
-    if "deep" in r:  # sent when it changed; null once the rank moved on
-        deeps[(host, rank)] = deep_from_json(r["deep"])
-    new = _rounds(r, tables, (host, rank))
-    if new is not None:
-        tallies[(host, rank)] = window(tallies.get((host, rank), ()), [t for t in new if t is not None])
-    if "stack" in r:
-        stacks[(host, rank)] = tuple(Frame(str(f[0]), str(f[1]), int(f[2]), bool(f[3])) for f in r["stack"])
-    sample = RankSample(
-        rank=rank,
-        local_rank=_int(r.get("local_rank")),
-        pid=_int(r.get("pid")),
-        host=host,
-        status=str(r["status"]),
-        cpu_percent=float(r.get("cpu_percent") or 0.0),
-        rss_bytes=int(r.get("rss_bytes") or 0),
-        threads=int(r.get("threads") or 0),
-        main_cpu_s=None,
-        net_bytes=_int(r.get("socket_bytes")),
-        stack=stacks.get((host, rank), ()),
-        stack_error=r.get("stack_error"),
-        exit_code=_int(r.get("exit_code")),
-        deep=deeps.get((host, rank)),
-        p2p=posted_from_json(r.get("p2p")),
-        ended=_float(r.get("ended")),
-        code=code_from_json(r.get("code")),
-        tracer=r.get("tracer"),
-    )
-    cpu = r.get("main_cpu_percent")
-    return RankView(
-        sample,
-        r.get("collective"),
-        r.get("call_site"),
-        str(r.get("doing") or sample.status),
-        since_s=float(r["since_s"]),
-        still_s=float(r["still_s"]),
-        quiet_s=float(r["quiet_s"]),
-        idle_s=float(r["idle_s"]),
-        idle_samples=int(r.get("idle_samples", 0)),
-        main_cpu_percent=None if cpu is None else float(cpu),
-        progressing=bool(r.get("progressing")),
-        moved_samples=int(r.get("moved_samples", 0)),
-        args=args_from_json(r.get("args")),
-        tallies=tallies.get((host, rank), ()),
-        held_s=float(r.get("held_s") or 0.0),
-    )
 
 
 def _rounds(

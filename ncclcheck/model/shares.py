@@ -163,7 +163,7 @@ ROW_HEAD = 3 + len(KINDS) + 2  # start, end, samples, a count per kind, cpu_s, d
 
 
 def tally_row(t: Tally, table: dict[PlaceKey, int]) -> list[Any]:
-    """A round counted as the agent line (schema /2) carries it: plain numbers, its places as (index into the
+    """A round counted as the agent line (schema /2 and /3) carries it: plain numbers, its places as (index into the
     rank's place table, count) pairs. ``table``: each place's index, a new place added at the end."""
     kinds = dict(t.kinds)
     row: list[Any] = [round(t.start, 3), round(t.end, 3), t.samples, *(kinds.get(k, 0) for k in KINDS)]

@@ -13,9 +13,10 @@ from ncclcheck.model.stacks import Frame
 from ncclcheck.model.waits import CodeAt, Deep
 
 AGENT_SCHEMA = (
-    "ncclcheck.watch-agent/2"  # one JSON line per sample of a node's ranks: model.agent_line writes and reads it
+    "ncclcheck.watch-agent/3"  # one JSON line per sample of a node's ranks: model.agent_line writes and reads it
 )
-AGENT_SCHEMAS = (AGENT_SCHEMA, "ncclcheck.watch-agent/1")  # read: /1 carried rounds as objects (recorded files)
+# read too, for files recorded with them: /2 sent every rank in full, /1 its rounds as objects
+AGENT_SCHEMAS = (AGENT_SCHEMA, "ncclcheck.watch-agent/2", "ncclcheck.watch-agent/1")
 
 
 # ok, pending (not judged yet), undecided (the evidence cannot decide), warning, problem, finished (the job is over)

@@ -109,7 +109,7 @@ class LiveSampler:
         state = look.state
         for r in source.job.ranks:
             self.ends.add(r.rank, r.pid)
-        # This node's agent lines (ncclcheck.watch-agent/2), as `watch --agent` writes them: a viewer reads
+        # This node's agent lines (ncclcheck.watch-agent/3), as `watch --agent` writes them: a viewer reads
         # every node's run dir (`watch --agents FILE`, or `--fanout 'tail -n +1 -F .../watch-agent.jsonl'`).
         line = self.lines.line(
             state, time.time(), self.watching.interval_s, flight=source.flight, groups=source.groups.groups

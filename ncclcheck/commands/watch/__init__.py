@@ -107,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     nodes.add_argument(
         "--agent",
         action="store_true",
-        help="be the agent: one ncclcheck.watch-agent/2 JSON line per sample of this node, on stdout",
+        help="be the agent: one ncclcheck.watch-agent/3 JSON line per sample of this node, on stdout",
     )
     parser.add_argument(
         "--native",

@@ -1,5 +1,5 @@
 """``ncclcheck watch --agent``: sample this node's ranks of the job as ``watch`` does and write one JSON line
-per sample to stdout (schema ncclcheck.watch-agent/2), for a viewer on another machine (``watch --fanout``,
+per sample to stdout (schema ncclcheck.watch-agent/3), for a viewer on another machine (``watch --fanout``,
 ``--slurm``) or for a file (``--agents FILE`` replays it).
 
 Never opens a socket and never signals the job. Ends when its stdin closes (where stdin is a pipe: the

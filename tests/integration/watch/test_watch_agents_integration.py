@@ -131,7 +131,7 @@ def test_the_agent_on_a_real_job_ends_when_its_stdin_closes_and_on_sigterm(tmp_p
             )
             assert agent.stdout is not None and agent.stdin is not None
             first = json.loads(agent.stdout.readline())
-            assert first["schema"] == "ncclcheck.watch-agent/2" and [r["rank"] for r in first["ranks"]] == [0, 1]
+            assert first["schema"] == "ncclcheck.watch-agent/3" and [r["rank"] for r in first["ranks"]] == [0, 1]
             assert all(r["stack"] for r in first["ranks"])
             if ending == "stdin":
                 agent.stdin.close()

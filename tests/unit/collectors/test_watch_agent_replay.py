@@ -5,9 +5,15 @@ hang before it is what the file holds. A rank that ended of its own is judged as
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from conftest import FIXTURES
+from watch_states import all_in, job, sample, states
 
 from ncclcheck.collectors.agent_streams import TEARDOWN_NOTE, replay
+from ncclcheck.model.agent_line import AgentLines
+from ncclcheck.model.watch import RankSample
 from ncclcheck.sources.watch_nodes import NodesSource
 
 AGENTS = FIXTURES / "agents"  # real: see its INDEX.md
@@ -45,3 +51,35 @@ def test_ranks_that_ended_of_their_own_are_judged_as_they_ended() -> None:
     assert TEARDOWN_NOTE not in report.notes and {v.sample.status for v in report.views} == {"gone"}
     findings, _ = judged("abort_at_exit.jsonl", 4.0)
     assert [fid for fid, _ in findings] == ["finished"], findings
+
+
+def ended_lines(tmp_path: Path, first_end: int | None) -> str:
+    """A file of /3 lines as an agent writes them: two ranks in all_reduce; rank 1 ended with ``first_end`` (None:
+    it did not) at the 3rd line and stays so (rows from then on); both ended by SIGTERM at the 6th."""
+    lines, written = AgentLines("vm"), []
+    for i in range(8):
+        odd: dict[str, RankSample] = {}
+        if first_end is not None and i >= 2:
+            odd["r1"] = sample(1, (), status="gone", exit_code=first_end)
+        if i >= 5:
+            odd = {"r0": sample(0, (), status="gone", exit_code=-15), **odd}
+            odd.setdefault("r1", sample(1, (), status="gone", exit_code=-15))
+        state = states(job(2), *[all_in(2, "all_reduce", **odd)] * 3)
+        written.append(json.dumps(lines.line(state, 1_800_000_000.0 + i)))
+    path = tmp_path / "watch-agent.jsonl"
+    path.write_text("\n".join(written) + "\n")
+    assert isinstance(json.loads(written[4])["ranks"][1], list)  # rank 1's end as a row: its state as last sent
+    return str(path)
+
+
+def test_a_rank_that_ended_of_its_own_before_the_teardown_keeps_the_history_whole_when_its_end_comes_as_rows(
+    tmp_path: Path,
+) -> None:
+    report = replay(ended_lines(tmp_path, 1)).reports["vm"]
+    assert TEARDOWN_NOTE not in report.notes  # must-not: rank 1's own failure is no teardown from outside
+    assert {v.rank: v.sample.exit_code for v in report.views} == {0: -15, 1: 1}
+
+
+def test_a_teardown_after_rows_is_still_told_from_the_history(tmp_path: Path) -> None:
+    report = replay(ended_lines(tmp_path, None)).reports["vm"]
+    assert TEARDOWN_NOTE in report.notes and all(v.sample.status != "gone" for v in report.views)

@@ -155,9 +155,7 @@ def test_a_dead_rank_does_not_end_the_viewer_s_look_before_a_rank_outside_any_co
 
 def test_must_not_a_dead_rank_the_others_all_wait_on_is_said_at_once() -> None:
     """Nobody outside a collective: nothing more can be judged by waiting, the dead rank is the answer at once."""
-    stopped = states(
-        job(3), *[all_in(3, "all_reduce", r2=sample(2, (), status="stopped"))] * 4, every=0.5, stall=4.0
-    )
+    stopped = states(job(3), *[all_in(3, "all_reduce", r2=sample(2, (), status="stopped"))] * 4, every=0.5, stall=4.0)
     assert ids(stopped) == [("dead", (2,))]
     source = Looks([stopped])
     assert ids(once_local(source, args())) == [("dead", (2,))] and source.polled == 1  # type: ignore[arg-type]

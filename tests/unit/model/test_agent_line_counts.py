@@ -101,7 +101,7 @@ def test_a_line_of_schema_1_is_still_read_with_its_rounds() -> None:
     line["schema"] = "ncclcheck.watch-agent/1"
     line["ranks"][0]["rounds"] = [tally_to_json(one)]
     assert read([line]).reports["node0"].views[0].tallies == (one,)
-    line["schema"] = "ncclcheck.watch-agent/3"  # must-not: a version this reader does not know is not read as its own
+    line["schema"] = "ncclcheck.watch-agent/4"  # must-not: a version this reader does not know is not read as its own
     assert read([line]).reports == {}
 
 

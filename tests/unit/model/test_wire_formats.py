@@ -1,5 +1,6 @@
 """Each wire format written and read in one home (``model/``), round-tripped over generated states: the agent line
-(ncclcheck.watch-agent/2: ``model.agent_line``, its rounds as rows of numbers and each rank's place table) and the hang record run writes (``model.run.hang_json`` /
+(ncclcheck.watch-agent/3: ``model.agent_line``, a rank as a row of its numbers where its state is as last sent, its rounds
+as rows of numbers and each rank's place table) and the hang record run writes (``model.run.hang_json`` /
 ``hang_from_json``) read back by ``logs RUN_DIR``. A field the writer carries and the reader drops, or reads back
 otherwise, fails here; what the line does not carry (a rank's CPU seconds, its place) is named as such."""
 
@@ -11,9 +12,9 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from watch_states import job
+from watch_states import all_in, job, states
 
-from ncclcheck.model.agent_line import agent_line, parse
+from ncclcheck.model.agent_line import TABLE_EVERY, AgentLines, Held, agent_line
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import hang_from_json, hang_json
 from ncclcheck.model.shares import KINDS, Place, PlaceKey, Tally
@@ -123,7 +124,7 @@ def test_an_agent_line_reads_back_as_the_state_it_was_written_from(
 ) -> None:
     endpoint = RendezvousEndpoint("node0", 29500, "job-1", "10.0.0.1") if with_endpoint else None
     line = agent_line(state, "node0", {}, 1700000000.5, 7, rendezvous=endpoint, interval_s=interval_s)
-    report = parse(json.loads(json.dumps(line)), {}, 42.0)
+    report = Held().read(json.loads(json.dumps(line)), 42.0)
     assert report is not None
     j = state.job
     assert (report.host, report.received, report.job_id, report.world_size, report.nodes) == (
@@ -149,12 +150,12 @@ def test_an_agent_line_reads_back_as_the_state_it_was_written_from(
 @given(watch_state())
 def test_an_agent_line_leaves_out_an_unchanged_stack_and_the_reader_keeps_the_last_one(state: WatchState) -> None:
     sent: dict[int, tuple[Frame, ...]] = {}
-    held: dict[tuple[str, int], tuple[Frame, ...]] = {}
+    held = Held()
     first = agent_line(state, "node0", sent, 1.0, 0)
     second = agent_line(state, "node0", sent, 2.0, 1)
     assert all("stack" not in r for r in second["ranks"])  # must not: an unchanged stack is not sent again
-    parse(json.loads(json.dumps(first)), held, 1.0)
-    report = parse(json.loads(json.dumps(second)), held, 2.0)
+    held.read(json.loads(json.dumps(first)), 1.0)
+    report = held.read(json.loads(json.dumps(second)), 2.0)
     assert report is not None and [v.sample.stack for v in report.views] == [v.sample.stack for v in state.ranks]
 
 
@@ -201,7 +202,7 @@ def test_an_agent_sends_each_round_once_and_its_place_table_only_when_it_changed
     sent: dict[int, tuple[Frame, ...]] = {}
     rounds_sent: dict[int, float] = {}
     places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
-    held: tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], dict[Any, Any]] = ({}, {}, {}, {})
+    held = Held()
     report = None
     for seq, upto in enumerate((cut, None)):
         now = dataclasses.replace(
@@ -215,5 +216,84 @@ def test_an_agent_sends_each_round_once_and_its_place_table_only_when_it_changed
             known = {(p.kind, p.what, p.site) for t in before for p in t.places}
             unknown = any((p.kind, p.what, p.site) not in known for t in new for p in t.places)
             assert ("places" in r) == (unknown or (bool(new) and not seq))  # must-not: a table the reader holds
-        report = parse(json.loads(json.dumps(line)), held[0], 1.0 + seq, held[1], held[2], held[3])
+        report = held.read(json.loads(json.dumps(line)), 1.0 + seq)
     assert report is not None and [v.tallies for v in report.views] == [v.tallies for v in state.ranks]
+
+
+NUMBERS_ONLY = st.fixed_dictionaries(
+    {
+        "since_s": HUNDREDTHS,
+        "still_s": HUNDREDTHS,
+        "quiet_s": HUNDREDTHS,
+        "idle_s": HUNDREDTHS,
+        "idle_samples": st.integers(0, 1000),
+        "moved_samples": st.integers(0, 1000),
+        "progressing": st.booleans(),
+        "main_cpu_percent": st.none() | st.integers(0, 10**4).map(lambda n: n / 10),
+        "held_s": HUNDREDTHS,
+    }
+)
+SAMPLE_NUMBERS = st.fixed_dictionaries(
+    {"cpu_percent": HUNDREDTHS, "rss_bytes": st.integers(0, 2**40), "threads": st.integers(0, 500)}
+)
+
+
+@st.composite
+def next_look(draw: Any, state: WatchState) -> tuple[WatchState, tuple[bool, ...]]:
+    """The next sample of the same ranks: each rank's numbers drawn anew, and some ranks' state changed too (the
+    call it is in, or its status); which ranks changed state."""
+    views, changed = [], []
+    for v in state.ranks:
+        sample = dataclasses.replace(v.sample, **draw(SAMPLE_NUMBERS), net_bytes=draw(MAYBE_INT))
+        view = dataclasses.replace(v, sample=sample, **draw(NUMBERS_ONLY))
+        change = draw(st.sampled_from(("none", "none", "collective", "status")))
+        if change == "collective":
+            view = dataclasses.replace(view, collective=f"{v.collective}-next")
+        elif change == "status":
+            view = dataclasses.replace(view, sample=dataclasses.replace(sample, status=f"{sample.status}-next"))
+        views.append(view)
+        changed.append(change != "none")
+    return dataclasses.replace(state, ranks=tuple(views)), tuple(changed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_a_rank_whose_state_is_as_last_sent_comes_as_a_row_and_reads_back_as_written(data: Any) -> None:
+    """The agent's lines over time (``AgentLines``): a rank whose state is as last sent comes as a row of its numbers
+    and reads back as the view it was written from; must-not: a rank whose call or status changed comes in full."""
+    state = data.draw(watch_state())
+    lines, held = AgentLines("node0"), Held()
+    looks = [(state, tuple(True for _ in state.ranks))]
+    for _ in range(3):
+        looks.append(data.draw(next_look(looks[-1][0])))
+    for i, (look, changed) in enumerate(looks):
+        line = json.loads(json.dumps(lines.line(look, 1.0 + i)))
+        assert [isinstance(r, list) for r in line["ranks"]] == [not c for c in changed]
+        report = held.read(line, 1.0 + i)
+        assert report is not None
+        assert report.views == tuple(dataclasses.replace(v, place=()) for v in look.ranks)
+
+
+def test_a_row_whose_full_entry_never_came_leaves_the_line_unread_until_the_agent_sends_it_again() -> None:
+    """A reader that came in late (the first lines not seen): a row it cannot complete is not read as anything
+    (never a rank with another's state); the agent sends every rank in full again within TABLE_EVERY lines."""
+    state = states(job(2), *[all_in(2, "all_reduce")] * 3)
+    lines = AgentLines("node0")
+    written = [json.loads(json.dumps(lines.line(state, 1.0 + i))) for i in range(TABLE_EVERY + 1)]
+    assert all(isinstance(r, dict) for r in written[0]["ranks"]) and isinstance(written[1]["ranks"][0], list)
+    late = Held()
+    assert [late.read(line, 1.0) for line in written[1:TABLE_EVERY]] == [None] * (TABLE_EVERY - 1)
+    again = late.read(written[TABLE_EVERY], 2.0)
+    assert all(isinstance(r, dict) for r in written[TABLE_EVERY]["ranks"])
+    assert again is not None and [v.rank for v in again.views] == [0, 1]
+    unsent = {"main_cpu_s": None}  # not on the line: the agent's own clock judges it
+    assert again.views == tuple(
+        dataclasses.replace(v, place=(), sample=dataclasses.replace(v.sample, **unsent)) for v in state.ranks
+    )  # its stack too, sent again with the rank in full
+
+
+def test_an_unchanged_rank_costs_a_row_of_numbers_not_its_state() -> None:
+    state = states(job(8), *[all_in(8, "all_reduce")] * 3)
+    lines = AgentLines("node0")
+    first, second = (len(json.dumps(lines.line(state, 1.0 + i))) for i in range(2))
+    assert second * 3 < first
