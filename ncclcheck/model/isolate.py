@@ -68,3 +68,6 @@ class IsolateVerdict:
     kind: IsolateVerdictKind
     nodes: tuple[int, ...]
     message: str
+    # beside a node or link named from groups that never completed: the nodes of a group without it that completed but
+    # ran under a floor the other groups set, twice (a second, slower fault, or a loaded node: the stages cannot tell)
+    also_slow: tuple[int, ...] = ()

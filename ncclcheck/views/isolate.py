@@ -65,6 +65,7 @@ def to_json(
             "nodes": list(verdict.nodes),
             "hosts": [hosts.get(n) for n in verdict.nodes],
             "message": verdict.message,
+            "also_slow": list(verdict.also_slow),
         },
     }
 
