@@ -1,8 +1,8 @@
 """The user's source at a frame's line, read with Python's ``ast``: what the statement is, which ``with`` blocks it
 stands in, what it calls, the loop around it, and which functions of the file fill or signal what it waits on.
 
-Files are read from this node (the ranks' own paths) and parsed once per version (path, size, mtime); a file that
-cannot be read or parsed gives no facts, and the stack alone speaks.
+Files are read from this node (the ranks' own paths) and parsed once per version (path, size, mtime), each line's
+facts made once per version; a file that cannot be read or parsed gives no facts, and the stack alone speaks.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import io
 import os
 import tokenize
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ncclcheck.model.waits import CodeAt
 
@@ -37,6 +37,8 @@ class _Parsed:
     tree: ast.Module
     lines: tuple[str, ...]
     parents: dict[int, ast.AST]  # id(node) -> its parent
+    facts: dict[int, CodeAt | None] = field(default_factory=dict)  # each line's facts, once asked (a stuck rank's
+    # line is asked at every sample: walking the whole tree again for it cost an agent most of its own CPU)
 
 
 _cache: dict[str, tuple[tuple[int, float], _Parsed | None]] = {}
@@ -47,6 +49,12 @@ def code_at(file: str, line: int) -> CodeAt | None:
     parsed = _parse(file)
     if parsed is None or not 0 < line <= len(parsed.lines):
         return None
+    if line not in parsed.facts:
+        parsed.facts[line] = _facts(parsed, file, line)
+    return parsed.facts[line]
+
+
+def _facts(parsed: _Parsed, file: str, line: int) -> CodeAt | None:
     node = _statement(parsed.tree, line)
     if node is None:
         return CodeAt(file, line, parsed.lines[line - 1].strip())

@@ -68,6 +68,7 @@ class IsolateVerdict:
     kind: IsolateVerdictKind
     nodes: tuple[int, ...]
     message: str
-    # beside a node or link named from groups that never completed: the nodes of a group without it that completed but
-    # ran under a floor the other groups set, twice (a second, slower fault, or a loaded node: the stages cannot tell)
+    # beside a node or link named from groups that never completed: the nodes of the group(s) run without it that
+    # completed but ran under a floor the other groups set, twice (a second, slower fault among them, or a loaded
+    # node: the stages cannot tell which)
     also_slow: tuple[int, ...] = ()

@@ -114,7 +114,9 @@ class _Asked:
     def __init__(self, everyone: Nodes, done: Sequence[StageResult], *judged: tuple[tuple[Judged, ...], ...]) -> None:
         self.everyone, self.done, self.next = everyone, done, 0
         self.judged, self.now = judged  # as each stage ended (the plan followed it), and against today's floor
-        self.proven: set[int] = set()  # nodes that passed in a group with another node: their network works
+        # nodes that passed in a group with another node (as judged when it ended: a floor that rose since must not
+        # change which stages the walk chose, or the stages run are no longer the ones it asks): their network works
+        self.proven: set[int] = set()
         self.passed: set[Nodes] = set()
         self.excused: set[Nodes] = set()  # slow once, but no slower than each of its nodes with other nodes
         self.slow_ops: dict[Nodes, frozenset[str]] = {}  # each group's ops under the floor in its latest run
@@ -127,14 +129,14 @@ class _Asked:
             raise _Need(stage)
         if self.done[self.next].stage != stage:
             raise ValueError(f"stage {self.next} ran {self.done[self.next].stage}, the plan asks {stage}")
-        then, now = (_passed(stage, judged[self.next]) for judged in (self.judged, self.now))
+        then = _passed(stage, self.judged[self.next])
         for one in self.judged[self.next]:
             self.slow_ops[one.run.nodes] = frozenset(op for op, _, _ in one.slow_ops)
         self.next += 1
-        for group, ok, still in zip(stage.groups, then, now):
+        for group, ok in zip(stage.groups, then):
             if ok and len(group) > 1:
                 self.passed.add(group)
-            if still and len(group) > 1:
+            if ok and len(group) > 1:  # as judged then: the stages it chose are replayed as chosen
                 self.proven.update(group)
         return then
 
@@ -212,7 +214,7 @@ def _confirmed(verdict: IsolateVerdict, asked: _Asked) -> IsolateVerdict:
             return _several(asked.everyone, f"fail: {verdict.message}, and the others fail without node {left_out} too")
     if not slow:
         return verdict
-    also = tuple(sorted({n for _, rest in slow for n in rest} - set(verdict.nodes)))
+    also = tuple(sorted({n for _, rest in slow for n in rest}))  # the group that ran slow, as it ran
     without = " or ".join(f"node {left_out}" for left_out, _ in slow)
     return IsolateVerdict(
         verdict.kind,

@@ -305,12 +305,16 @@ def settling(state: WatchState, stall_s: float) -> bool:
 
 def stands(state: WatchState, stall_s: float) -> bool:
     """Whether a decided look is the answer as it stands. A warning: every warning a slow rank or node (judged over
-    its own window already), or nothing the ranks show still ``settling``. A dead rank (an error at once): unless a
-    live rank is outside any collective while others have only begun to wait in one, for the others may wait on
-    it too: --stall tells whether it is a straggler as well, which naming the dead rank alone would leave unsaid."""
+    its own window already), or nothing the ranks show still ``settling``. A stopped rank (dead, an error at once):
+    unless a live rank is outside any collective while others have only begun to wait in one, for the others may
+    wait on it too: --stall tells whether it is a straggler as well, which naming the stopped rank alone would leave
+    unsaid. A rank that exited is the answer at once: its launcher ends the others a moment later (torchrun does),
+    and the look would then see only the job's end."""
     findings = {f.id for f in state.findings}
     if state.verdict.status == "problem":
         if watch_ids.DEAD not in findings or watch_ids.STRAGGLER in findings:
+            return True
+        if not any(v.sample.status == "stopped" for v in state.ranks):
             return True
         live = [v for v in state.ranks if v.sample.status not in DEAD]
         return not any(v.known and not v.collective for v in live) or not settling(state, stall_s)

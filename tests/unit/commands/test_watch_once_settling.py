@@ -165,3 +165,13 @@ def test_must_not_a_dead_rank_with_a_straggler_already_named_waits_on() -> None:
     late = dead_and_busy(10)
     source = Looks([late])
     assert ids(once_local(source, args())) == ids(late) and source.polled == 1  # type: ignore[arg-type]
+
+
+def test_must_not_a_rank_that_exited_waits_for_a_rank_outside_any_collective() -> None:
+    """A crashed rank is the answer at once: torchrun ends the others a moment later, and a look that waited on
+    would see only the job's end ("finished") instead of the crash the others waited on."""
+    odd = {"r1": sample(1, stack(None, 40, "load_batch")), "r2": sample(2, (), status="gone", exit_code=1)}
+    crashed = states(job(3), *[all_in(3, "all_reduce", **odd)] * 4, every=0.5, stall=4.0)
+    assert ids(crashed) == [("dead", (2,))] and crashed.verdict.status == "problem"
+    source = Looks([crashed])
+    assert ids(once_local(source, args())) == [("dead", (2,))] and source.polled == 1  # type: ignore[arg-type]
