@@ -43,7 +43,7 @@ from ncclcheck.analysis.watch.judge import Judging
 from ncclcheck.analysis.watch.nodes import merge
 from ncclcheck.collectors.agent_streams import Streams
 from ncclcheck.commands.watch.nodes import freeze_start_up
-from ncclcheck.model.agent_line import AgentLines
+from ncclcheck.model.agent_line import REPEAT, AgentLines
 from ncclcheck.model.shares import Tally
 from ncclcheck.sources.live import samples
 from ncclcheck.tui.app import WatchApp
@@ -81,13 +81,13 @@ def recorded(nodes: int, rounds: int, slow: bool = False) -> list[list[str]]:
 
 def viewer_cost(nodes: int, refreshes: int = 8, slow: bool = False) -> tuple[float, float, float]:
     """Median CPU ms per refresh (read + merge + analysis + table + render), its mean, and json.loads' median."""
-    lines = recorded(nodes, refreshes + 1, slow)
+    lines = recorded(nodes, REPEAT + refreshes, slow)
     freeze_start_up()  # as the viewer does before its first refresh
     streams = Streams()
-    for line in lines[0]:
+    for line in (line for first in lines[:REPEAT] for line in first):  # each rank's first full entry, and its repeats
         streams.add_line(line, 1.8e9)
     judging = Judging(10.0)
-    state = merge(streams.reports, streams.text, 1.8e9, judging, 1.5)
+    state = merge(streams.reports, streams.text, 1.8e9 + (REPEAT - 1) * 1.5, judging, 1.5)
     ours: list[float] = []
     base: list[float] = []
 
@@ -96,7 +96,7 @@ def viewer_cost(nodes: int, refreshes: int = 8, slow: bool = False) -> tuple[flo
         app = WatchApp(source, 3600.0, clock=lambda: 0.0, several_nodes=True, samples=samples)
         async with app.run_test(size=(150, 40)) as pilot:
             await pilot.pause()
-            for i in range(1, refreshes + 1):
+            for i in range(REPEAT, REPEAT + refreshes):  # the steady state: rows, each with its new round
                 now = 1.8e9 + i * 1.5
                 start = time.process_time()
                 for line in lines[i]:

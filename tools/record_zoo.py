@@ -1,5 +1,5 @@
 """Record the zoo's real evidence for the pure tests: tests/fixtures/zoo/<case>.<how>.jsonl, the agent lines
-(``ncclcheck.watch-agent/2``) of tests/workers/zoo.py's case, hung on real torchrun/gloo ranks.
+(``ncclcheck.watch-agent/3``) of tests/workers/zoo.py's case, hung on real torchrun/gloo ranks.
 
   python tools/record_zoo.py [CASE ...]            every case of tests/unit/analysis/watch/test_zoo_replay.py's table by default
 
@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from ncclcheck.model.agent_line import NUMBERS, ROW
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = REPO / "tests" / "workers" / "zoo.py"
@@ -143,25 +145,36 @@ def record(case: str, nproc: int, how: str, work: Path) -> None:
 
 def compact(path: Path, keep: int = KEEP) -> None:
     """Keep the last ``keep`` lines, the first of them carrying what the viewer would hold from the lines before:
-    each rank's last stack and closer look (sent only when they change), the last Flight Recorders."""
+    every rank in full (schema /3 sends a rank whose state did not change as a row: its last full entry with the
+    row's numbers), each rank's last stack, closer look and place table (sent only when they change), the last
+    Flight Recorders."""
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     if len(lines) <= keep:
         return
-    held: dict[tuple[int, str], object] = {}
+    full: dict[int, dict[str, object]] = {}
+    apart: dict[tuple[int, str], object] = {}
     flight = None
     for line in lines[:-keep]:
         flight = line.get("flight", flight)
         for r in line.get("ranks", []):
-            for key in ("stack", "deep"):
-                if key in r:
-                    held[(r["rank"], key)] = r[key]
+            if isinstance(r, dict):
+                full[r["rank"]] = r
+                for key in ("stack", "deep", "places"):
+                    if key in r:
+                        apart[(r["rank"], key)] = r[key]
     first = lines[-keep]
     if flight is not None and "flight" not in first:
         first["flight"] = flight
+    ranks = []
     for r in first.get("ranks", []):
-        for key in ("stack", "deep"):
-            if key not in r and (r["rank"], key) in held:
-                r[key] = held[(r["rank"], key)]
+        if isinstance(r, list):  # a row: its last full entry with these numbers and rounds
+            base = {k: v for k, v in full[r[0]].items() if k not in ("stack", "deep", "places", "counts", "rounds")}
+            r = {**base, **dict(zip(NUMBERS, r[2:ROW])), "version": r[1], **({"counts": r[ROW:]} if r[ROW:] else {})}
+        for key in ("stack", "deep", "places"):
+            if key not in r and (r["rank"], key) in apart:
+                r[key] = apart[(r["rank"], key)]
+        ranks.append(r)
+    first["ranks"] = ranks
     path.write_text("".join(json.dumps(x) + "\n" for x in lines[-keep:]))
 
 

@@ -3,10 +3,13 @@ sampler write one per sample of a node's ranks (``AgentLines``), the viewer read
 
 A line holds each rank's sample and how long it has stood still (the agent tracks its own ranks on its own
 clock, so the viewer never compares two nodes' clocks), and a rank's stack only when it changed since the
-line before. A rank whose state (process, status, the call it is in and its arguments, its stack, closer look
-and place table) is as last sent comes as one positional row of the numbers that change at every sample
-(``NUMBERS``), its new rounds after them: the reader keeps the rest from the rank's last full entry, which comes
-again every ``TABLE_EVERY`` lines for a reader that came in late (schema /2 sent every rank in full: still read).
+line before. A rank whose state (process, status, the call it is in and its arguments) is as last sent and whose
+stack and closer look did not change comes as one positional row: its state's version (the line the state changed
+in), the numbers that change at every sample (``NUMBERS``), its new rounds. The reader keeps the rest from the
+rank's last full entry. A rank goes in full in the line its state changed and the ``REPEAT`` - 1 after it (a line
+lost on its way, torn by a fan-out's interleaving, leaves no state gone by), and every rank on every
+``TABLE_EVERY``-th line (a reader that came in late is whole after it); a row whose version the reader does not hold
+reads as a rank whose stack is not known. Schema /2 sent every rank in full: still read.
 
 A rank's new rounds of sampled stacks come as ``counts``: one row of plain numbers per round (its samples and
 waits by kind, its CPU, and (index, count) pairs into the rank's ``places`` table), the table itself (kind, what,
@@ -36,6 +39,7 @@ from ncclcheck.model.waits import Deep, code_from_json, deep_from_json
 from ncclcheck.model.watch import AGENT_SCHEMA, AgentReport, RankSample, RankView, RendezvousEndpoint, WatchState
 
 TABLE_EVERY = 32  # lines between two sendings of an unchanged place table or state (a reader that began later)
+REPEAT = 3  # lines that carry a rank in full once its state changed
 PLACE_TABLE_MAX = 64  # places a rank's table holds before it is begun afresh
 # a rank's numbers that change at every sample, in the order of its positional row (after its rank; then its rounds)
 NUMBERS = (
@@ -142,7 +146,7 @@ def agent_line(
         if deep_sent is None:  # a rank standing still outside a collective: what it waits on, for the viewer's chain
             if s.deep is not None:
                 rank["deep"] = s.deep.to_json()
-        elif deep_sent.get(s.rank) != s.deep:
+        elif s.rank not in deep_sent or deep_sent[s.rank] != s.deep:  # not sent yet, or due again: null too
             rank["deep"] = None if s.deep is None else s.deep.to_json()
             deep_sent[s.rank] = s.deep
         if s.p2p is not None:
@@ -183,7 +187,8 @@ class AgentLines:
         self.rounds_sent: dict[int, float] = {}
         self.deep_sent: dict[int, Deep | None] = {}
         self.places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] = {}
-        self.states: dict[int, tuple[dict[str, Any], int]] = {}  # each rank's state as last sent in full, and when
+        # each rank's state as last sent in full, and its version: the line it changed in
+        self.states: dict[int, tuple[dict[str, Any], int]] = {}
 
     def line(
         self,
@@ -197,8 +202,8 @@ class AgentLines:
     ) -> dict[str, Any]:
         """The next line; ``flight`` is sent when it is not the one last sent (identity: the source keeps one until
         it asks again), ``groups`` when they differ from those last sent."""
-        for rank, (_, at) in self.states.items():  # a rank due in full again: with its stack and closer look too
-            if self.seq - at >= TABLE_EVERY:
+        for rank, (_, version) in self.states.items():  # a rank due in full: with its stack and closer look too
+            if self.seq % TABLE_EVERY == 0 or self.seq - version < REPEAT:
                 self.sent.pop(rank, None)
                 self.deep_sent.pop(rank, None)
         fresh, self.flight = (flight if flight is not self.flight else None), flight
@@ -224,14 +229,18 @@ class AgentLines:
         return line
 
     def _compact(self, rank: dict[str, Any], seq: int) -> dict[str, Any] | list[Any]:
-        """The rank's positional row where its state is as last sent (in full, fewer than ``TABLE_EVERY`` lines
-        ago) and nothing sent apart changed but its new rounds; else the rank in full, its state remembered."""
+        """The rank in full, with its state's version, in the line its state changed and the ``REPEAT`` - 1 after
+        it (one line lost on its way, a torn line, does not leave the reader with a state gone by), on every
+        ``TABLE_EVERY``-th line (every rank at once: a reader that came in late is whole after it) and where it
+        carries something sent apart that a row has no place for; else its positional row: its rank, its state's
+        version (a reader that missed it knows), its numbers, its new rounds."""
         state = {k: v for k, v in rank.items() if k not in NUMBERS and k not in SENT_APART}
         kept = self.states.get(rank["rank"])
-        if kept is not None and kept[0] == state and seq - kept[1] < TABLE_EVERY and not _apart(rank):
-            return [rank["rank"], *(rank[k] for k in NUMBERS), *rank.get("counts", ())]
-        self.states[rank["rank"]] = (state, seq)
-        return rank
+        version = kept[1] if kept is not None and kept[0] == state else seq
+        self.states[rank["rank"]] = (state, version)
+        if seq - version >= REPEAT and seq % TABLE_EVERY and not _apart(rank):
+            return [rank["rank"], version, *(rank[k] for k in NUMBERS), *rank.get("counts", ())]
+        return {**rank, "version": version}
 
 
 def _apart(rank: dict[str, Any]) -> bool:
@@ -265,6 +274,7 @@ class Held:
     deeps: dict[tuple[str, int], Deep | None] = field(default_factory=dict)
     places: dict[tuple[str, int], tuple[PlaceKey, ...]] = field(default_factory=dict)
     views: dict[tuple[str, int], RankView] = field(default_factory=dict)
+    versions: dict[tuple[str, int], int] = field(default_factory=dict)  # the version of each rank's state held
 
     def read(self, data: dict[str, Any], received: float) -> AgentReport | None:
         """An agent line as the viewer holds it: a rank's stack comes from an earlier line when this one left it
@@ -276,9 +286,10 @@ class Held:
         raw_job = data.get("job")
         job: dict[str, Any] = raw_job if isinstance(raw_job, dict) else {}
         try:
-            views = tuple(
-                self._row(r, host) if isinstance(r, list) else self._view(r, host) for r in data.get("ranks", [])
-            )
+            read = [self._row(r, host) if isinstance(r, list) else self._view(r, host) for r in data.get("ranks", [])]
+            views = tuple(v for v in read if v is not None)
+            if len(views) < len(read):
+                return None  # a row whose state never came here: the rank's full entries in this line are kept
             return AgentReport(
                 host=host,
                 received=float(data.get("time", received)) if received < 0 else received,
@@ -329,6 +340,7 @@ class Held:
             tracer=r.get("tracer"),
         )
         cpu = r.get("main_cpu_percent")
+        self.versions[key] = _int(r.get("version")) or 0
         view = self.views[key] = RankView(
             sample,
             r.get("collective"),
@@ -348,15 +360,22 @@ class Held:
         )
         return view
 
-    def _row(self, r: list[Any], host: str) -> RankView:
-        """A rank sent as a row (``NUMBERS``, then its new rounds): its last view, with these numbers."""
-        rank, since, still, quiet, idle, idle_n, moved, progressing, cpu, main_cpu, rss, threads, net, held = r[:ROW]
+    def _row(self, r: list[Any], host: str) -> RankView | None:
+        """A rank sent as a row (its state's version, ``NUMBERS``, then its new rounds): its last view, with these
+        numbers; None where its state never came here. Where the state held is not the version the row names (the
+        line that changed it was not read here), its stack and call are not known until its next full entry."""
+        rank, version, since, still, quiet, idle, idle_n, moved, progressing, cpu, main_cpu, rss, threads, net, held = (
+            r[:ROW]
+        )
         key = (host, int(rank))
-        before = self.views[key]  # KeyError: its full entry never came; the line is not read
+        before = self.views.get(key)
+        if before is None:
+            return None
         if len(r) > ROW:
             table = self.places.get(key, ())
             self._rounds([tally_from_row(row, table) for row in r[ROW:]], key)
         s = before.sample
+        known = self.versions.get(key) == version
         sample = RankSample(
             s.rank,
             s.local_rank,
@@ -368,22 +387,22 @@ class Held:
             int(threads or 0),
             None,
             _int(net),
-            s.stack,
-            s.stack_error,
+            s.stack if known else (),
+            s.stack_error if known else MISSED,
             s.exit_code,
             None,
             (),
-            s.deep,
-            s.p2p,
+            s.deep if known else None,
+            s.p2p if known else None,
             s.ended,
-            s.code,
+            s.code if known else None,
             s.tracer,
         )
         view = self.views[key] = RankView(
             sample,
-            before.collective,
-            before.call_site,
-            before.doing,
+            before.collective if known else None,
+            before.call_site if known else None,
+            before.doing if known else s.status,
             float(since),
             float(still),
             float(quiet),
@@ -393,7 +412,7 @@ class Held:
             bool(progressing),
             int(moved),
             (),
-            before.args,
+            before.args if known else None,
             self.tallies.get(key, ()),
             float(held or 0.0),
         )
@@ -404,7 +423,11 @@ class Held:
             self.tallies[key] = window(self.tallies.get(key, ()), [t for t in new if t is not None])
 
 
-ROW = 1 + len(NUMBERS)  # a rank's row: its rank and its numbers, then its new rounds
+ROW = 2 + len(NUMBERS)  # a rank's row: its rank, its state's version and its numbers, then its new rounds
+MISSED = (
+    "its state came in an agent line not read here (a torn or lost line): not known until the agent sends the rank in"
+    f" full again, within {TABLE_EVERY} lines"
+)
 
 
 def _endpoint(data: object) -> RendezvousEndpoint | None:

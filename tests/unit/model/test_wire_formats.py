@@ -12,13 +12,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from watch_states import all_in, job, states
+from watch_states import all_in, job, sample, states
 
-from ncclcheck.model.agent_line import TABLE_EVERY, AgentLines, Held, agent_line
+from ncclcheck.model.agent_line import REPEAT, TABLE_EVERY, AgentLines, Held, agent_line
 from ncclcheck.model.findings import Finding
 from ncclcheck.model.run import hang_from_json, hang_json
 from ncclcheck.model.shares import KINDS, Place, PlaceKey, Tally
 from ncclcheck.model.stacks import Frame
+from ncclcheck.model.waits import Deep
 from ncclcheck.model.watch import RankSample, RankView, RendezvousEndpoint, Verdict, WatchState
 from ncclcheck.views.watch import to_json as watch_json
 
@@ -260,40 +261,123 @@ def next_look(draw: Any, state: WatchState) -> tuple[WatchState, tuple[bool, ...
 @given(st.data())
 def test_a_rank_whose_state_is_as_last_sent_comes_as_a_row_and_reads_back_as_written(data: Any) -> None:
     """The agent's lines over time (``AgentLines``): a rank whose state is as last sent comes as a row of its numbers
-    and reads back as the view it was written from; must-not: a rank whose call or status changed comes in full."""
+    and reads back as the view it was written from; must-not: a rank whose call or status changed comes in full, in
+    that line and the REPEAT - 1 after it."""
     state = data.draw(watch_state())
     lines, held = AgentLines("node0"), Held()
     looks = [(state, tuple(True for _ in state.ranks))]
-    for _ in range(3):
+    for _ in range(REPEAT + 3):
         looks.append(data.draw(next_look(looks[-1][0])))
+    changed_at = [0] * len(state.ranks)
     for i, (look, changed) in enumerate(looks):
+        changed_at = [i if c else at for c, at in zip(changed, changed_at)]
         line = json.loads(json.dumps(lines.line(look, 1.0 + i)))
-        assert [isinstance(r, list) for r in line["ranks"]] == [not c for c in changed]
+        assert [isinstance(r, list) for r in line["ranks"]] == [i - at >= REPEAT for at in changed_at]
         report = held.read(line, 1.0 + i)
         assert report is not None
         assert report.views == tuple(dataclasses.replace(v, place=()) for v in look.ranks)
 
 
+UNSENT = {"main_cpu_s": None}  # not on the line: the agent's own clock judges it
+
+
+def as_read(state: WatchState) -> tuple[RankView, ...]:
+    return tuple(dataclasses.replace(v, place=(), sample=dataclasses.replace(v.sample, **UNSENT)) for v in state.ranks)
+
+
 def test_a_row_whose_full_entry_never_came_leaves_the_line_unread_until_the_agent_sends_it_again() -> None:
     """A reader that came in late (the first lines not seen): a row it cannot complete is not read as anything
-    (never a rank with another's state); the agent sends every rank in full again within TABLE_EVERY lines."""
+    (never a rank with another's state); every TABLE_EVERY-th line carries every rank in full, stack and all."""
     state = states(job(2), *[all_in(2, "all_reduce")] * 3)
     lines = AgentLines("node0")
     written = [json.loads(json.dumps(lines.line(state, 1.0 + i))) for i in range(TABLE_EVERY + 1)]
-    assert all(isinstance(r, dict) for r in written[0]["ranks"]) and isinstance(written[1]["ranks"][0], list)
+    assert all(isinstance(r, dict) for line in written[:REPEAT] for r in line["ranks"])
+    assert all(isinstance(r, list) for line in written[REPEAT:TABLE_EVERY] for r in line["ranks"])
     late = Held()
-    assert [late.read(line, 1.0) for line in written[1:TABLE_EVERY]] == [None] * (TABLE_EVERY - 1)
+    assert [late.read(line, 1.0) for line in written[REPEAT:TABLE_EVERY]] == [None] * (TABLE_EVERY - REPEAT)
     again = late.read(written[TABLE_EVERY], 2.0)
     assert all(isinstance(r, dict) for r in written[TABLE_EVERY]["ranks"])
-    assert again is not None and [v.rank for v in again.views] == [0, 1]
-    unsent = {"main_cpu_s": None}  # not on the line: the agent's own clock judges it
-    assert again.views == tuple(
-        dataclasses.replace(v, place=(), sample=dataclasses.replace(v.sample, **unsent)) for v in state.ranks
-    )  # its stack too, sent again with the rank in full
+    assert again is not None and again.views == as_read(state)  # its stack too, sent again with the rank in full
+
+
+def test_a_full_entry_beside_a_row_the_reader_cannot_complete_is_kept() -> None:
+    """A late reader whose ranks' full entries come in different lines (their states changed at different samples)
+    keeps each as it comes: the first line it reads whole is the first whose rows it holds, not a shared full one."""
+    quiet = states(job(2), *[all_in(2, "all_reduce")] * 3)
+    moved = states(job(2), *[all_in(2, "all_reduce"), all_in(2, "all_reduce", line=90)] * 2)
+    lines = AgentLines("node0")
+    written = [json.loads(json.dumps(lines.line(quiet, 1.0 + i))) for i in range(REPEAT + 1)]
+    written += [json.loads(json.dumps(lines.line(moved if i == 0 else quiet, 10.0 + i))) for i in range(2)]
+    assert [isinstance(r, list) for r in written[REPEAT + 1]["ranks"]] == [False, False]  # both moved to line 90
+    late = Held()
+    assert late.read(written[REPEAT], 1.0) is None
+    assert late.read(written[REPEAT + 1], 2.0) is not None
+
+
+def test_a_lost_line_with_a_change_of_state_leaves_the_reader_right_or_saying_it_does_not_know() -> None:
+    """A line lost on its way (torn by a fan-out's interleaving): the change it carried comes again in the next
+    REPEAT - 1 lines; where every one of them was lost, the rows name a version the reader does not hold, and the
+    rank reads as one whose stack and call are not known (never the state gone by) until it comes in full."""
+    waiting = states(job(2), *[all_in(2, "all_reduce")] * 3)
+    died = states(job(2), *[all_in(2, "all_reduce")] * 3, all_in(2, "all_reduce", r1=sample(1, (), status="gone")))
+    lines = AgentLines("node0")
+    written = [json.loads(json.dumps(lines.line(waiting, 1.0 + i))) for i in range(REPEAT + 1)]
+    written += [json.loads(json.dumps(lines.line(died, 10.0 + i))) for i in range(REPEAT + 2)]
+    change = REPEAT + 1
+    for lost in (1, REPEAT):
+        held = Held()
+        for line in written[:change] + written[change + lost :]:
+            report = held.read(line, 1.0)
+        assert report is not None
+        rank1 = report.views[1]
+        if lost < REPEAT:  # must-not: one line lost, the next carried the change
+            assert rank1.sample.status == "gone" and rank1.sample.stack_error is None
+        else:
+            assert rank1.sample.status == "sleeping" and not rank1.known and rank1.collective is None
+            assert rank1.sample.stack_error is not None and "not read here" in rank1.sample.stack_error
+            assert report.views[0] == as_read(died)[0]
 
 
 def test_an_unchanged_rank_costs_a_row_of_numbers_not_its_state() -> None:
     state = states(job(8), *[all_in(8, "all_reduce")] * 3)
     lines = AgentLines("node0")
-    first, second = (len(json.dumps(lines.line(state, 1.0 + i))) for i in range(2))
-    assert second * 3 < first
+    sizes = [len(json.dumps(lines.line(state, 1.0 + i))) for i in range(REPEAT + 1)]
+    assert sizes[REPEAT] * 3 < sizes[0]
+
+
+DEEPS = [None, Deep(main_locals=(("f", 1, (("x", "1"),)),)), Deep(main_locals=(("g", 2, ()),))]
+CHANGES = st.sampled_from(["none"] * 6 + ["stack", "deep", "status", "pid", "stack_error"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_many_lines_with_every_kind_of_change_read_back_as_written(data: Any) -> None:
+    """Many lines from one writer to one reader, each rank's numbers new at every line and now and then its stack,
+    closer look, status, pid or stack error changed, a rank left out of a line, a line with no state: every line
+    reads back as the state it was written from (found by a reviewer: a closer look gone to null in the line that
+    was due in full again stayed with the reader)."""
+    state = data.draw(watch_state())
+    state = dataclasses.replace(state, ranks=tuple(dataclasses.replace(v, tallies=()) for v in state.ranks))
+    lines, held = AgentLines("node0"), Held()
+    for i in range(data.draw(st.integers(2, 2 * TABLE_EVERY + 4))):
+        views = []
+        for v in state.ranks:
+            s = dataclasses.replace(v.sample, **data.draw(SAMPLE_NUMBERS), net_bytes=data.draw(MAYBE_INT))
+            change = data.draw(CHANGES)
+            if change == "stack":
+                s = dataclasses.replace(s, stack=data.draw(FRAMES))
+            elif change == "deep":
+                s = dataclasses.replace(s, deep=data.draw(st.sampled_from(DEEPS)))
+            elif change == "status":
+                s = dataclasses.replace(s, status=data.draw(st.sampled_from(["running", "sleeping", "gone"])))
+            elif change == "pid":
+                s = dataclasses.replace(s, pid=data.draw(MAYBE_INT))
+            elif change == "stack_error":
+                s = dataclasses.replace(s, stack_error=data.draw(st.none() | st.just("py-spy failed")))
+            views.append(dataclasses.replace(v, sample=s, **data.draw(NUMBERS_ONLY)))
+        state = dataclasses.replace(state, ranks=tuple(views))
+        mode = data.draw(st.sampled_from(["all"] * 6 + ["drop-one", "none"]))
+        shown = dataclasses.replace(state, ranks=state.ranks[1:]) if mode == "drop-one" else state
+        report = held.read(json.loads(json.dumps(lines.line(None if mode == "none" else shown, 1.0 + i))), 1.0 + i)
+        assert report is not None
+        assert report.views == (() if mode == "none" else as_read(shown)), i
