@@ -58,3 +58,15 @@ def test_must_not_a_file_that_is_not_there_or_not_python_gives_no_facts(tmp_path
     broken.write_text("def f(:\n    pass\n")
     assert code_at(str(broken), 1) is None
     assert code_at(str(SOURCE), 10_000) is None
+
+
+def test_a_line_s_facts_are_made_once_per_version_of_its_file(tmp_path: Path) -> None:
+    """A stuck rank's line is asked at every sample of every rank (walking the whole tree again for it was most of
+    an agent's own CPU): the same facts while the file is as it was; new ones once it changed."""
+    code = tmp_path / "train.py"
+    code.write_text("import time\n\ndef step():\n    time.sleep(1)\n")
+    first = code_at(str(code), 4)
+    assert first is not None and code_at(str(code), 4) is first
+    code.write_text("import time\n\ndef step():\n    queue.get(timeout=None)\n")
+    again = code_at(str(code), 4)
+    assert again is not None and again is not first and "queue.get" in again.text
