@@ -252,11 +252,11 @@ def _counts(
     new: Sequence[Tally], rank: int, seq: int, places_sent: dict[int, tuple[tuple[PlaceKey, ...], int]] | None
 ) -> dict[str, Any]:
     """A rank's new rounds as rows of numbers, and its place table where the reader does not hold it yet."""
-    keys, sent_at = places_sent.get(rank, ((), seq)) if places_sent is not None else ((), seq)
+    keys = places_sent.get(rank, ((), seq))[0] if places_sent is not None else ()
     table = {k: i for i, k in enumerate(keys)} if len(keys) <= PLACE_TABLE_MAX else {}  # a fresh one past it
     out: dict[str, Any] = {"counts": [tally_row(t, table) for t in new]}
     fresh = tuple(table)
-    if places_sent is None or rank not in places_sent or fresh != keys or seq - sent_at >= TABLE_EVERY:
+    if places_sent is None or rank not in places_sent or fresh != keys or seq % TABLE_EVERY == 0:
         out["places"] = [list(k) for k in fresh]
         if places_sent is not None:
             places_sent[rank] = (fresh, seq)

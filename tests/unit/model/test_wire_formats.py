@@ -381,3 +381,25 @@ def test_many_lines_with_every_kind_of_change_read_back_as_written(data: Any) ->
         report = held.read(json.loads(json.dumps(lines.line(None if mode == "none" else shown, 1.0 + i))), 1.0 + i)
         assert report is not None
         assert report.views == (() if mode == "none" else as_read(shown)), i
+
+
+def test_a_late_reader_has_every_rank_s_rounds_from_the_shared_full_line_on() -> None:
+    """The place tables go with every TABLE_EVERY-th line too, every rank's at once: a reader that came in late reads
+    the rounds of every rank from that line on, whenever each rank's table was first sent (a row naming a place of a
+    table it does not hold is dropped, never misread)."""
+    base = states(job(2), *[all_in(2, "all_reduce")] * 3)
+    place = Place("collective", "all_reduce", "/job/train.py:88 (step)", 5)
+
+    def at(i: int) -> WatchState:  # rank 1's rounds begin at the 6th line (py-spy could not record it before)
+        rounds = tuple(Tally(100.0 + k, 101.0 + k, 10, (("collective", 5),), (place,), 0.5) for k in range(i + 1))
+        kept = {0: rounds[-30:], 1: tuple(t for t in rounds[-30:] if t.start >= 105.0)}
+        return dataclasses.replace(base, ranks=tuple(dataclasses.replace(v, tallies=kept[v.rank]) for v in base.ranks))
+
+    lines = AgentLines("node0")
+    written = [json.loads(json.dumps(lines.line(at(i), 100.0 + i))) for i in range(TABLE_EVERY + 3)]
+    late = Held()
+    for line in written[8:]:  # after both ranks' tables were first sent
+        report = late.read(line, -1.0)
+    assert report is not None
+    for v in report.views:
+        assert [t.end for t in v.tallies] == [101.0 + k for k in range(TABLE_EVERY, TABLE_EVERY + 3)]
