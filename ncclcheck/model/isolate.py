@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 # alone: each node by itself; pairs: nodes two by two; swap: a suspect with a node that passed with others;
 # halves: each half of a set; boundary: two halves that pass alone, together; cross: parts of two halves across;
@@ -72,3 +72,17 @@ class IsolateVerdict:
     # completed but ran under a floor the other groups set, twice (a second, slower fault among them, or a loaded
     # node: the stages cannot tell which)
     also_slow: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """As node 0 posts it to the other nodes (and the JSON report spells it, with the nodes' hosts)."""
+        return {
+            "kind": self.kind,
+            "nodes": list(self.nodes),
+            "message": self.message,
+            "also_slow": list(self.also_slow),
+        }
+
+
+def verdict_from_json(data: dict[str, Any]) -> IsolateVerdict:
+    """A verdict as ``IsolateVerdict.to_json`` wrote it."""
+    return IsolateVerdict(data["kind"], tuple(data["nodes"]), str(data["message"]), tuple(data.get("also_slow", ())))

@@ -58,15 +58,7 @@ def to_json(
             {"index": i, "kind": result.stage.kind, "groups": [_group_json(j) for j in stage_judged]}
             for i, (result, stage_judged) in enumerate(zip(done, judged))
         ],
-        "verdict": None
-        if verdict is None
-        else {
-            "kind": verdict.kind,
-            "nodes": list(verdict.nodes),
-            "hosts": [hosts.get(n) for n in verdict.nodes],
-            "message": verdict.message,
-            "also_slow": list(verdict.also_slow),
-        },
+        "verdict": None if verdict is None else {**verdict.to_json(), "hosts": [hosts.get(n) for n in verdict.nodes]},
     }
 
 

@@ -23,7 +23,7 @@ from ncclcheck.analysis.smoke.isolate import judge, next_step
 from ncclcheck.analysis.smoke.progress import INIT_GRACE_S
 from ncclcheck.collectors import isolate as meet
 from ncclcheck.collectors import launch as launcher
-from ncclcheck.model.isolate import HEALTHY, GroupRun, IsolateVerdict, Stage, StageResult
+from ncclcheck.model.isolate import HEALTHY, GroupRun, IsolateVerdict, Stage, StageResult, verdict_from_json
 from ncclcheck.model.smoke import Launch
 from ncclcheck.report_files import replace_json
 from ncclcheck.signals import Ended, handling
@@ -85,8 +85,7 @@ def _decide(
 ) -> dict[str, Any]:
     step = next_step(launch.nodes, done, args.busbw_floor)
     if isinstance(step, IsolateVerdict):
-        verdict = {"kind": step.kind, "nodes": list(step.nodes), "message": step.message, "runs": len(done)}
-        posted: dict[str, Any] = {"verdict": verdict}
+        posted: dict[str, Any] = {"verdict": {**step.to_json(), "runs": len(done)}}
     else:
         base = launch.master_port or 29400
         posted = {
@@ -232,7 +231,7 @@ def _concluded(
     launch: Launch,
     console: Console,
 ) -> int:
-    verdict = IsolateVerdict(posted["kind"], tuple(posted["nodes"]), posted["message"])
+    verdict = verdict_from_json(posted)
     render_verdict(verdict, hosts, int(posted.get("runs", len(done))), console)
     if launch.node_rank == 0:
         _write(args, hosts, done, verdict, "concluded")

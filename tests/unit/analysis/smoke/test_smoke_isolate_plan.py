@@ -8,6 +8,7 @@ groups complete, slowly), a dropped or slow link between two nodes.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,17 @@ from dataclasses import dataclass
 import pytest
 
 from ncclcheck.analysis.smoke.isolate import FLOOR_SHARE, busbw_floors, judge, next_step
-from ncclcheck.model.isolate import HEALTHY, LINK, NODE, NOT_SINGLE, GroupRun, IsolateVerdict, Stage, StageResult
+from ncclcheck.model.isolate import (
+    HEALTHY,
+    LINK,
+    NODE,
+    NOT_SINGLE,
+    GroupRun,
+    IsolateVerdict,
+    Stage,
+    StageResult,
+    verdict_from_json,
+)
 
 FAST, SLOW = 1.0, 0.01  # GB/s: a healthy veth against one under tbf
 
@@ -521,3 +532,11 @@ def test_a_dropped_link_with_a_slow_end_replays_as_planned_and_names_a_planted_n
     for a, b in itertools.permutations(range(n), 2):
         verdict, _ = isolate(Cluster(n, links=frozenset({frozenset({a, b})}), slow=frozenset({b})))
         assert verdict.kind != HEALTHY and set(verdict.nodes) & {a, b}, (a, b, verdict)
+
+
+def test_a_verdict_posted_to_the_other_nodes_reads_back_whole() -> None:
+    """Node 0 posts the verdict on the store and every node renders what it reads back (also_slow was left out of
+    the post at first: the JSON report lost it)."""
+    verdict, _ = replay_confirm(0.05)
+    assert verdict.also_slow
+    assert verdict_from_json(json.loads(json.dumps({**verdict.to_json(), "runs": 7}))) == verdict
