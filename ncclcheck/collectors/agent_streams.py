@@ -29,6 +29,10 @@ from ncclcheck.model.watch import AGENT_SCHEMAS, AgentReport
 
 LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]+)\]|(?P<plain>[\w.@/-]+):)\s?")
 KEEP_TEXT = 8  # last lines of a node's own words kept
+UNREAD = (
+    "its agent's lines from line {seq} on could not be read: malformed, or a rank sent as a row whose state never"
+    " came here (reading began after the line that carried it: the agent sends every rank in full every 32 lines)"
+)
 
 
 @dataclass
@@ -67,6 +71,10 @@ class Streams:
                     self.reports[report.host] = report
                     self.first_seen = report.received if self.first_seen is None else self.first_seen
                     return
+                unread = self.text.setdefault(data["host"], deque(maxlen=KEEP_TEXT))  # said, not its JSON
+                if not unread or not unread[-1].startswith(UNREAD[:24]):
+                    unread.append(UNREAD.format(seq=data.get("seq")))
+                return
         match = LABEL.match(line)
         label = (match.group("bracket") or match.group("plain")) if match else ""
         words = line[match.end() :] if match else line

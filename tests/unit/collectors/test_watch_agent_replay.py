@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import FIXTURES
 from watch_states import all_in, job, sample, states
 
-from ncclcheck.collectors.agent_streams import TEARDOWN_NOTE, replay
+from ncclcheck.collectors.agent_streams import TEARDOWN_NOTE, Streams, replay
 from ncclcheck.model.agent_line import AgentLines
 from ncclcheck.model.watch import RankSample
 from ncclcheck.sources.watch_nodes import NodesSource
@@ -85,3 +85,22 @@ def test_a_rank_that_ended_of_its_own_before_the_teardown_keeps_the_history_whol
 def test_a_teardown_after_rows_is_still_told_from_the_history(tmp_path: Path) -> None:
     report = replay(ended_lines(tmp_path, None)).reports["vm"]
     assert TEARDOWN_NOTE in report.notes and all(v.sample.status != "gone" for v in report.views)
+
+
+def test_agent_lines_a_late_viewer_cannot_read_yet_are_said_once_not_kept_as_the_node_s_words() -> None:
+    """A viewer that began after a rank's full entry (``tail -F`` of a file, a fan-out that reconnected): its lines
+    cannot be read until every rank comes in full again; what the node said is one sentence saying so, never the
+    lines' JSON; must-not: a line read adds no words."""
+    state = states(job(2), *[all_in(2, "all_reduce")] * 3)
+    lines = AgentLines("vm")
+    written = [json.dumps(lines.line(state, 1_800_000_000.0 + i)) for i in range(8)]
+    read = Streams()
+    for line in written:
+        read.add_line(line, 1.0)
+    assert "vm" in read.reports and "vm" not in read.text
+    late = Streams()
+    for line in written[4:]:
+        late.add_line(line, 1.0)
+    assert late.reports == {} and len(late.text["vm"]) == 1
+    said = late.text["vm"][0]
+    assert said.startswith("its agent's lines from line 4 on could not be read") and "{" not in said
