@@ -111,9 +111,13 @@ def test_a_dropped_link_is_named(tmp_path: Path) -> None:
     for group in failed:
         if "ended early" in group["reason"]:  # one end died at once (connect: Invalid argument): the rest were ended
             # the one seen first may be a member whose peer at an end died ("Connection closed by peer"): seen, in
-            # order of the polls, not of the deaths; an end's own failure is in the reason either way: a rank died, or
-            # (CI) the end whose store sat across the link never started its ranks ("could not reach the c10d store")
-            assert re.search(r"node [13]: (?!ended early)", group["reason"]), out
+            # order of the polls, not of the deaths; an end is in the reason either way: its own failure (a rank
+            # died, or (CI) the end whose store sat across the link never started its ranks: "could not reach the
+            # c10d store"), or, where the member seen first took every other down before an end's failure was
+            # posted (a clean clone under load), that member's peer that closed the connection: an end's address
+            # (node 1 is 10.79.0.2, node 3 10.79.0.4)
+            own = re.search(r"node [13]: (?!ended early)", group["reason"])
+            assert own or re.search(r"closed by peer \[10\.79\.0\.[24]\]", group["reason"]), out
             assert "failed first" in group["reason"], out
 
 
