@@ -44,6 +44,7 @@ class Streams:
     held: Held = field(default_factory=Held)  # per node and rank: what the lines sent before
     flights: dict[str, tuple[FrDump, ...]] = field(default_factory=dict)  # per host, as last sent
     groups: dict[str, tuple[frozenset[int], ...]] = field(default_factory=dict)  # per host, as last sent
+    unread: set[str] = field(default_factory=set)  # hosts whose lines cannot be read since their last one read
     first_seen: float | None = None
 
     def add_line(self, raw: str, received: float) -> None:
@@ -69,11 +70,14 @@ class Streams:
                     held = self.groups.get(report.host, ())
                     report = dataclasses.replace(report, flight=self.flights.get(report.host, ()), groups=held)
                     self.reports[report.host] = report
+                    self.unread.discard(report.host)
                     self.first_seen = report.received if self.first_seen is None else self.first_seen
                     return
-                unread = self.text.setdefault(data["host"], deque(maxlen=KEEP_TEXT))  # said, not its JSON
-                if not unread or not unread[-1].startswith(UNREAD[:24]):
-                    unread.append(UNREAD.format(seq=data.get("seq")))
+                if data["host"] not in self.unread:  # said once until a line of it is read, never its JSON
+                    self.unread.add(data["host"])
+                    self.text.setdefault(data["host"], deque(maxlen=KEEP_TEXT)).append(
+                        UNREAD.format(seq=data.get("seq"))
+                    )
                 return
         match = LABEL.match(line)
         label = (match.group("bracket") or match.group("plain")) if match else ""

@@ -203,7 +203,7 @@ class AgentLines:
         """The next line; ``flight`` is sent when it is not the one last sent (identity: the source keeps one until
         it asks again), ``groups`` when they differ from those last sent."""
         for rank, (_, version) in self.states.items():  # a rank due in full: with its stack and closer look too
-            if self.seq % TABLE_EVERY == 0 or self.seq - version < REPEAT:
+            if _in_full(self.seq, version):
                 self.sent.pop(rank, None)
                 self.deep_sent.pop(rank, None)
         fresh, self.flight = (flight if flight is not self.flight else None), flight
@@ -238,9 +238,15 @@ class AgentLines:
         kept = self.states.get(rank["rank"])
         version = kept[1] if kept is not None and kept[0] == state else seq
         self.states[rank["rank"]] = (state, version)
-        if seq - version >= REPEAT and seq % TABLE_EVERY and not _apart(rank):
+        if not _in_full(seq, version) and not _apart(rank):
             return [rank["rank"], version, *(rank[k] for k in NUMBERS), *rank.get("counts", ())]
         return {**rank, "version": version}
+
+
+def _in_full(seq: int, version: int) -> bool:
+    """Whether line ``seq`` carries a rank whose state changed in line ``version`` in full: in that line and the
+    ``REPEAT`` - 1 after it, and on every ``TABLE_EVERY``-th line."""
+    return seq - version < REPEAT or seq % TABLE_EVERY == 0
 
 
 def _apart(rank: dict[str, Any]) -> bool:
